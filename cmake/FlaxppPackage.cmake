@@ -1,0 +1,24 @@
+# Install rules and the package config, so that `find_package(flaxpp)` + `flaxpp::flaxpp`
+# work after `cmake --install`.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS flaxpp flaxpp_warnings flaxpp_sanitizers EXPORT flaxppTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS flaxpp_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY include/flaxpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY kernels/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flaxpp/kernels
+        FILES_MATCHING PATTERN "*.hpp")
+install(EXPORT flaxppTargets NAMESPACE flaxpp:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/flaxpp)
+
+configure_package_config_file(cmake/flaxppConfig.cmake.in
+                              "${CMAKE_CURRENT_BINARY_DIR}/flaxppConfig.cmake"
+                              INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/flaxpp)
+write_basic_package_version_file("${CMAKE_CURRENT_BINARY_DIR}/flaxppConfigVersion.cmake"
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES "${CMAKE_CURRENT_BINARY_DIR}/flaxppConfig.cmake"
+              "${CMAKE_CURRENT_BINARY_DIR}/flaxppConfigVersion.cmake"
+              cmake/FindCUDNN.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/flaxpp)

@@ -1,0 +1,116 @@
+// flaxpp/core/array.hpp — Array: an immutable value made of a buffer handle, a shape and a
+// dtype. Copies share the buffer; nothing mutates a buffer once an Array holds it.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <ostream>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "flaxpp/core/backend.hpp"
+#include "flaxpp/core/device.hpp"
+#include "flaxpp/core/dtype.hpp"
+#include "flaxpp/core/error.hpp"
+#include "flaxpp/core/shape.hpp"
+
+namespace flaxpp {
+
+class Array {
+ public:
+  // A null array (no buffer); only assignable and testable with valid().
+  Array() = default;
+  // Wraps a buffer holding shape.size() elements of dtype (the buffer may be larger).
+  Array(std::shared_ptr<const Buffer> buffer, Shape shape, DType dtype);
+
+  // Copies `bytes` of host data laid out row-major into a new array on `device`.
+  static Array from_host_bytes(const void* data, Shape shape, DType dtype, Device device);
+  template <class T>
+  static Array from_vector(std::span<const T> data, Shape shape, Device device = Device::cpu());
+  template <class T>
+  static Array from_vector(const std::vector<T>& data, Shape shape, Device device = Device::cpu()) {
+    return from_vector(std::span<const T>(data), std::move(shape), device);
+  }
+  template <class T>
+  static Array scalar(T value, Device device = Device::cpu()) {
+    return from_vector(std::span<const T>(&value, 1), Shape{}, device);
+  }
+  // shape.size() copies of `value` converted to dtype.
+  static Array full(Shape shape, double value, DType dtype, Device device = Device::cpu());
+
+  bool valid() const { return buffer_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_; }
+  Device device() const;
+  std::int64_t rank() const { return shape_.rank(); }
+  std::int64_t size() const { return shape_.size(); }
+  std::int64_t nbytes() const { return size() * static_cast<std::int64_t>(itemsize(dtype_)); }
+  const Buffer& buffer() const;
+
+  // The same values on another device (the same array when already there).
+  Array to(Device device) const;
+  // The values copied to host memory; T must match dtype() exactly.
+  template <class T>
+  std::vector<T> to_vector() const;
+  // Direct read access to a host array's elements; throws for device arrays or a dtype
+  // mismatch (use to_vector() for those).
+  template <class T>
+  std::span<const T> host_span() const;
+
+ private:
+  void check_element_type(DType requested) const;
+  void copy_to_host_bytes(void* dst) const;
+
+  std::shared_ptr<const Buffer> buffer_;
+  Shape shape_;
+  DType dtype_ = DType::f32;
+};
+
+// "f32[2,3]" (jaxpr aval style) followed by up to 8 leading values.
+std::ostream& operator<<(std::ostream& os, const Array& array);
+
+template <class T>
+Array Array::from_vector(std::span<const T> data, Shape shape, Device device) {
+  if (static_cast<std::int64_t>(data.size()) != shape.size())
+    throw ValueError(detail::str("Array::from_vector: shape ", shape, " needs ", shape.size(),
+                                 " elements, got ", data.size(), " values"));
+  if constexpr (std::is_same_v<T, bool>) {
+    // std::vector<bool> is packed; store one byte per element like numpy's bool.
+    std::vector<std::uint8_t> bytes(data.begin(), data.end());
+    return from_host_bytes(bytes.data(), std::move(shape), DType::bool_, device);
+  } else {
+    return from_host_bytes(data.data(), std::move(shape), dtype_of<T>, device);
+  }
+}
+
+template <class T>
+std::vector<T> Array::to_vector() const {
+  check_element_type(dtype_of<T>);
+  if constexpr (std::is_same_v<T, bool>) {
+    std::vector<std::uint8_t> bytes(static_cast<std::size_t>(size()));
+    copy_to_host_bytes(bytes.data());
+    return std::vector<bool>(bytes.begin(), bytes.end());
+  } else {
+    std::vector<T> out(static_cast<std::size_t>(size()));
+    copy_to_host_bytes(out.data());
+    return out;
+  }
+}
+
+template <class T>
+std::span<const T> Array::host_span() const {
+  static_assert(!std::is_same_v<T, bool>, "read bool arrays with host_span<std::uint8_t>()");
+  if constexpr (std::is_same_v<T, std::uint8_t>) {
+    check_element_type(DType::bool_);
+  } else {
+    check_element_type(dtype_of<T>);
+  }
+  if (device().kind != DeviceKind::cpu)
+    throw ValueError(detail::str("Array::host_span: the array lives on ", device(),
+                                 "; copy it with to(Device::cpu()) or to_vector() first"));
+  return {static_cast<const T*>(buffer().data()), static_cast<std::size_t>(size())};
+}
+
+}  // namespace flaxpp

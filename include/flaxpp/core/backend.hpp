@@ -1,0 +1,103 @@
+// flaxpp/core/backend.hpp — the interface every device backend implements: allocation with
+// live/peak byte accounting per memory kind, and copies. Primitive execution joins this
+// interface with the ir layer. Public methods validate and count, then call the virtual
+// *_impl of the backend (which only moves bytes).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "flaxpp/core/device.hpp"
+
+namespace flaxpp {
+
+// Where an allocation lives. `pinned_host` is the destination of offloaded residuals; on the
+// CPU backend it is ordinary host memory, counted apart so offload stays visible.
+enum class MemoryKind : std::uint8_t { device, pinned_host };
+inline constexpr int kNumMemoryKinds = 2;
+std::string_view memory_kind_name(MemoryKind kind);  // "device", "pinned_host" (JAX's spelling)
+// Parses JAX's memory-kind strings; throws ValueError naming the accepted ones.
+MemoryKind memory_kind_from_name(std::string_view name);
+
+struct MemoryStats {
+  std::int64_t live_bytes = 0;      // bytes of buffers alive now
+  std::int64_t peak_bytes = 0;      // high-water mark of live_bytes since the last reset
+  std::int64_t live_buffers = 0;    // buffers alive now
+  std::int64_t total_allocations = 0;  // allocations since the backend started
+};
+
+class Backend;
+
+// One allocation on one backend. Not copyable; shared through std::shared_ptr, and handed
+// back to its backend (and uncounted) when the last owner drops it.
+class Buffer {
+ public:
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+
+  void* data() const { return data_; }
+  std::int64_t bytes() const { return bytes_; }
+  MemoryKind memory_kind() const { return kind_; }
+  Device device() const;
+  Backend& backend() const { return *backend_; }
+
+ private:
+  friend class Backend;
+  Buffer(Backend* backend, void* data, std::int64_t bytes, MemoryKind kind)
+      : backend_(backend), data_(data), bytes_(bytes), kind_(kind) {}
+
+  Backend* backend_;
+  void* data_;
+  std::int64_t bytes_;
+  MemoryKind kind_;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  Device device() const { return device_; }
+
+  // A new uninitialised buffer of `bytes` (0 allowed). Throws OutOfMemoryError naming the
+  // request and the live/peak bytes when the backend cannot provide it.
+  std::shared_ptr<Buffer> allocate(std::int64_t bytes, MemoryKind kind = MemoryKind::device);
+
+  // Byte copies between this backend's buffers and host memory, and within the backend.
+  // They complete before returning (the host may read `dst` at once).
+  void copy_to_host(const Buffer& src, void* dst, std::int64_t bytes) const;
+  void copy_from_host(const void* src, Buffer& dst, std::int64_t bytes) const;
+  void copy(const Buffer& src, Buffer& dst, std::int64_t bytes) const;
+
+  MemoryStats memory_stats(MemoryKind kind = MemoryKind::device) const;
+  // Sets every kind's peak to its current live bytes.
+  void reset_peak_memory();
+
+ protected:
+  explicit Backend(Device device) : device_(device) {}
+
+  virtual void* allocate_impl(std::int64_t bytes, MemoryKind kind) = 0;  // nullptr = failed
+  virtual void deallocate_impl(void* data, std::int64_t bytes, MemoryKind kind) noexcept = 0;
+  virtual void copy_to_host_impl(const void* src, void* dst, std::int64_t bytes) const = 0;
+  virtual void copy_from_host_impl(const void* src, void* dst, std::int64_t bytes) const = 0;
+  virtual void copy_impl(const void* src, void* dst, std::int64_t bytes) const = 0;
+
+ private:
+  friend class Buffer;
+  void release(void* data, std::int64_t bytes, MemoryKind kind) noexcept;
+
+  Device device_;
+  mutable std::mutex mutex_;
+  std::array<MemoryStats, kNumMemoryKinds> stats_{};
+};
+
+// The backend of `device`; throws DeviceError when that device is not available (not
+// compiled in, no GPU, index out of range), saying which devices are.
+Backend& backend(Device device);
+
+}  // namespace flaxpp

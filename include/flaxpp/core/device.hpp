@@ -1,0 +1,36 @@
+// flaxpp/core/device.hpp — where an array's buffer lives, and which device is the default.
+#pragma once
+
+#include <ostream>
+#include <string>
+#include <string_view>
+
+namespace flaxpp {
+
+enum class DeviceKind { cpu, cuda };
+
+struct Device {
+  DeviceKind kind = DeviceKind::cpu;
+  int index = 0;
+
+  static Device cpu() { return {DeviceKind::cpu, 0}; }
+  static Device cuda(int index = 0) { return {DeviceKind::cuda, index}; }
+  // Parses "cpu", "cuda" or "cuda:N"; throws ValueError otherwise.
+  static Device parse(std::string_view text);
+
+  bool operator==(const Device&) const = default;
+  std::string str() const;  // "cpu", "cuda:0"
+};
+
+std::ostream& operator<<(std::ostream& os, const Device& device);
+
+// Whether a backend for `kind` is compiled in and has at least one usable device.
+bool is_available(DeviceKind kind);
+
+// The device new arrays go to when none is named: FLAXPP_DEVICE (cpu|cuda|cuda:N) when set,
+// otherwise the first GPU when one is present, otherwise the CPU. set_default_device()
+// overrides both; asking for an unavailable device is a DeviceError.
+Device default_device();
+void set_default_device(Device device);
+
+}  // namespace flaxpp

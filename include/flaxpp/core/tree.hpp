@@ -1,0 +1,47 @@
+// flaxpp/core/tree.hpp — Tree: a nested dictionary of arrays (Flax's variable collections,
+// gradients, optimiser state). A Tree is either a leaf (one Array) or a dict of named
+// subtrees; paths are '/'-joined keys ("params/Dense_0/kernel"). Dict keys are kept sorted,
+// which is the order jax.tree_util flattens dicts in.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "flaxpp/core/array.hpp"
+
+namespace flaxpp {
+
+class Tree {
+ public:
+  Tree() = default;  // an empty dict
+  Tree(Array leaf);  // NOLINT(google-explicit-constructor): a leaf converts implicitly
+  Tree(std::initializer_list<std::pair<std::string, Tree>> items);
+
+  bool is_leaf() const { return is_leaf_; }
+  // The leaf's array; throws ValueError for a dict.
+  const Array& array() const;
+
+  // Dict access. operator[] and at() throw ValueError naming the missing key and the keys
+  // that exist; at() takes a '/'-joined path.
+  bool contains(std::string_view key) const;
+  const Tree& operator[](std::string_view key) const;
+  const Tree& at(std::string_view path) const;
+  // Inserts or replaces `key` (this must be a dict).
+  void set(std::string key, Tree value);
+  std::vector<std::string> keys() const;
+  std::size_t size() const { return items_.size(); }
+  const std::vector<std::pair<std::string, Tree>>& items() const { return items_; }
+
+  // Leaves in jax.tree_util order (sorted keys, depth first) with their paths. A leaf at the
+  // root has the empty path.
+  std::vector<std::pair<std::string, Array>> flatten() const;
+
+ private:
+  bool is_leaf_ = false;
+  Array leaf_;
+  std::vector<std::pair<std::string, Tree>> items_;  // sorted by key when a dict
+};
+
+}  // namespace flaxpp

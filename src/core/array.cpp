@@ -1,0 +1,79 @@
+// Array construction, transfer between devices and host read-back.
+#include "flaxpp/core/array.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+
+namespace flaxpp {
+
+Array::Array(std::shared_ptr<const Buffer> buffer, Shape shape, DType dtype)
+    : buffer_(std::move(buffer)), shape_(std::move(shape)), dtype_(dtype) {
+  if (!buffer_) throw ValueError("Array: null buffer");
+  if (buffer_->bytes() < nbytes())
+    throw ValueError(detail::str("Array: a ", dtype_name(dtype_), shape_, " array needs ", nbytes(),
+                                 " bytes, the buffer has ", buffer_->bytes()));
+}
+
+Array Array::from_host_bytes(const void* data, Shape shape, DType dtype, Device device) {
+  const auto bytes = shape.size() * static_cast<std::int64_t>(itemsize(dtype));
+  Backend& be = backend(device);
+  std::shared_ptr<Buffer> buffer = be.allocate(bytes);
+  be.copy_from_host(data, *buffer, bytes);
+  return Array(std::move(buffer), std::move(shape), dtype);
+}
+
+Array Array::full(Shape shape, double value, DType dtype, Device device) {
+  return visit_host_dtype(dtype, "Array::full", [&]<class T>(TypeTag<T>) {
+    const T v = std::is_same_v<T, std::uint8_t> ? T(value != 0.0) : static_cast<T>(value);
+    const std::vector<T> data(static_cast<std::size_t>(shape.size()), v);
+    return from_host_bytes(data.data(), std::move(shape), dtype, device);
+  });
+}
+
+Device Array::device() const { return buffer().device(); }
+
+const Buffer& Array::buffer() const {
+  if (!buffer_) throw ValueError("use of a null Array (default-constructed, never assigned)");
+  return *buffer_;
+}
+
+Array Array::to(Device target) const {
+  if (device() == target) return *this;
+  const std::int64_t bytes = nbytes();
+  std::vector<std::byte> staging(static_cast<std::size_t>(bytes));
+  copy_to_host_bytes(staging.data());
+  return from_host_bytes(staging.data(), shape_, dtype_, target);
+}
+
+void Array::check_element_type(DType requested) const {
+  if (requested != dtype())
+    throw ValueError(detail::str("array has dtype ", dtype_name(dtype()), ", read as ",
+                                 dtype_name(requested), "; convert it first or read it with the "
+                                 "matching element type"));
+}
+
+void Array::copy_to_host_bytes(void* dst) const {
+  buffer().backend().copy_to_host(buffer(), dst, nbytes());
+}
+
+std::ostream& operator<<(std::ostream& os, const Array& a) {
+  if (!a.valid()) return os << "Array(null)";
+  os << dtype_short_name(a.dtype()) << a.shape() << "{";
+  const std::int64_t count = std::min<std::int64_t>(a.size(), 8);
+  if (a.dtype() == DType::bf16 || a.dtype() == DType::f16) {
+    os << "...";
+  } else {
+    const Array host = a.to(Device::cpu());
+    visit_host_dtype(a.dtype(), "print", [&]<class T>(TypeTag<T>) {
+      const std::span<const T> v = host.host_span<T>();
+      for (std::int64_t i = 0; i < count; ++i) os << (i ? ", " : "") << +v[static_cast<std::size_t>(i)];
+    });
+  }
+  if (a.size() > count) os << ", ...";
+  os << "}";
+  if (a.device().kind != DeviceKind::cpu) os << "@" << a.device();
+  return os;
+}
+
+}  // namespace flaxpp

@@ -1,0 +1,93 @@
+// Backend base class: validation and live/peak accounting around the backends' *_impl.
+#include "flaxpp/core/backend.hpp"
+
+#include <algorithm>
+
+#include "flaxpp/core/error.hpp"
+
+namespace flaxpp {
+
+std::string_view memory_kind_name(MemoryKind kind) {
+  return kind == MemoryKind::device ? "device" : "pinned_host";
+}
+
+MemoryKind memory_kind_from_name(std::string_view name) {
+  if (name == "device") return MemoryKind::device;
+  if (name == "pinned_host") return MemoryKind::pinned_host;
+  throw ValueError(detail::str("unknown memory kind \"", name,
+                               "\"; expected \"device\" or \"pinned_host\" (JAX's memory kinds)"));
+}
+
+Buffer::~Buffer() { backend_->release(data_, bytes_, kind_); }
+
+Device Buffer::device() const { return backend_->device(); }
+
+std::shared_ptr<Buffer> Backend::allocate(std::int64_t bytes, MemoryKind kind) {
+  if (bytes < 0) throw ValueError(detail::str("Backend::allocate: negative size ", bytes));
+  void* data = allocate_impl(bytes, kind);
+  if (data == nullptr) {
+    const MemoryStats s = memory_stats(kind);
+    throw OutOfMemoryError(detail::str(
+        "out of ", memory_kind_name(kind), " memory on ", device_, ": could not allocate ", bytes,
+        " bytes with ", s.live_bytes, " bytes live in ", s.live_buffers, " buffers (peak ",
+        s.peak_bytes, "). Free arrays you no longer need, use a smaller batch, or choose a remat "
+        "policy that saves fewer residuals (e.g. dots_with_no_batch_dims_saveable or "
+        "nothing_saveable)"));
+  }
+  {
+    std::lock_guard lock(mutex_);
+    MemoryStats& s = stats_[static_cast<std::size_t>(kind)];
+    s.live_bytes += bytes;
+    s.peak_bytes = std::max(s.peak_bytes, s.live_bytes);
+    s.live_buffers += 1;
+    s.total_allocations += 1;
+  }
+  return std::shared_ptr<Buffer>(new Buffer(this, data, bytes, kind));
+}
+
+void Backend::release(void* data, std::int64_t bytes, MemoryKind kind) noexcept {
+  deallocate_impl(data, bytes, kind);
+  std::lock_guard lock(mutex_);
+  MemoryStats& s = stats_[static_cast<std::size_t>(kind)];
+  s.live_bytes -= bytes;
+  s.live_buffers -= 1;
+}
+
+namespace {
+void check_copy(const char* what, const Buffer& buffer, std::int64_t bytes) {
+  if (bytes < 0 || bytes > buffer.bytes())
+    throw ValueError(detail::str(what, ": cannot copy ", bytes, " bytes with a buffer of ",
+                                 buffer.bytes(), " bytes"));
+}
+}  // namespace
+
+void Backend::copy_to_host(const Buffer& src, void* dst, std::int64_t bytes) const {
+  FLAXPP_ASSERT(&src.backend() == this, "buffer of another backend");
+  check_copy("Backend::copy_to_host", src, bytes);
+  if (bytes > 0) copy_to_host_impl(src.data(), dst, bytes);
+}
+
+void Backend::copy_from_host(const void* src, Buffer& dst, std::int64_t bytes) const {
+  FLAXPP_ASSERT(&dst.backend() == this, "buffer of another backend");
+  check_copy("Backend::copy_from_host", dst, bytes);
+  if (bytes > 0) copy_from_host_impl(src, dst.data(), bytes);
+}
+
+void Backend::copy(const Buffer& src, Buffer& dst, std::int64_t bytes) const {
+  FLAXPP_ASSERT(&src.backend() == this && &dst.backend() == this, "buffer of another backend");
+  check_copy("Backend::copy", src, bytes);
+  check_copy("Backend::copy", dst, bytes);
+  if (bytes > 0) copy_impl(src.data(), dst.data(), bytes);
+}
+
+MemoryStats Backend::memory_stats(MemoryKind kind) const {
+  std::lock_guard lock(mutex_);
+  return stats_[static_cast<std::size_t>(kind)];
+}
+
+void Backend::reset_peak_memory() {
+  std::lock_guard lock(mutex_);
+  for (MemoryStats& s : stats_) s.peak_bytes = s.live_bytes;
+}
+
+}  // namespace flaxpp

@@ -1,0 +1,64 @@
+// Device parsing/printing and the default-device rule.
+#include "flaxpp/core/device.hpp"
+
+#include <cstdlib>
+#include <mutex>
+#include <optional>
+
+#include "flaxpp/core/backend.hpp"
+#include "flaxpp/core/error.hpp"
+
+namespace flaxpp {
+
+Device Device::parse(std::string_view text) {
+  if (text == "cpu") return cpu();
+  if (text == "cuda" || text == "gpu") return cuda(0);
+  for (std::string_view prefix : {"cuda:", "gpu:"}) {
+    if (text.substr(0, prefix.size()) != prefix) continue;
+    std::string_view digits = text.substr(prefix.size());
+    int index = 0;
+    bool ok = !digits.empty() && digits.size() < 6;
+    for (char c : digits) {
+      ok = ok && c >= '0' && c <= '9';
+      index = index * 10 + (c - '0');
+    }
+    if (ok) return cuda(index);
+  }
+  throw ValueError(detail::str("unknown device \"", text, "\"; expected cpu, cuda or cuda:N"));
+}
+
+std::string Device::str() const {
+  return kind == DeviceKind::cpu ? std::string("cpu") : detail::str("cuda:", index);
+}
+
+std::ostream& operator<<(std::ostream& os, const Device& device) { return os << device.str(); }
+
+namespace {
+
+std::mutex g_default_mutex;
+std::optional<Device> g_default_device;
+
+Device initial_default_device() {
+  if (const char* env = std::getenv("FLAXPP_DEVICE"); env != nullptr && *env != '\0') {
+    Device device = Device::parse(env);
+    backend(device);  // throws DeviceError when FLAXPP_DEVICE names an unavailable device
+    return device;
+  }
+  return is_available(DeviceKind::cuda) ? Device::cuda(0) : Device::cpu();
+}
+
+}  // namespace
+
+Device default_device() {
+  std::lock_guard lock(g_default_mutex);
+  if (!g_default_device) g_default_device = initial_default_device();
+  return *g_default_device;
+}
+
+void set_default_device(Device device) {
+  backend(device);  // validate before storing
+  std::lock_guard lock(g_default_mutex);
+  g_default_device = device;
+}
+
+}  // namespace flaxpp

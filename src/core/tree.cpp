@@ -1,0 +1,90 @@
+// Tree: sorted nested dictionaries of arrays.
+#include "flaxpp/core/tree.hpp"
+
+#include <algorithm>
+
+namespace flaxpp {
+
+Tree::Tree(Array leaf) : is_leaf_(true), leaf_(std::move(leaf)) {}
+
+Tree::Tree(std::initializer_list<std::pair<std::string, Tree>> items) {
+  for (const auto& [k, v] : items) set(k, v);
+}
+
+namespace {
+std::string joined_keys(const Tree& t) {
+  std::string out;
+  for (const auto& k : t.keys()) out += (out.empty() ? "" : ", ") + k;
+  return out;
+}
+
+auto lower_bound_key(const std::vector<std::pair<std::string, Tree>>& items, std::string_view key) {
+  return std::lower_bound(items.begin(), items.end(), key,
+                          [](const auto& item, std::string_view k) { return item.first < k; });
+}
+}  // namespace
+
+const Array& Tree::array() const {
+  if (!is_leaf_)
+    throw ValueError(detail::str("expected an array leaf, found a dict with keys [", joined_keys(*this), "]"));
+  return leaf_;
+}
+
+bool Tree::contains(std::string_view key) const {
+  if (is_leaf_) return false;
+  auto it = lower_bound_key(items_, key);
+  return it != items_.end() && it->first == key;
+}
+
+const Tree& Tree::operator[](std::string_view key) const {
+  if (!contains(key))
+    throw ValueError(detail::str("tree has no key \"", key, "\"",
+                                 is_leaf_ ? std::string(" (it is an array leaf)")
+                                          : detail::str("; its keys are [", joined_keys(*this), "]")));
+  return lower_bound_key(items_, key)->second;
+}
+
+const Tree& Tree::at(std::string_view path) const {
+  const Tree* node = this;
+  while (!path.empty()) {
+    const std::size_t end = std::min(path.find('/'), path.size());
+    node = &(*node)[path.substr(0, end)];
+    path.remove_prefix(std::min(end + 1, path.size()));
+  }
+  return *node;
+}
+
+void Tree::set(std::string key, Tree value) {
+  if (is_leaf_) throw ValueError(detail::str("cannot set key \"", key, "\" on an array leaf"));
+  auto it = std::lower_bound(items_.begin(), items_.end(), key,
+                             [](const auto& item, const std::string& k) { return item.first < k; });
+  if (it != items_.end() && it->first == key) {
+    it->second = std::move(value);
+  } else {
+    items_.emplace(it, std::move(key), std::move(value));
+  }
+}
+
+std::vector<std::string> Tree::keys() const {
+  std::vector<std::string> out;
+  for (const auto& item : items_) out.push_back(item.first);
+  return out;
+}
+
+namespace {
+void flatten_into(const Tree& t, const std::string& prefix, std::vector<std::pair<std::string, Array>>& out) {
+  if (t.is_leaf()) {
+    out.emplace_back(prefix, t.array());
+    return;
+  }
+  for (const auto& [k, v] : t.items()) flatten_into(v, prefix.empty() ? k : prefix + "/" + k, out);
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Array>> Tree::flatten() const {
+  std::vector<std::pair<std::string, Array>> out;
+  flatten_into(*this, "", out);
+  return out;
+}
+
+}  // namespace flaxpp
