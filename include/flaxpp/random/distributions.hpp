@@ -1,0 +1,27 @@
+// flaxpp/random/distributions.hpp — jax.random's samplers. bits and uniform are bit-exact
+// with JAX; normal and truncated_normal go through erf_inv/log1p and match JAX's CPU results
+// to within a few float32 ulps (semantics doc §1.11-1.12). Results are host (CPU) arrays.
+#pragma once
+
+#include "flaxpp/core/array.hpp"
+#include "flaxpp/random/key.hpp"
+
+namespace flaxpp::random {
+
+// jax.random.bits(key, shape): uint32 words.
+Array bits(const Key& key, const Shape& shape);
+
+// jax.random.uniform(key, shape, dtype, minval, maxval): values in [minval, maxval).
+// minval and maxval are first rounded to dtype, as JAX converts them.
+Array uniform(const Key& key, const Shape& shape, DType dtype = DType::f32, double minval = 0.0,
+              double maxval = 1.0);
+
+// jax.random.normal(key, shape, dtype): standard normal draws.
+Array normal(const Key& key, const Shape& shape, DType dtype = DType::f32);
+
+// jax.random.truncated_normal(key, lower, upper, shape, dtype): standard normal draws
+// truncated to the open interval (lower, upper).
+Array truncated_normal(const Key& key, double lower, double upper, const Shape& shape,
+                       DType dtype = DType::f32);
+
+}  // namespace flaxpp::random

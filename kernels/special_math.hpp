@@ -1,0 +1,51 @@
+// kernels/special_math.hpp — float32 special functions computed the way XLA computes them,
+// so that random draws match JAX: erf (XLA's Eigen-style rational, FMA Horner) and erf_inv
+// (M. Giles' single-precision approximation, as StableHLO's CHLO legalisation expands it).
+// Host and device; no framework headers. Semantics doc §1.11.
+#pragma once
+
+#include <cmath>
+
+#include "hd.hpp"
+
+namespace flaxpp::kernels {
+
+// XLA EmitErfF32: odd/even rational with FMA Horner steps; saturates to ±1 for
+// |x| >= 3.832506856900711.
+FLAXPP_HD float xla_erf_f32(float x) {
+  const float x2 = x * x;
+  float p = fmaf(x2, 0.00022905065861350646f, 0.0034082910107109506f);
+  p = fmaf(x2, p, 0.050955695062380861f);
+  p = fmaf(x2, p, 0.18520832239976145f);
+  p = fmaf(x2, p, 1.128379143519084f);
+  p = x * p;
+  float q = fmaf(x2, -1.1791602954361697e-7f, 0.000023547966471313185f);
+  q = fmaf(x2, q, 0.0010179625278914885f);
+  q = fmaf(x2, q, 0.014070470171167667f);
+  q = fmaf(x2, q, 0.11098505178285362f);
+  q = fmaf(x2, q, 0.49746925110067538f);
+  q = fmaf(x2, q, 1.0f);
+  return 3.832506856900711f <= fabsf(x) ? copysignf(1.0f, x) : p / q;
+}
+
+// StableHLO erfInv32 (Giles): w = -log1p(-x*x); a degree-8 polynomial in w-2.5 (w < 5) or
+// sqrt(w)-3 (otherwise), times x; ±inf at |x| == 1. The Horner steps are contracted into
+// FMAs, as XLA's CPU backend compiles them (LLVM fp-contract=fast on FMA hardware).
+FLAXPP_HD float erf_inv_f32(float x) {
+  constexpr float lo[9] = {2.81022636e-08f,  3.43273939e-07f, -3.5233877e-06f,
+                           -4.39150654e-06f, 0.00021858087f,  -0.00125372503f,
+                           -0.00417768164f,  0.246640727f,    1.50140941f};
+  constexpr float hi[9] = {-0.000200214257f, 0.000100950558f, 0.00134934322f,
+                           -0.00367342844f,  0.00573950773f,  -0.0076224613f,
+                           0.00943887047f,   1.00167406f,     2.83297682f};
+  const float w = -log1pf(x * -x);
+  const bool small = w < 5.0f;
+  const float* c = small ? lo : hi;
+  const float t = small ? w - 2.5f : sqrtf(w) - 3.0f;
+  float p = c[0];
+  for (int i = 1; i < 9; ++i) p = fmaf(p, t, c[i]);
+  const float result = p * x;
+  return fabsf(x) == 1.0f ? x * INFINITY : result;
+}
+
+}  // namespace flaxpp::kernels
