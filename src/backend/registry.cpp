@@ -22,12 +22,6 @@ int cuda_device_count() {
 #endif
 }
 
-std::string available_devices() {
-  std::string out = "cpu";
-  for (int i = 0; i < cuda_device_count(); ++i) out += detail::str(", cuda:", i);
-  return out;
-}
-
 }  // namespace
 
 bool is_available(DeviceKind kind) {
@@ -40,17 +34,25 @@ Backend& backend(Device device) {
   static auto* const cpu_backend = new cpu::CpuBackend();
   if (device.kind == DeviceKind::cpu) return *cpu_backend;
 #ifndef FLAXPP_WITH_CUDA
-  throw DeviceError(detail::str("device ", device, " requested, but this flaxpp was built without "
+  throw DeviceError(detail::str("device ", device,
+                                " requested, but this flaxpp was built without "
                                 "CUDA (FLAXPP_WITH_CUDA=OFF); use cpu, or rebuild with the CUDA "
                                 "toolkit installed"));
 #else
+  auto available_devices = [] {
+    std::string out = "cpu";
+    for (int i = 0; i < cuda_device_count(); ++i)
+      out += detail::str(", cuda:", i);
+    return out;
+  };
   if (device.index < 0 || device.index >= cuda_device_count())
-    throw DeviceError(detail::str("device ", device, " requested, but ",
-                                  cuda_device_count() == 0 ? std::string("no CUDA GPU is visible")
-                                                           : detail::str(cuda_device_count(), " CUDA GPU(s) are visible"),
-                                  "; available devices: ", available_devices()));
+    throw DeviceError(detail::str(
+        "device ", device, " requested, but ",
+        cuda_device_count() == 0 ? std::string("no CUDA GPU is visible")
+                                 : detail::str(cuda_device_count(), " CUDA GPU(s) are visible"),
+        "; available devices: ", available_devices()));
   static std::mutex mutex;
-  static auto* const backends = new std::map<int, std::unique_ptr<cuda::CudaBackend>>();
+  static auto* const backends = new std::map<int, std::unique_ptr<cuda::CudaBackend> >();
   std::lock_guard lock(mutex);
   auto& slot = (*backends)[device.index];
   if (!slot) slot = std::make_unique<cuda::CudaBackend>(device.index);

@@ -31,7 +31,9 @@ Array Array::full(Shape shape, double value, DType dtype, Device device) {
   });
 }
 
-Device Array::device() const { return buffer().device(); }
+Device Array::device() const {
+  return buffer().device();
+}
 
 const Buffer& Array::buffer() const {
   if (!buffer_) throw ValueError("use of a null Array (default-constructed, never assigned)");
@@ -46,10 +48,17 @@ Array Array::to(Device target) const {
   return from_host_bytes(staging.data(), shape_, dtype_, target);
 }
 
+void Array::check_count(std::size_t values, const Shape& shape) {
+  if (static_cast<std::int64_t>(values) != shape.size())
+    throw ValueError(detail::str("Array::from_vector: shape ", shape, " needs ", shape.size(),
+                                 " elements, got ", values, " values"));
+}
+
 void Array::check_element_type(DType requested) const {
   if (requested != dtype())
     throw ValueError(detail::str("array has dtype ", dtype_name(dtype()), ", read as ",
-                                 dtype_name(requested), "; convert it first or read it with the "
+                                 dtype_name(requested),
+                                 "; convert it first or read it with the "
                                  "matching element type"));
 }
 
@@ -67,7 +76,8 @@ std::ostream& operator<<(std::ostream& os, const Array& a) {
     const Array host = a.to(Device::cpu());
     visit_host_dtype(a.dtype(), "print", [&]<class T>(TypeTag<T>) {
       const std::span<const T> v = host.host_span<T>();
-      for (std::int64_t i = 0; i < count; ++i) os << (i ? ", " : "") << +v[static_cast<std::size_t>(i)];
+      for (std::int64_t i = 0; i < count; ++i)
+        os << (i ? ", " : "") << +v[static_cast<std::size_t>(i)];
     });
   }
   if (a.size() > count) os << ", ...";

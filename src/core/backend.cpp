@@ -18,21 +18,26 @@ MemoryKind memory_kind_from_name(std::string_view name) {
                                "\"; expected \"device\" or \"pinned_host\" (JAX's memory kinds)"));
 }
 
-Buffer::~Buffer() { backend_->release(data_, bytes_, kind_); }
+Buffer::~Buffer() {
+  backend_->release(data_, bytes_, kind_);
+}
 
-Device Buffer::device() const { return backend_->device(); }
+Device Buffer::device() const {
+  return backend_->device();
+}
 
 std::shared_ptr<Buffer> Backend::allocate(std::int64_t bytes, MemoryKind kind) {
   if (bytes < 0) throw ValueError(detail::str("Backend::allocate: negative size ", bytes));
   void* data = allocate_impl(bytes, kind);
   if (data == nullptr) {
     const MemoryStats s = memory_stats(kind);
-    throw OutOfMemoryError(detail::str(
-        "out of ", memory_kind_name(kind), " memory on ", device_, ": could not allocate ", bytes,
-        " bytes with ", s.live_bytes, " bytes live in ", s.live_buffers, " buffers (peak ",
-        s.peak_bytes, "). Free arrays you no longer need, use a smaller batch, or choose a remat "
-        "policy that saves fewer residuals (e.g. dots_with_no_batch_dims_saveable or "
-        "nothing_saveable)"));
+    throw OutOfMemoryError(
+        detail::str("out of ", memory_kind_name(kind), " memory on ", device_,
+                    ": could not allocate ", bytes, " bytes with ", s.live_bytes, " bytes live in ",
+                    s.live_buffers, " buffers (peak ", s.peak_bytes,
+                    "). Free arrays you no longer need, use a smaller batch, or choose a remat "
+                    "policy that saves fewer residuals (e.g. dots_with_no_batch_dims_saveable or "
+                    "nothing_saveable)"));
   }
   {
     std::lock_guard lock(mutex_);
@@ -87,7 +92,8 @@ MemoryStats Backend::memory_stats(MemoryKind kind) const {
 
 void Backend::reset_peak_memory() {
   std::lock_guard lock(mutex_);
-  for (MemoryStats& s : stats_) s.peak_bytes = s.live_bytes;
+  for (MemoryStats& s : stats_)
+    s.peak_bytes = s.live_bytes;
 }
 
 }  // namespace flaxpp

@@ -31,7 +31,9 @@ std::string Device::str() const {
   return kind == DeviceKind::cpu ? std::string("cpu") : detail::str("cuda:", index);
 }
 
-std::ostream& operator<<(std::ostream& os, const Device& device) { return os << device.str(); }
+std::ostream& operator<<(std::ostream& os, const Device& device) {
+  return os << device.str();
+}
 
 namespace {
 

@@ -35,17 +35,28 @@ const DTypeInfo& info(DType dtype) {
 
 }  // namespace
 
-std::size_t itemsize(DType dtype) { return info(dtype).itemsize; }
-std::string_view dtype_name(DType dtype) { return info(dtype).name; }
-std::string_view dtype_short_name(DType dtype) { return info(dtype).short_name; }
-bool is_floating(DType dtype) { return info(dtype).floating; }
-bool is_integer(DType dtype) { return info(dtype).integer; }
+std::size_t itemsize(DType dtype) {
+  return info(dtype).itemsize;
+}
+std::string_view dtype_name(DType dtype) {
+  return info(dtype).name;
+}
+std::string_view dtype_short_name(DType dtype) {
+  return info(dtype).short_name;
+}
+bool is_floating(DType dtype) {
+  return info(dtype).floating;
+}
+bool is_integer(DType dtype) {
+  return info(dtype).integer;
+}
 
 DType dtype_from_name(std::string_view name) {
   for (const auto& entry : kInfo)
     if (entry.name == name) return entry.dtype;
   std::string accepted;
-  for (const auto& entry : kInfo) accepted += detail::str(accepted.empty() ? "" : ", ", entry.name);
+  for (const auto& entry : kInfo)
+    accepted += detail::str(accepted.empty() ? "" : ", ", entry.name);
   throw ValueError(detail::str("unknown dtype \"", name, "\"; expected one of ", accepted));
 }
 

@@ -11,8 +11,7 @@ Shape::Shape(std::initializer_list<std::int64_t> dims) : Shape(std::vector<std::
 
 Shape::Shape(std::vector<std::int64_t> dims) : dims_(std::move(dims)) {
   for (std::int64_t d : dims_) {
-    if (d < 0)
-      throw ValueError(detail::str("Shape ", str(), ": dimensions must be >= 0, got ", d));
+    if (d < 0) throw ValueError(detail::str("Shape ", str(), ": dimensions must be >= 0, got ", d));
     if (d != 0 && size_ > std::numeric_limits<std::int64_t>::max() / d)
       throw ValueError(detail::str("Shape ", str(), ": element count overflows int64"));
     size_ *= d;
@@ -29,10 +28,13 @@ std::size_t Shape::normalize_axis(std::int64_t axis) const {
 
 std::string Shape::str() const {
   std::string out = "[";
-  for (std::size_t i = 0; i < dims_.size(); ++i) out += detail::str(i ? "," : "", dims_[i]);
+  for (std::size_t i = 0; i < dims_.size(); ++i)
+    out += detail::str(i ? "," : "", dims_[i]);
   return out + "]";
 }
 
-std::ostream& operator<<(std::ostream& os, const Shape& shape) { return os << shape.str(); }
+std::ostream& operator<<(std::ostream& os, const Shape& shape) {
+  return os << shape.str();
+}
 
 }  // namespace flaxpp

@@ -8,13 +8,15 @@ namespace flaxpp {
 Tree::Tree(Array leaf) : is_leaf_(true), leaf_(std::move(leaf)) {}
 
 Tree::Tree(std::initializer_list<std::pair<std::string, Tree>> items) {
-  for (const auto& [k, v] : items) set(k, v);
+  for (const auto& [k, v] : items)
+    set(k, v);
 }
 
 namespace {
 std::string joined_keys(const Tree& t) {
   std::string out;
-  for (const auto& k : t.keys()) out += (out.empty() ? "" : ", ") + k;
+  for (const auto& k : t.keys())
+    out += (out.empty() ? "" : ", ") + k;
   return out;
 }
 
@@ -26,7 +28,8 @@ auto lower_bound_key(const std::vector<std::pair<std::string, Tree>>& items, std
 
 const Array& Tree::array() const {
   if (!is_leaf_)
-    throw ValueError(detail::str("expected an array leaf, found a dict with keys [", joined_keys(*this), "]"));
+    throw ValueError(
+        detail::str("expected an array leaf, found a dict with keys [", joined_keys(*this), "]"));
   return leaf_;
 }
 
@@ -39,8 +42,9 @@ bool Tree::contains(std::string_view key) const {
 const Tree& Tree::operator[](std::string_view key) const {
   if (!contains(key))
     throw ValueError(detail::str("tree has no key \"", key, "\"",
-                                 is_leaf_ ? std::string(" (it is an array leaf)")
-                                          : detail::str("; its keys are [", joined_keys(*this), "]")));
+                                 is_leaf_
+                                     ? std::string(" (it is an array leaf)")
+                                     : detail::str("; its keys are [", joined_keys(*this), "]")));
   return lower_bound_key(items_, key)->second;
 }
 
@@ -67,17 +71,20 @@ void Tree::set(std::string key, Tree value) {
 
 std::vector<std::string> Tree::keys() const {
   std::vector<std::string> out;
-  for (const auto& item : items_) out.push_back(item.first);
+  for (const auto& item : items_)
+    out.push_back(item.first);
   return out;
 }
 
 namespace {
-void flatten_into(const Tree& t, const std::string& prefix, std::vector<std::pair<std::string, Array>>& out) {
+void flatten_into(const Tree& t, const std::string& prefix,
+                  std::vector<std::pair<std::string, Array>>& out) {
   if (t.is_leaf()) {
     out.emplace_back(prefix, t.array());
     return;
   }
-  for (const auto& [k, v] : t.items()) flatten_into(v, prefix.empty() ? k : prefix + "/" + k, out);
+  for (const auto& [k, v] : t.items())
+    flatten_into(v, prefix.empty() ? k : prefix + "/" + k, out);
 }
 }  // namespace
 

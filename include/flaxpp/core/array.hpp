@@ -31,7 +31,14 @@ class Array {
   static Array from_vector(std::span<const T> data, Shape shape, Device device = Device::cpu());
   template <class T>
   static Array from_vector(const std::vector<T>& data, Shape shape, Device device = Device::cpu()) {
-    return from_vector(std::span<const T>(data), std::move(shape), device);
+    if constexpr (std::is_same_v<T, bool>) {
+      // std::vector<bool> is packed and has no span view.
+      const std::vector<std::uint8_t> bytes(data.begin(), data.end());
+      check_count(bytes.size(), shape);
+      return from_host_bytes(bytes.data(), std::move(shape), DType::bool_, device);
+    } else {
+      return from_vector(std::span<const T>(data), std::move(shape), device);
+    }
   }
   template <class T>
   static Array scalar(T value, Device device = Device::cpu()) {
@@ -60,6 +67,7 @@ class Array {
   std::span<const T> host_span() const;
 
  private:
+  static void check_count(std::size_t values, const Shape& shape);
   void check_element_type(DType requested) const;
   void copy_to_host_bytes(void* dst) const;
 
@@ -73,9 +81,7 @@ std::ostream& operator<<(std::ostream& os, const Array& array);
 
 template <class T>
 Array Array::from_vector(std::span<const T> data, Shape shape, Device device) {
-  if (static_cast<std::int64_t>(data.size()) != shape.size())
-    throw ValueError(detail::str("Array::from_vector: shape ", shape, " needs ", shape.size(),
-                                 " elements, got ", data.size(), " values"));
+  check_count(data.size(), shape);
   if constexpr (std::is_same_v<T, bool>) {
     // std::vector<bool> is packed; store one byte per element like numpy's bool.
     std::vector<std::uint8_t> bytes(data.begin(), data.end());

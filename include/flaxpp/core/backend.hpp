@@ -23,9 +23,9 @@ std::string_view memory_kind_name(MemoryKind kind);  // "device", "pinned_host" 
 MemoryKind memory_kind_from_name(std::string_view name);
 
 struct MemoryStats {
-  std::int64_t live_bytes = 0;      // bytes of buffers alive now
-  std::int64_t peak_bytes = 0;      // high-water mark of live_bytes since the last reset
-  std::int64_t live_buffers = 0;    // buffers alive now
+  std::int64_t live_bytes = 0;         // bytes of buffers alive now
+  std::int64_t peak_bytes = 0;         // high-water mark of live_bytes since the last reset
+  std::int64_t live_buffers = 0;       // buffers alive now
   std::int64_t total_allocations = 0;  // allocations since the backend started
 };
 

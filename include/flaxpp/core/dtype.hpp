@@ -25,11 +25,26 @@ bool is_integer(DType dtype);
 // The DType of a C++ element type that arrays may hold directly on the host.
 template <class T>
 struct DTypeOf;
-template <> struct DTypeOf<float> { static constexpr DType value = DType::f32; };
-template <> struct DTypeOf<double> { static constexpr DType value = DType::f64; };
-template <> struct DTypeOf<std::int32_t> { static constexpr DType value = DType::i32; };
-template <> struct DTypeOf<std::uint32_t> { static constexpr DType value = DType::u32; };
-template <> struct DTypeOf<bool> { static constexpr DType value = DType::bool_; };
+template <>
+struct DTypeOf<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct DTypeOf<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct DTypeOf<std::int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct DTypeOf<std::uint32_t> {
+  static constexpr DType value = DType::u32;
+};
+template <>
+struct DTypeOf<bool> {
+  static constexpr DType value = DType::bool_;
+};
 template <class T>
 inline constexpr DType dtype_of = DTypeOf<T>::value;
 
@@ -52,13 +67,19 @@ namespace detail {
 template <class F>
 decltype(auto) visit_host_dtype(DType dtype, const char* what, F&& f) {
   switch (dtype) {
-    case DType::f32: return f(TypeTag<float>{});
-    case DType::f64: return f(TypeTag<double>{});
-    case DType::i32: return f(TypeTag<std::int32_t>{});
-    case DType::u32: return f(TypeTag<std::uint32_t>{});
-    case DType::bool_: return f(TypeTag<std::uint8_t>{});
+    case DType::f32:
+      return f(TypeTag<float>{});
+    case DType::f64:
+      return f(TypeTag<double>{});
+    case DType::i32:
+      return f(TypeTag<std::int32_t>{});
+    case DType::u32:
+      return f(TypeTag<std::uint32_t>{});
+    case DType::bool_:
+      return f(TypeTag<std::uint8_t>{});
     case DType::bf16:
-    case DType::f16: break;
+    case DType::f16:
+      break;
   }
   detail::throw_no_host_type(dtype, what);
 }

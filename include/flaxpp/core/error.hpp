@@ -51,15 +51,16 @@ std::string str(Args&&... args) {
   return os.str();
 }
 
-[[noreturn]] void assertion_failed(const char* expr, const char* file, int line, const std::string& msg);
+[[noreturn]] void assertion_failed(const char* expr, const char* file, int line,
+                                   const std::string& msg);
 
 }  // namespace detail
 }  // namespace flaxpp
 
 // Internal invariant: a violation is a bug in flaxpp. Active in every build type.
-#define FLAXPP_ASSERT(cond, ...)                                                         \
-  do {                                                                                   \
-    if (!(cond))                                                                         \
-      ::flaxpp::detail::assertion_failed(#cond, __FILE__, __LINE__,                      \
+#define FLAXPP_ASSERT(cond, ...)                                                                \
+  do {                                                                                          \
+    if (!(cond))                                                                                \
+      ::flaxpp::detail::assertion_failed(#cond, __FILE__, __LINE__,                             \
                                          ::flaxpp::detail::str("" __VA_OPT__(, ) __VA_ARGS__)); \
   } while (false)

@@ -50,9 +50,17 @@ Initializer glorot_normal(Axes in_axis = {-2}, Axes out_axis = {-1}, Axes batch_
 Initializer glorot_uniform(Axes in_axis = {-2}, Axes out_axis = {-1}, Axes batch_axis = {});
 Initializer he_normal(Axes in_axis = {-2}, Axes out_axis = {-1}, Axes batch_axis = {});
 Initializer he_uniform(Axes in_axis = {-2}, Axes out_axis = {-1}, Axes batch_axis = {});
-inline Initializer xavier_normal(Axes i = {-2}, Axes o = {-1}, Axes b = {}) { return glorot_normal(i, o, b); }
-inline Initializer xavier_uniform(Axes i = {-2}, Axes o = {-1}, Axes b = {}) { return glorot_uniform(i, o, b); }
-inline Initializer kaiming_normal(Axes i = {-2}, Axes o = {-1}, Axes b = {}) { return he_normal(i, o, b); }
-inline Initializer kaiming_uniform(Axes i = {-2}, Axes o = {-1}, Axes b = {}) { return he_uniform(i, o, b); }
+inline Initializer xavier_normal(Axes i = {-2}, Axes o = {-1}, Axes b = {}) {
+  return glorot_normal(i, o, b);
+}
+inline Initializer xavier_uniform(Axes i = {-2}, Axes o = {-1}, Axes b = {}) {
+  return glorot_uniform(i, o, b);
+}
+inline Initializer kaiming_normal(Axes i = {-2}, Axes o = {-1}, Axes b = {}) {
+  return he_normal(i, o, b);
+}
+inline Initializer kaiming_uniform(Axes i = {-2}, Axes o = {-1}, Axes b = {}) {
+  return he_uniform(i, o, b);
+}
 
 }  // namespace flaxpp::initializers

@@ -50,24 +50,28 @@ void* CudaBackend::allocate_impl(std::int64_t bytes, MemoryKind kind) {
 }
 
 void CudaBackend::deallocate_impl(void* data, std::int64_t /*bytes*/, MemoryKind kind) noexcept {
-  const cudaError_t err = kind == MemoryKind::device ? cudaFreeAsync(data, stream_) : cudaFreeHost(data);
+  const cudaError_t err =
+      kind == MemoryKind::device ? cudaFreeAsync(data, stream_) : cudaFreeHost(data);
   if (err != cudaSuccess)
     std::fprintf(stderr, "flaxpp: freeing CUDA memory failed: %s\n", cudaGetErrorString(err));
 }
 
 void CudaBackend::copy_to_host_impl(const void* src, void* dst, std::int64_t bytes) const {
-  FLAXPP_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
+  FLAXPP_CUDA_CHECK(
+      cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
   FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 void CudaBackend::copy_from_host_impl(const void* src, void* dst, std::int64_t bytes) const {
-  FLAXPP_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
+  FLAXPP_CUDA_CHECK(
+      cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
   // The source is caller-owned host memory that may be freed once we return.
   FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 void CudaBackend::copy_impl(const void* src, void* dst, std::int64_t bytes) const {
-  FLAXPP_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
+  FLAXPP_CUDA_CHECK(
+      cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
 }
 
 std::int64_t CudaBackend::pool_used_high() const {

@@ -1,0 +1,35 @@
+// flaxpp/io/json.hpp — arrays and trees as JSON in the flaxpp.refs/1 encoding:
+// {"dtype": "float32", "shape": [2, 3], "data": [...row-major...]}, non-finite floats as the
+// strings "NaN", "Infinity", "-Infinity"; a tree is a JSON object of such arrays or objects.
+// Readers throw ParseError naming the JSON path ($.cases[3].inputs.x.data[5]) and what was
+// expected there.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "flaxpp/core/array.hpp"
+#include "flaxpp/core/tree.hpp"
+
+namespace flaxpp::io {
+
+using Json = nlohmann::json;
+
+// Reads an array; values are rounded to the declared dtype (float32 data to float32).
+Array array_from_json(const Json& j, const std::string& path = "$");
+Json array_to_json(const Array& array);
+
+// Whether `j` looks like an encoded array (an object with exactly dtype, shape and data).
+bool is_array_json(const Json& j);
+// Reads a tree: encoded arrays are leaves, other objects are dicts.
+Tree tree_from_json(const Json& j, const std::string& path = "$");
+Json tree_to_json(const Tree& tree);
+
+// Parses a whole JSON file; a syntax error is a ParseError naming the file, line and column.
+Json read_json_file(const std::string& filename);
+
+// Describes a JSON value for error messages: `a string "abc"`, `the number 3.5`, `an object`.
+std::string describe_json(const Json& j);
+
+}  // namespace flaxpp::io

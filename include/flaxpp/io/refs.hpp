@@ -1,0 +1,134 @@
+// flaxpp/io/refs.hpp — reference cases (format flaxpp.refs/1, shared/docs/refs-format.md):
+// the problem registry, typed access to a case's inputs, tolerance comparison, and the
+// checker behind `flaxpp check`. Tests run committed reference files through check_file(),
+// the same code path as the command-line tool.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flaxpp/core/device.hpp"
+#include "flaxpp/core/tree.hpp"
+#include "flaxpp/io/json.hpp"
+#include "flaxpp/random/key.hpp"
+
+namespace flaxpp::refs {
+
+inline constexpr std::string_view kFormat = "flaxpp.refs/1";
+using io::Json;
+
+// A case's input is missing, malformed or out of range; the message names the input's path.
+class InputError : public ValueError {
+ public:
+  using ValueError::ValueError;
+};
+
+// Typed, path-aware access to the "inputs" object of a case (or to a nested object in it).
+class Inputs {
+ public:
+  Inputs(const Json& object, std::string path);
+
+  bool has(std::string_view key) const;
+  std::vector<std::string> keys() const;
+  // Integers accept a float with an integral value (3.0), as the Flax originals cast with int().
+  std::int64_t integer(std::string_view key) const;
+  std::int64_t integer(std::string_view key, std::int64_t fallback) const;
+  double number(std::string_view key) const;
+  double number(std::string_view key, double fallback) const;
+  bool boolean(std::string_view key, bool fallback) const;
+  std::string string(std::string_view key) const;
+  // A list of non-negative integers.
+  Shape shape(std::string_view key) const;
+  // An int or a list of ints (JAX's `int | Sequence[int]` axis arguments).
+  std::vector<std::int64_t> int_list(std::string_view key) const;
+  Array array(std::string_view key) const;
+  // A uint32[2] key-data array.
+  random::Key key(std::string_view key, random::ThreefryMode mode) const;
+  // A nested object (absent = empty object when `optional`).
+  Inputs object(std::string_view key, bool optional = false) const;
+  const Json& raw(std::string_view key) const;
+  // Throws InputError naming the first key not in `accepted` (e.g. an argument an
+  // initialiser does not take).
+  void expect_only(std::initializer_list<std::string_view> accepted, std::string_view what) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string at(std::string_view key) const { return path_ + "." + std::string(key); }
+  const Json* object_;
+  std::string path_;
+};
+
+struct CaseContext {
+  random::ThreefryMode mode =
+      random::ThreefryMode::partitionable;  // from versions.jax_threefry_partitionable
+  Device device = Device::cpu();            // where the computation runs
+};
+
+// A problem computes a case's expected value (an array, or a tree of arrays) from its inputs.
+using Problem = std::function<Tree(const Inputs& inputs, const CaseContext& context)>;
+
+class ProblemRegistry {
+ public:
+  // Every problem flaxpp implements.
+  static const ProblemRegistry& builtin();
+
+  void add(std::string name, Problem problem);
+  const Problem* find(std::string_view name) const;
+  std::vector<std::string> names() const;
+
+ private:
+  std::vector<std::pair<std::string, Problem>> problems_;
+};
+
+// The families of the registry, one registration function per source file.
+void register_random_problems(ProblemRegistry& registry);
+
+struct Tolerance {
+  double rtol = 1e-5;
+  double atol = 1e-6;
+  std::optional<double> ulp;  // float32 steps
+};
+
+// Compares `got` with `want` (already rounded to its declared dtype): tree paths, dtypes and
+// shapes exactly; integer and bool data exactly; floats by |got-want| <= atol + rtol*|want|
+// or, with ulp, at most ulp float32 steps apart; NaN matches NaN only, ±inf exactly.
+// Returns nothing when they match, else a message naming the first offending path with
+// got/want and the max abs and rel error over that leaf.
+std::optional<std::string> compare(const Tree& got, const Tree& want, const Tolerance& tolerance);
+
+struct CaseResult {
+  std::string id;
+  bool passed = false;
+  std::string message;  // why it failed
+};
+
+struct FileResult {
+  std::string file;
+  std::optional<std::string> error;  // the file failed as a whole (not JSON, no format/cases, …)
+  std::vector<CaseResult> cases;
+};
+
+// Runs every case of one document / file on `device`.
+FileResult check_document(const Json& document, const std::string& name, Device device,
+                          const ProblemRegistry& registry = ProblemRegistry::builtin());
+FileResult check_file(const std::string& filename, Device device,
+                      const ProblemRegistry& registry = ProblemRegistry::builtin());
+
+struct CheckSummary {
+  std::int64_t passed = 0, failed = 0;
+  bool file_errors = false;
+  // 0: all passed; 1: a case failed; 2: a file failed as a whole.
+  int exit_code() const { return file_errors ? 2 : (failed > 0 ? 1 : 0); }
+};
+
+// `flaxpp check`: checks every file, printing each failing case (every case with verbose),
+// each file error, and finally the line "N passed, M failed".
+CheckSummary check_files(const std::vector<std::string>& filenames, Device device, bool verbose,
+                         std::ostream& out);
+
+}  // namespace flaxpp::refs
