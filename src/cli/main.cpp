@@ -1,0 +1,38 @@
+// `flaxpp`: the command-line tool. Dispatches to a subcommand.
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/commands.hpp"
+#include "flaxpp/core/error.hpp"
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: flaxpp <command> [arguments]\n"
+    "\n"
+    "commands:\n"
+    "  check FILE... [--device cpu|cuda] [--verbose]\n"
+    "      run reference cases (format flaxpp.refs/1) and compare with JAX/Flax's outputs\n"
+    "\n"
+    "flaxpp <command> --help shows a command's options.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    std::cout << kUsage;
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  const std::vector<std::string> args(argv + 2, argv + argc);
+  try {
+    if (command == "check") return flaxpp::cli::check_command(args);
+  } catch (const flaxpp::Error& e) {
+    std::cerr << "flaxpp " << command << ": " << e.what() << "\n";
+    return 2;
+  }
+  std::cerr << "flaxpp: unknown command \"" << command << "\"\n\n" << kUsage;
+  return 2;
+}

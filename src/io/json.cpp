@@ -1,0 +1,206 @@
+// Array/Tree <-> JSON in the flaxpp.refs/1 encoding.
+#include "flaxpp/io/json.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <utility>
+
+namespace flaxpp::io {
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const std::string& expected, const Json& got) {
+  throw ParseError(detail::str(path, ": expected ", expected, ", got ", describe_json(got)));
+}
+
+double parse_float(const Json& v, const std::string& path) {
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) {
+    const auto& s = v.get_ref<const std::string&>();
+    if (s == "NaN") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "Infinity") return std::numeric_limits<double>::infinity();
+    if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
+  }
+  fail(path, "a number or one of \"NaN\", \"Infinity\", \"-Infinity\"", v);
+}
+
+template <class T>
+T parse_integer(const Json& v, const std::string& path) {
+  if (v.is_number_unsigned()) {
+    if (const auto u = v.get<std::uint64_t>(); std::in_range<T>(u)) return static_cast<T>(u);
+  } else if (v.is_number_integer()) {
+    if (const auto i = v.get<std::int64_t>(); std::in_range<T>(i)) return static_cast<T>(i);
+  }
+  fail(path,
+       detail::str("an integer in [", +std::numeric_limits<T>::min(), ", ",
+                   +std::numeric_limits<T>::max(), "]"),
+       v);
+}
+
+// Rounds a double to float32 to nearest-even as IEEE 754 (and numpy) do, overflowing to
+// ±inf; a plain cast of an out-of-range double is undefined behaviour in C++.
+float round_to_float32(double d) {
+  constexpr double kMax = std::numeric_limits<float>::max();
+  if (std::isnan(d) || std::abs(d) <= kMax) return static_cast<float>(d);
+  // Halfway between FLT_MAX and 2^128 rounds to even, which is infinity.
+  constexpr double kHalfUlpAboveMax = 0x1p103;
+  const float magnitude = std::abs(d) < kMax + kHalfUlpAboveMax
+                              ? std::numeric_limits<float>::max()
+                              : std::numeric_limits<float>::infinity();
+  return d < 0 ? -magnitude : magnitude;
+}
+
+template <class T>
+Json float_to_json(T x) {
+  if (std::isnan(x)) return "NaN";
+  if (std::isinf(x)) return x > 0 ? "Infinity" : "-Infinity";
+  return static_cast<double>(x);
+}
+
+}  // namespace
+
+std::string describe_json(const Json& j) {
+  switch (j.type()) {
+    case Json::value_t::null:
+      return "null";
+    case Json::value_t::boolean:
+      return detail::str("the boolean ", j.dump());
+    case Json::value_t::string:
+      return detail::str("the string ", j.dump());
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned:
+    case Json::value_t::number_float:
+      return detail::str("the number ", j.dump());
+    case Json::value_t::array:
+      return detail::str("an array of ", j.size(), " elements");
+    case Json::value_t::object:
+      return detail::str("an object with ", j.size(), " keys");
+    default:
+      return "a value of unsupported type";
+  }
+}
+
+bool is_array_json(const Json& j) {
+  return j.is_object() && j.size() == 3 && j.contains("dtype") && j.contains("shape") &&
+         j.contains("data");
+}
+
+Array array_from_json(const Json& j, const std::string& path) {
+  if (!j.is_object()) fail(path, "an array object {\"dtype\", \"shape\", \"data\"}", j);
+  for (const char* key : {"dtype", "shape", "data"})
+    if (!j.contains(key))
+      throw ParseError(detail::str(path, ": missing key \"", key,
+                                   "\" (an array is {\"dtype\", \"shape\", \"data\"})"));
+  const Json& jd = j["dtype"];
+  if (!jd.is_string()) fail(path + ".dtype", "a dtype name string", jd);
+  const auto& name = jd.get_ref<const std::string&>();
+  if (name != "float32" && name != "float64" && name != "int32" && name != "uint32" &&
+      name != "bool")
+    throw ParseError(detail::str(path, ".dtype: \"", name, "\" is not a refs-format dtype; ",
+                                 "expected one of float32, float64, int32, uint32, bool"));
+  const DType dtype = dtype_from_name(name);
+  const Json& js = j["shape"];
+  if (!js.is_array()) fail(path + ".shape", "a list of dimensions", js);
+  std::vector<std::int64_t> dims;
+  for (std::size_t i = 0; i < js.size(); ++i) {
+    const std::int64_t d = parse_integer<std::int64_t>(js[i], detail::str(path, ".shape[", i, "]"));
+    if (d < 0) fail(detail::str(path, ".shape[", i, "]"), "a dimension >= 0", js[i]);
+    dims.push_back(d);
+  }
+  Shape shape;
+  try {
+    shape = Shape(std::move(dims));
+  } catch (const ValueError& e) {
+    throw ParseError(detail::str(path, ".shape: ", e.what()));
+  }
+  const Json& data = j["data"];
+  if (!data.is_array()) fail(path + ".data", "a list of values", data);
+  if (static_cast<std::int64_t>(data.size()) != shape.size())
+    throw ParseError(detail::str(path, ".data: has ", data.size(), " values, but shape ", shape,
+                                 " needs ", shape.size(), " (data is the row-major flattening)"));
+  return visit_host_dtype(dtype, "array_from_json", [&]<class T>(TypeTag<T>) {
+    std::vector<T> values(data.size());
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      const std::string at = detail::str(path, ".data[", i, "]");
+      if constexpr (std::is_floating_point_v<T>) {
+        // Rounded to the declared dtype, as the refs format says.
+        if constexpr (std::is_same_v<T, float>) {
+          values[i] = round_to_float32(parse_float(data[i], at));
+        } else {
+          values[i] = parse_float(data[i], at);
+        }
+      } else if constexpr (std::is_same_v<T, std::uint8_t>) {
+        if (!data[i].is_boolean()) fail(at, "true or false", data[i]);
+        values[i] = data[i].get<bool>() ? 1 : 0;
+      } else {
+        values[i] = parse_integer<T>(data[i], at);
+      }
+    }
+    return Array::from_host_bytes(values.data(), shape, dtype, Device::cpu());
+  });
+}
+
+Json array_to_json(const Array& array) {
+  Json data = Json::array();
+  const Array host = array.to(Device::cpu());
+  visit_host_dtype(array.dtype(), "array_to_json", [&]<class T>(TypeTag<T>) {
+    for (T v : host.host_span<T>()) {
+      if constexpr (std::is_floating_point_v<T>) {
+        data.push_back(float_to_json(v));
+      } else if constexpr (std::is_same_v<T, std::uint8_t>) {
+        data.push_back(v != 0);
+      } else {
+        data.push_back(v);
+      }
+    }
+  });
+  return Json{{"dtype", dtype_name(array.dtype())},
+              {"shape", array.shape().dims()},
+              {"data", std::move(data)}};
+}
+
+Tree tree_from_json(const Json& j, const std::string& path) {
+  if (is_array_json(j)) return Tree(array_from_json(j, path));
+  if (!j.is_object()) fail(path, "an array object or an object of named subtrees", j);
+  Tree tree;
+  for (const auto& [key, value] : j.items())
+    tree.set(key, tree_from_json(value, path + "." + key));
+  return tree;
+}
+
+Json tree_to_json(const Tree& tree) {
+  if (tree.is_leaf()) return array_to_json(tree.array());
+  Json out = Json::object();
+  for (const auto& [key, value] : tree.items())
+    out[key] = tree_to_json(value);
+  return out;
+}
+
+Json read_json_file(const std::string& filename) {
+  std::ifstream in(filename, std::ios::binary);
+  if (!in) throw ParseError(detail::str(filename, ": cannot open the file for reading"));
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  const std::string text = buffer.str();
+  try {
+    return Json::parse(text);
+  } catch (const Json::parse_error& e) {
+    // Turn nlohmann's byte offset into a line and column a person can find.
+    const std::size_t offset = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+    std::size_t line = 1, col = 1;
+    for (std::size_t i = 0; i < offset; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        col = 1;
+      } else {
+        ++col;
+      }
+    }
+    throw ParseError(detail::str(filename, ":", line, ":", col, ": not valid JSON (", e.what(),
+                                 "); note that NaN and Infinity must be the strings \"NaN\", "
+                                 "\"Infinity\", \"-Infinity\""));
+  }
+}
+
+}  // namespace flaxpp::io

@@ -1,0 +1,146 @@
+// The reference-case checker: validates a flaxpp.refs/1 document, runs each case through the
+// problem registry and compares with the expected value.
+#include <new>
+#include <ostream>
+#include <set>
+
+#include "flaxpp/io/refs.hpp"
+
+namespace flaxpp::refs {
+namespace {
+
+Tolerance read_tolerance(const Json& c, const std::string& path) {
+  Tolerance tol;
+  const Inputs fields(c, path);
+  auto non_negative = [&](std::string_view key, double fallback) {
+    const double v = fields.number(key, fallback);
+    if (!(v >= 0))
+      throw InputError(detail::str(path, ".", key, ": expected a number >= 0, got ", v));
+    return v;
+  };
+  tol.rtol = non_negative("rtol", tol.rtol);
+  tol.atol = non_negative("atol", tol.atol);
+  if (fields.has("ulp")) tol.ulp = non_negative("ulp", 0);
+  return tol;
+}
+
+CaseResult run_case(const Json& c, const std::string& path, std::set<std::string>& ids,
+                    const CaseContext& context, const ProblemRegistry& registry) {
+  CaseResult result;
+  result.id = path;  // until the case names itself
+  try {
+    if (!c.is_object())
+      throw InputError(detail::str(path, ": expected a case object, got ", io::describe_json(c)));
+    const Inputs fields(c, path);
+    result.id = fields.string("id");
+    if (!ids.insert(result.id).second)
+      throw InputError(
+          detail::str(path, ".id: \"", result.id, "\" repeats the id of an earlier case"));
+    const std::string name = fields.string("problem");
+    const Problem* problem = registry.find(name);
+    if (problem == nullptr) {
+      std::string known;
+      for (const auto& n : registry.names())
+        known += detail::str(known.empty() ? "" : ", ", n);
+      throw InputError(detail::str(path, ".problem: unknown problem \"", name,
+                                   "\"; this flaxpp implements: ", known));
+    }
+    const Tolerance tolerance = read_tolerance(c, path);
+    const Tree want = io::tree_from_json(fields.raw("expected"), path + ".expected");
+    const Tree got = (*problem)(fields.object("inputs"), context);
+    if (auto mismatch = compare(got, want, tolerance)) throw ValueError(*mismatch);
+    result.passed = true;
+  } catch (const std::bad_alloc&) {
+    result.message = detail::str(path,
+                                 ": ran out of host memory (std::bad_alloc); are the input "
+                                 "shapes meant to be this large?");
+  } catch (const std::exception& e) {
+    result.message = e.what();
+  }
+  return result;
+}
+
+}  // namespace
+
+FileResult check_document(const Json& document, const std::string& name, Device device,
+                          const ProblemRegistry& registry) {
+  FileResult result;
+  result.file = name;
+  auto file_error = [&](const std::string& msg) {
+    result.error = detail::str(name, ": ", msg);
+    return result;
+  };
+  if (!document.is_object())
+    return file_error(detail::str("$: expected an object with \"format\" and \"cases\", got ",
+                                  io::describe_json(document)));
+  if (!document.contains("format"))
+    return file_error(detail::str("$.format: missing; expected \"", kFormat, "\""));
+  if (const Json& f = document["format"]; !f.is_string() || f.get<std::string>() != kFormat)
+    return file_error(
+        detail::str("$.format: expected \"", kFormat, "\", got ", io::describe_json(f)));
+  if (!document.contains("cases") || !document["cases"].is_array())
+    return file_error(
+        detail::str("$.cases: expected a list of cases, got ",
+                    document.contains("cases") ? io::describe_json(document["cases"]) : "nothing"));
+  CaseContext context;
+  context.device = device;
+  if (document.contains("versions")) {
+    const Json& v = document["versions"];
+    if (!v.is_object())
+      return file_error(detail::str("$.versions: expected an object, got ", io::describe_json(v)));
+    if (v.contains("jax_threefry_partitionable")) {
+      const Json& p = v["jax_threefry_partitionable"];
+      if (!p.is_boolean())
+        return file_error(
+            detail::str("$.versions.jax_threefry_partitionable: expected true or false, got ",
+                        io::describe_json(p)));
+      context.mode =
+          p.get<bool>() ? random::ThreefryMode::partitionable : random::ThreefryMode::legacy;
+    }
+  }
+  std::set<std::string> ids;
+  const Json& cases = document["cases"];
+  for (std::size_t i = 0; i < cases.size(); ++i)
+    result.cases.push_back(
+        run_case(cases[i], detail::str("$.cases[", i, "]"), ids, context, registry));
+  return result;
+}
+
+FileResult check_file(const std::string& filename, Device device, const ProblemRegistry& registry) {
+  Json document;
+  try {
+    document = io::read_json_file(filename);
+  } catch (const ParseError& e) {
+    FileResult result;
+    result.file = filename;
+    result.error = e.what();
+    return result;
+  }
+  return check_document(document, filename, device, registry);
+}
+
+CheckSummary check_files(const std::vector<std::string>& filenames, Device device, bool verbose,
+                         std::ostream& out) {
+  CheckSummary summary;
+  for (const std::string& filename : filenames) {
+    const FileResult file = check_file(filename, device);
+    if (file.error) {
+      summary.file_errors = true;
+      out << "error: " << *file.error << "\n";
+      continue;
+    }
+    for (const CaseResult& c : file.cases) {
+      if (c.passed) {
+        ++summary.passed;
+        if (verbose) out << "ok    " << c.id << "\n";
+      } else {
+        ++summary.failed;
+        out << "FAIL  " << c.id << "  (" << filename << ")\n      " << c.message << "\n";
+      }
+    }
+  }
+  out << summary.passed << " passed, " << summary.failed << " failed\n";
+  return summary;
+}
+
+}  // namespace flaxpp::refs
