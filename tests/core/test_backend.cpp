@@ -1,0 +1,85 @@
+// Backends: live/peak byte accounting per memory kind, devices and the default device.
+#include <doctest/doctest.h>
+
+#include "flaxpp/core/array.hpp"
+#include "flaxpp/core/backend.hpp"
+
+using namespace flaxpp;
+
+TEST_CASE(
+    "CPU backend: live bytes follow arrays' lifetimes and the peak is their high-water mark") {
+  Backend& cpu = backend(Device::cpu());
+  const std::int64_t live0 = cpu.memory_stats().live_bytes;
+  cpu.reset_peak_memory();
+  {
+    const Array a = Array::full(Shape{256}, 1.0, DType::f32);  // 1 KiB
+    CHECK(cpu.memory_stats().live_bytes == live0 + 1024);
+    {
+      const Array b = Array::full(Shape{512}, 1.0, DType::f64);  // 4 KiB
+      CHECK(cpu.memory_stats().live_bytes == live0 + 1024 + 4096);
+    }
+    CHECK(cpu.memory_stats().live_bytes == live0 + 1024);
+  }
+  const MemoryStats s = cpu.memory_stats();
+  CHECK(s.live_bytes == live0);
+  CHECK(s.peak_bytes == live0 + 1024 + 4096);
+  cpu.reset_peak_memory();
+  CHECK(cpu.memory_stats().peak_bytes == live0);
+}
+
+TEST_CASE("CPU backend: pinned_host allocations are counted apart from device memory") {
+  Backend& cpu = backend(Device::cpu());
+  const MemoryStats device0 = cpu.memory_stats(MemoryKind::device);
+  const MemoryStats host0 = cpu.memory_stats(MemoryKind::pinned_host);
+  {
+    auto buffer = cpu.allocate(100, MemoryKind::pinned_host);
+    CHECK(buffer->memory_kind() == MemoryKind::pinned_host);
+    CHECK(cpu.memory_stats(MemoryKind::pinned_host).live_bytes == host0.live_bytes + 100);
+    CHECK(cpu.memory_stats(MemoryKind::pinned_host).live_buffers == host0.live_buffers + 1);
+    CHECK(cpu.memory_stats(MemoryKind::device).live_bytes == device0.live_bytes);
+  }
+  CHECK(cpu.memory_stats(MemoryKind::pinned_host).live_bytes == host0.live_bytes);
+}
+
+TEST_CASE("CPU backend: zero-byte buffers are valid and distinct; negative sizes are rejected") {
+  Backend& cpu = backend(Device::cpu());
+  auto a = cpu.allocate(0);
+  auto b = cpu.allocate(0);
+  CHECK(a->data() != nullptr);
+  CHECK(a->data() != b->data());
+  CHECK_THROWS_AS(cpu.allocate(-1), ValueError);
+}
+
+TEST_CASE("CPU backend: copies larger than the buffer are rejected") {
+  Backend& cpu = backend(Device::cpu());
+  auto buffer = cpu.allocate(8);
+  std::array<std::byte, 16> host{};
+  CHECK_THROWS_WITH_AS(cpu.copy_from_host(host.data(), *buffer, 16),
+                       doctest::Contains("cannot copy 16 bytes"), ValueError);
+}
+
+TEST_CASE("Memory kinds are spelled as in JAX; unknown kinds are a clear error") {
+  CHECK(memory_kind_from_name("pinned_host") == MemoryKind::pinned_host);
+  CHECK(memory_kind_name(MemoryKind::device) == "device");
+  CHECK_THROWS_WITH_AS(memory_kind_from_name("host"),
+                       doctest::Contains("expected \"device\" or \"pinned_host\""), ValueError);
+}
+
+TEST_CASE("Device: parses cpu, cuda and cuda:N and rejects anything else") {
+  CHECK(Device::parse("cpu") == Device::cpu());
+  CHECK(Device::parse("cuda") == Device::cuda(0));
+  CHECK(Device::parse("cuda:3") == Device::cuda(3));
+  CHECK(Device::cuda(1).str() == "cuda:1");
+  CHECK_THROWS_AS(Device::parse("tpu"), ValueError);
+  CHECK_THROWS_AS(Device::parse("cuda:x"), ValueError);
+}
+
+TEST_CASE("Device: asking for an unavailable GPU is a clear DeviceError") {
+  if (is_available(DeviceKind::cuda)) {
+    CHECK_THROWS_AS(backend(Device::cuda(4096)), DeviceError);
+  } else {
+    CHECK_THROWS_AS(backend(Device::cuda(0)), DeviceError);
+    CHECK_THROWS_AS(set_default_device(Device::cuda(0)), DeviceError);
+    CHECK(default_device() == Device::cpu());
+  }
+}
