@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs the Debian packages flaxpp builds with, if any are missing. Sourced by the other
+# scripts; safe to run again. As root it installs them; otherwise it prints the exact
+# apt-get line to run and stops.
+set -euo pipefail
+
+FLAXPP_APT_PACKAGES=(cmake g++ make pkg-config nlohmann-json3-dev doctest-dev libopenblas-dev)
+
+flaxpp_missing_packages() {
+  local missing=() p
+  for p in "${FLAXPP_APT_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  echo "${missing[@]:-}"
+}
+
+flaxpp_install_deps() {
+  local missing
+  missing=$(flaxpp_missing_packages)
+  [ -z "$missing" ] && return 0
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "flaxpp needs these Debian packages: $missing" >&2
+    echo "Install them as root, then run this command again:" >&2
+    echo "  sudo apt-get update && sudo apt-get install -y --no-install-recommends $missing" >&2
+    exit 1
+  fi
+  echo "Installing missing packages: $missing"
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+  flaxpp_install_deps
+fi
