@@ -43,7 +43,8 @@ FLAXPP_HD float erf_inv_f32(float x) {
   const float* c = small ? lo : hi;
   const float t = small ? w - 2.5f : sqrtf(w) - 3.0f;
   float p = c[0];
-  for (int i = 1; i < 9; ++i) p = fmaf(p, t, c[i]);
+  for (int i = 1; i < 9; ++i)
+    p = fmaf(p, t, c[i]);
   const float result = p * x;
   return fabsf(x) == 1.0f ? x * INFINITY : result;
 }

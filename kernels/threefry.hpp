@@ -13,10 +13,13 @@ struct U32Pair {
   std::uint32_t x0, x1;
 };
 
-FLAXPP_HD std::uint32_t rotl32(std::uint32_t v, unsigned r) { return (v << r) | (v >> (32u - r)); }
+FLAXPP_HD std::uint32_t rotl32(std::uint32_t v, unsigned r) {
+  return (v << r) | (v >> (32u - r));
+}
 
 // One Threefry-2x32 block: key (k0, k1), counter (x0, x1) -> two words.
-FLAXPP_HD U32Pair threefry2x32(std::uint32_t k0, std::uint32_t k1, std::uint32_t x0, std::uint32_t x1) {
+FLAXPP_HD U32Pair threefry2x32(std::uint32_t k0, std::uint32_t k1, std::uint32_t x0,
+                               std::uint32_t x1) {
   const std::uint32_t ks[3] = {k0, k1, k0 ^ k1 ^ 0x1BD11BDAu};
   const unsigned rot[2][4] = {{13, 15, 26, 6}, {17, 29, 16, 24}};
   x0 += ks[0];
@@ -55,7 +58,8 @@ FLAXPP_HD std::uint32_t legacy_iota_word(std::uint32_t k0, std::uint32_t k1, std
   const std::uint64_t j = idx < h ? idx : idx - h;
   // The second-half counter of pair j is h + j, or the 0 pad when that is past the end.
   const std::uint64_t second = h + j < n ? h + j : 0;
-  const U32Pair y = threefry2x32(k0, k1, static_cast<std::uint32_t>(j), static_cast<std::uint32_t>(second));
+  const U32Pair y =
+      threefry2x32(k0, k1, static_cast<std::uint32_t>(j), static_cast<std::uint32_t>(second));
   return idx < h ? y.x0 : y.x1;
 }
 

@@ -15,9 +15,9 @@ constexpr float kSqrt2 = 1.41421354f;  // np.array(np.sqrt(2), float32) = 0x3FB5
 
 void check_float32(DType dtype, const char* what) {
   if (dtype != DType::f32)
-    throw ValueError(detail::str(
-        "random.", what, ": dtype ", dtype_name(dtype), " is not supported; float32 is (JAX itself "
-        "needs jax_enable_x64 for float64). Draw float32 and convert"));
+    throw ValueError(detail::str("random.", what, ": dtype ", dtype_name(dtype),
+                                 " is not supported; float32 is (JAX itself "
+                                 "needs jax_enable_x64 for float64). Draw float32 and convert"));
 }
 
 std::vector<std::uint32_t> bits32(const Key& key, const Shape& shape) {
@@ -25,14 +25,18 @@ std::vector<std::uint32_t> bits32(const Key& key, const Shape& shape) {
   const auto n = static_cast<std::uint64_t>(shape.size());
   std::vector<std::uint32_t> out(n);
   if (key.mode() == ThreefryMode::partitionable) {
-    for (std::uint64_t i = 0; i < n; ++i) out[i] = kernels::partitionable_bits32(k0, k1, i);
+    for (std::uint64_t i = 0; i < n; ++i)
+      out[i] = kernels::partitionable_bits32(k0, k1, i);
   } else {
     // Legacy: threefry_2x32(key, iota(n)) — one call over all n words, so each value depends
     // on the total size. JAX splits the key for n >= 2^32 - 1; arrays that large are refused.
     if (n >= 0xFFFFFFFFull)
-      throw ValueError(detail::str("random.bits: legacy threefry mode supports fewer than 2^32-1 "
-                                   "elements, got ", n, "; use the partitionable mode"));
-    for (std::uint64_t i = 0; i < n; ++i) out[i] = kernels::legacy_iota_word(k0, k1, n, i);
+      throw ValueError(
+          detail::str("random.bits: legacy threefry mode supports fewer than 2^32-1 "
+                      "elements, got ",
+                      n, "; use the partitionable mode"));
+    for (std::uint64_t i = 0; i < n; ++i)
+      out[i] = kernels::legacy_iota_word(k0, k1, n, i);
   }
   return out;
 }
@@ -53,22 +57,27 @@ std::vector<float> uniform_f32(const Key& key, const Shape& shape, float minval,
 
 }  // namespace
 
-Array bits(const Key& key, const Shape& shape) { return Array::from_vector(bits32(key, shape), shape); }
+Array bits(const Key& key, const Shape& shape) {
+  return Array::from_vector(bits32(key, shape), shape);
+}
 
 Array uniform(const Key& key, const Shape& shape, DType dtype, double minval, double maxval) {
   check_float32(dtype, "uniform");
-  return Array::from_vector(uniform_f32(key, shape, static_cast<float>(minval), static_cast<float>(maxval)), shape);
+  return Array::from_vector(
+      uniform_f32(key, shape, static_cast<float>(minval), static_cast<float>(maxval)), shape);
 }
 
 Array normal(const Key& key, const Shape& shape, DType dtype) {
   check_float32(dtype, "normal");
   // u in [nextafter(-1, 0), 1), so erf_inv stays finite.
   std::vector<float> v = uniform_f32(key, shape, std::nextafterf(-1.0f, 0.0f), 1.0f);
-  for (float& x : v) x = kSqrt2 * kernels::erf_inv_f32(x);
+  for (float& x : v)
+    x = kSqrt2 * kernels::erf_inv_f32(x);
   return Array::from_vector(v, shape);
 }
 
-Array truncated_normal(const Key& key, double lower, double upper, const Shape& shape, DType dtype) {
+Array truncated_normal(const Key& key, double lower, double upper, const Shape& shape,
+                       DType dtype) {
   check_float32(dtype, "truncated_normal");
   const auto lo = static_cast<float>(lower);
   const auto hi = static_cast<float>(upper);
@@ -79,7 +88,8 @@ Array truncated_normal(const Key& key, double lower, double upper, const Shape& 
   // Rounding can land exactly on a bound; clip into the open interval as JAX does.
   const float clip_lo = std::nextafterf(lo, std::numeric_limits<float>::infinity());
   const float clip_hi = std::nextafterf(hi, -std::numeric_limits<float>::infinity());
-  for (float& x : v) x = std::min(std::max(kSqrt2 * kernels::erf_inv_f32(x), clip_lo), clip_hi);
+  for (float& x : v)
+    x = std::min(std::max(kSqrt2 * kernels::erf_inv_f32(x), clip_lo), clip_hi);
   return Array::from_vector(v, shape);
 }
 

@@ -12,13 +12,15 @@ namespace {
 // Elementwise f32 multiply by a scalar, as `array * jnp.array(s, float32)` in JAX.
 Array scaled(const Array& x, float s) {
   std::vector<float> v = x.to_vector<float>();
-  for (float& e : v) e *= s;
+  for (float& e : v)
+    e *= s;
   return Array::from_vector(v, x.shape());
 }
 
 double axes_size(const Shape& shape, const Axes& axes) {
   double n = 1;
-  for (std::int64_t a : axes) n *= static_cast<double>(shape.dims()[shape.normalize_axis(a)]);
+  for (std::int64_t a : axes)
+    n *= static_cast<double>(shape.dims()[shape.normalize_axis(a)]);
   return n;
 }
 
@@ -51,10 +53,12 @@ Distribution distribution_from_name(std::string_view name) {
                                                    "distribution for variance scaling initializer");
 }
 
-Fans compute_fans(const Shape& shape, const Axes& in_axis, const Axes& out_axis, const Axes& batch_axis) {
+Fans compute_fans(const Shape& shape, const Axes& in_axis, const Axes& out_axis,
+                  const Axes& batch_axis) {
   if (shape.rank() <= 1 && in_axis == Axes{-2})
     throw ValueError(detail::str("can't compute input and output sizes of a ", shape.rank(),
-                                 "-dimensional weights tensor ", shape, " with the default in_axis; "
+                                 "-dimensional weights tensor ", shape,
+                                 " with the default in_axis; "
                                  "the shape must be at least 2-D, or give in_axis explicitly"));
   const double in_size = axes_size(shape, in_axis);
   const double out_size = axes_size(shape, out_axis);
@@ -67,11 +71,15 @@ Fans compute_fans(const Shape& shape, const Axes& in_axis, const Axes& out_axis,
 }
 
 Initializer zeros() {
-  return [](const random::Key&, const Shape& shape, DType dtype) { return Array::full(shape, 0.0, dtype); };
+  return [](const random::Key&, const Shape& shape, DType dtype) {
+    return Array::full(shape, 0.0, dtype);
+  };
 }
 
 Initializer ones() {
-  return [](const random::Key&, const Shape& shape, DType dtype) { return Array::full(shape, 1.0, dtype); };
+  return [](const random::Key&, const Shape& shape, DType dtype) {
+    return Array::full(shape, 1.0, dtype);
+  };
 }
 
 Initializer constant(double value) {
@@ -94,7 +102,8 @@ Initializer uniform(double scale) {
 
 Initializer truncated_normal(double stddev, double lower, double upper) {
   return [=](const random::Key& key, const Shape& shape, DType dtype) {
-    return scaled(random::truncated_normal(key, lower, upper, shape, dtype), static_cast<float>(stddev));
+    return scaled(random::truncated_normal(key, lower, upper, shape, dtype),
+                  static_cast<float>(stddev));
   };
 }
 
@@ -104,10 +113,18 @@ Initializer variance_scaling(double scale, FanMode mode, Distribution distributi
     const Fans fans = compute_fans(shape, in_axis, out_axis, batch_axis);
     double denominator = 0;
     switch (mode) {
-      case FanMode::fan_in: denominator = fans.fan_in; break;
-      case FanMode::fan_out: denominator = fans.fan_out; break;
-      case FanMode::fan_avg: denominator = (fans.fan_in + fans.fan_out) / 2; break;
-      case FanMode::fan_geo_avg: denominator = std::pow(fans.fan_in * fans.fan_out, 0.5); break;
+      case FanMode::fan_in:
+        denominator = fans.fan_in;
+        break;
+      case FanMode::fan_out:
+        denominator = fans.fan_out;
+        break;
+      case FanMode::fan_avg:
+        denominator = (fans.fan_in + fans.fan_out) / 2;
+        break;
+      case FanMode::fan_geo_avg:
+        denominator = std::pow(fans.fan_in * fans.fan_out, 0.5);
+        break;
     }
     // Python double arithmetic, then one rounding to float32 (jnp.array(..., dtype)); the rest
     // is float32 arithmetic as in JAX.
@@ -118,7 +135,8 @@ Initializer variance_scaling(double scale, FanMode mode, Distribution distributi
         const float stddev = std::sqrt(variance) / static_cast<float>(0.87962566103423978);
         return scaled(random::truncated_normal(key, -2.0, 2.0, shape, dtype), stddev);
       }
-      case Distribution::normal: return scaled(random::normal(key, shape, dtype), std::sqrt(variance));
+      case Distribution::normal:
+        return scaled(random::normal(key, shape, dtype), std::sqrt(variance));
       case Distribution::uniform:
         return scaled(random::uniform(key, shape, dtype, -1.0, 1.0), std::sqrt(3.0f * variance));
     }

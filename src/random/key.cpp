@@ -7,13 +7,16 @@ namespace flaxpp::random {
 
 Key Key::from_data(const Array& data, ThreefryMode mode) {
   if (data.dtype() != DType::u32 || data.shape() != Shape{2})
-    throw ValueError(detail::str("key data must be uint32[2] (as jax.random.key_data returns), got ",
-                                 dtype_name(data.dtype()), data.shape()));
+    throw ValueError(
+        detail::str("key data must be uint32[2] (as jax.random.key_data returns), got ",
+                    dtype_name(data.dtype()), data.shape()));
   const std::vector<std::uint32_t> w = data.to_vector<std::uint32_t>();
   return Key(w[0], w[1], mode);
 }
 
-Array Key::data() const { return Array::from_vector(std::vector<std::uint32_t>{words_[0], words_[1]}, Shape{2}); }
+Array Key::data() const {
+  return Array::from_vector(std::vector<std::uint32_t>{words_[0], words_[1]}, Shape{2});
+}
 
 std::ostream& operator<<(std::ostream& os, const Key& key) {
   return os << "Key[" << key.words()[0] << ", " << key.words()[1]
@@ -53,7 +56,8 @@ std::vector<Key> split(const Key& key, std::int64_t num) {
 Array key_data(const std::vector<Key>& keys) {
   std::vector<std::uint32_t> words;
   words.reserve(2 * keys.size());
-  for (const Key& k : keys) words.insert(words.end(), k.words().begin(), k.words().end());
+  for (const Key& k : keys)
+    words.insert(words.end(), k.words().begin(), k.words().end());
   return Array::from_vector(words, Shape{static_cast<std::int64_t>(keys.size()), 2});
 }
 
