@@ -2,11 +2,10 @@
 # work after `cmake --install`.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS flaxpp flaxpp_warnings flaxpp_sanitizers EXPORT flaxppTargets
+install(TARGETS flaxpp EXPORT flaxppTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
-        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
-        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+        RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS flaxpp_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/flaxpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY kernels/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flaxpp/kernels

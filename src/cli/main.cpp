@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
   } catch (const flaxpp::Error& e) {
     std::cerr << "flaxpp " << command << ": " << e.what() << "\n";
     return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "flaxpp " << command << ": unexpected error: " << e.what() << "\n";
+    return 2;
   }
   std::cerr << "flaxpp: unknown command \"" << command << "\"\n\n" << kUsage;
   return 2;

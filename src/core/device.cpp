@@ -12,9 +12,8 @@ namespace flaxpp {
 
 Device Device::parse(std::string_view text) {
   if (text == "cpu") return cpu();
-  if (text == "cuda" || text == "gpu") return cuda(0);
-  for (std::string_view prefix : {"cuda:", "gpu:"}) {
-    if (text.substr(0, prefix.size()) != prefix) continue;
+  if (text == "cuda") return cuda(0);
+  if (constexpr std::string_view prefix = "cuda:"; text.substr(0, prefix.size()) == prefix) {
     std::string_view digits = text.substr(prefix.size());
     int index = 0;
     bool ok = !digits.empty() && digits.size() < 6;

@@ -2,6 +2,8 @@
 #include "flaxpp/core/dtype.hpp"
 
 #include <array>
+#include <cmath>
+#include <limits>
 
 #include "flaxpp/core/error.hpp"
 
@@ -58,6 +60,17 @@ DType dtype_from_name(std::string_view name) {
   for (const auto& entry : kInfo)
     accepted += detail::str(accepted.empty() ? "" : ", ", entry.name);
   throw ValueError(detail::str("unknown dtype \"", name, "\"; expected one of ", accepted));
+}
+
+float round_to_float32(double d) {
+  constexpr double kMax = std::numeric_limits<float>::max();
+  if (std::isnan(d) || std::abs(d) <= kMax) return static_cast<float>(d);
+  // Halfway between FLT_MAX and 2^128 rounds to even, which is infinity.
+  constexpr double kHalfUlpAboveMax = 0x1p103;
+  const float magnitude = std::abs(d) < kMax + kHalfUlpAboveMax
+                              ? std::numeric_limits<float>::max()
+                              : std::numeric_limits<float>::infinity();
+  return d < 0 ? -magnitude : magnitude;
 }
 
 namespace detail {

@@ -27,28 +27,11 @@ double parse_float(const Json& v, const std::string& path) {
 
 template <class T>
 T parse_integer(const Json& v, const std::string& path) {
-  if (v.is_number_unsigned()) {
-    if (const auto u = v.get<std::uint64_t>(); std::in_range<T>(u)) return static_cast<T>(u);
-  } else if (v.is_number_integer()) {
-    if (const auto i = v.get<std::int64_t>(); std::in_range<T>(i)) return static_cast<T>(i);
-  }
+  if (const auto i = integer_value(v); i && std::in_range<T>(*i)) return static_cast<T>(*i);
   fail(path,
        detail::str("an integer in [", +std::numeric_limits<T>::min(), ", ",
                    +std::numeric_limits<T>::max(), "]"),
        v);
-}
-
-// Rounds a double to float32 to nearest-even as IEEE 754 (and numpy) do, overflowing to
-// ±inf; a plain cast of an out-of-range double is undefined behaviour in C++.
-float round_to_float32(double d) {
-  constexpr double kMax = std::numeric_limits<float>::max();
-  if (std::isnan(d) || std::abs(d) <= kMax) return static_cast<float>(d);
-  // Halfway between FLT_MAX and 2^128 rounds to even, which is infinity.
-  constexpr double kHalfUlpAboveMax = 0x1p103;
-  const float magnitude = std::abs(d) < kMax + kHalfUlpAboveMax
-                              ? std::numeric_limits<float>::max()
-                              : std::numeric_limits<float>::infinity();
-  return d < 0 ? -magnitude : magnitude;
 }
 
 template <class T>
@@ -59,6 +42,23 @@ Json float_to_json(T x) {
 }
 
 }  // namespace
+
+std::optional<std::int64_t> integer_value(const Json& v, bool allow_integral_float) {
+  if (v.is_number_unsigned()) {
+    const auto u = v.get<std::uint64_t>();
+    return std::in_range<std::int64_t>(u)
+               ? std::optional<std::int64_t>(static_cast<std::int64_t>(u))
+               : std::nullopt;
+  }
+  if (v.is_number_integer()) return v.get<std::int64_t>();
+  if (allow_integral_float && v.is_number_float()) {
+    const double d = v.get<double>();
+    // [-2^63, 2^63): every integral double there converts exactly.
+    if (std::isfinite(d) && d == std::trunc(d) && d >= -0x1p63 && d < 0x1p63)
+      return static_cast<std::int64_t>(d);
+  }
+  return std::nullopt;
+}
 
 std::string describe_json(const Json& j) {
   switch (j.type()) {
@@ -160,13 +160,25 @@ Json array_to_json(const Array& array) {
               {"data", std::move(data)}};
 }
 
-Tree tree_from_json(const Json& j, const std::string& path) {
+namespace {
+// Deeper trees are refused rather than recursed into (hostile files must not crash us).
+constexpr int kMaxTreeDepth = 64;
+
+Tree tree_from_json_at(const Json& j, const std::string& path, int depth) {
   if (is_array_json(j)) return Tree(array_from_json(j, path));
   if (!j.is_object()) fail(path, "an array object or an object of named subtrees", j);
+  if (depth >= kMaxTreeDepth)
+    throw ParseError(
+        detail::str(path, ": the tree is nested more than ", kMaxTreeDepth, " levels deep"));
   Tree tree;
   for (const auto& [key, value] : j.items())
-    tree.set(key, tree_from_json(value, path + "." + key));
+    tree.set(key, tree_from_json_at(value, path + "." + key, depth + 1));
   return tree;
+}
+}  // namespace
+
+Tree tree_from_json(const Json& j, const std::string& path) {
+  return tree_from_json_at(j, path, 0);
 }
 
 Json tree_to_json(const Tree& tree) {
@@ -200,6 +212,9 @@ Json read_json_file(const std::string& filename) {
     throw ParseError(detail::str(filename, ":", line, ":", col, ": not valid JSON (", e.what(),
                                  "); note that NaN and Infinity must be the strings \"NaN\", "
                                  "\"Infinity\", \"-Infinity\""));
+  } catch (const Json::exception& e) {
+    // e.g. a number too large for a double (out_of_range.406).
+    throw ParseError(detail::str(filename, ": not valid JSON for flaxpp (", e.what(), ")"));
   }
 }
 

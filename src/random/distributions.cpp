@@ -50,7 +50,9 @@ std::vector<float> uniform_f32(const Key& key, const Shape& shape, float minval,
   std::vector<float> out(b.size());
   for (std::size_t i = 0; i < b.size(); ++i) {
     const float f = std::bit_cast<float>((b[i] >> 9) | 0x3F800000u) - 1.0f;
-    out[i] = std::max(minval, std::fmaf(f, range, minval));
+    // lax.max propagates NaN (e.g. an infinite range times 0); std::max would drop it.
+    const float v = std::fmaf(f, range, minval);
+    out[i] = std::isnan(v) ? v : std::max(minval, v);
   }
   return out;
 }
@@ -64,7 +66,7 @@ Array bits(const Key& key, const Shape& shape) {
 Array uniform(const Key& key, const Shape& shape, DType dtype, double minval, double maxval) {
   check_float32(dtype, "uniform");
   return Array::from_vector(
-      uniform_f32(key, shape, static_cast<float>(minval), static_cast<float>(maxval)), shape);
+      uniform_f32(key, shape, round_to_float32(minval), round_to_float32(maxval)), shape);
 }
 
 Array normal(const Key& key, const Shape& shape, DType dtype) {
@@ -79,11 +81,13 @@ Array normal(const Key& key, const Shape& shape, DType dtype) {
 Array truncated_normal(const Key& key, double lower, double upper, const Shape& shape,
                        DType dtype) {
   check_float32(dtype, "truncated_normal");
-  const auto lo = static_cast<float>(lower);
-  const auto hi = static_cast<float>(upper);
+  const float lo = round_to_float32(lower);
+  const float hi = round_to_float32(upper);
   // Inverse-CDF sampling: u uniform between the CDF values of the bounds (in erf space).
-  const float a = kernels::xla_erf_f32(lo / kSqrt2);
-  const float b = kernels::xla_erf_f32(hi / kSqrt2);
+  // XLA folds the division by the constant sqrt(2) into a multiplication by f32(1/sqrt(2)).
+  constexpr float kInvSqrt2 = 1.0f / kSqrt2;  // 0x3F3504F3
+  const float a = kernels::xla_erf_f32(lo * kInvSqrt2);
+  const float b = kernels::xla_erf_f32(hi * kInvSqrt2);
   std::vector<float> v = uniform_f32(key, shape, a, b);
   // Rounding can land exactly on a bound; clip into the open interval as JAX does.
   const float clip_lo = std::nextafterf(lo, std::numeric_limits<float>::infinity());

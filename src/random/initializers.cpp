@@ -90,20 +90,20 @@ Initializer constant(double value) {
 
 Initializer normal(double stddev) {
   return [stddev](const random::Key& key, const Shape& shape, DType dtype) {
-    return scaled(random::normal(key, shape, dtype), static_cast<float>(stddev));
+    return scaled(random::normal(key, shape, dtype), round_to_float32(stddev));
   };
 }
 
 Initializer uniform(double scale) {
   return [scale](const random::Key& key, const Shape& shape, DType dtype) {
-    return scaled(random::uniform(key, shape, dtype), static_cast<float>(scale));
+    return scaled(random::uniform(key, shape, dtype), round_to_float32(scale));
   };
 }
 
 Initializer truncated_normal(double stddev, double lower, double upper) {
   return [=](const random::Key& key, const Shape& shape, DType dtype) {
     return scaled(random::truncated_normal(key, lower, upper, shape, dtype),
-                  static_cast<float>(stddev));
+                  round_to_float32(stddev));
   };
 }
 
@@ -128,7 +128,7 @@ Initializer variance_scaling(double scale, FanMode mode, Distribution distributi
     }
     // Python double arithmetic, then one rounding to float32 (jnp.array(..., dtype)); the rest
     // is float32 arithmetic as in JAX.
-    const auto variance = static_cast<float>(scale / denominator);
+    const auto variance = round_to_float32(scale / denominator);
     switch (distribution) {
       case Distribution::truncated_normal: {
         // 0.87962566103423978 = stddev of N(0,1) truncated to (-2, 2).

@@ -22,6 +22,10 @@ DType dtype_from_name(std::string_view name);
 bool is_floating(DType dtype);
 bool is_integer(DType dtype);
 
+// A double rounded to float32 to nearest-even, overflowing to ±inf, as IEEE 754, numpy and
+// JAX's conversions do (a plain cast of an out-of-range double is undefined in C++).
+float round_to_float32(double value);
+
 // The DType of a C++ element type that arrays may hold directly on the host.
 template <class T>
 struct DTypeOf;

@@ -5,6 +5,8 @@
 // expected there.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -28,6 +30,10 @@ Json tree_to_json(const Tree& tree);
 
 // Parses a whole JSON file; a syntax error is a ParseError naming the file, line and column.
 Json read_json_file(const std::string& filename);
+
+// The integer a JSON number denotes when it is an integer within int64 — or, with
+// allow_integral_float, a float with an integral value such as 3.0 — else nothing.
+std::optional<std::int64_t> integer_value(const Json& v, bool allow_integral_float = false);
 
 // Describes a JSON value for error messages: `a string "abc"`, `the number 3.5`, `an object`.
 std::string describe_json(const Json& j);

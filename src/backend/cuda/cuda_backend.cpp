@@ -72,6 +72,9 @@ void CudaBackend::copy_from_host_impl(const void* src, void* dst, std::int64_t b
 void CudaBackend::copy_impl(const void* src, void* dst, std::int64_t bytes) const {
   FLAXPP_CUDA_CHECK(
       cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
+  // Copies complete before returning (Backend's contract): the destination may be pinned host
+  // memory that the caller reads next.
+  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 std::int64_t CudaBackend::pool_used_high() const {

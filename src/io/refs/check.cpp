@@ -110,7 +110,7 @@ FileResult check_file(const std::string& filename, Device device, const ProblemR
   Json document;
   try {
     document = io::read_json_file(filename);
-  } catch (const ParseError& e) {
+  } catch (const std::exception& e) {
     FileResult result;
     result.file = filename;
     result.error = e.what();

@@ -10,20 +10,10 @@ namespace {
   throw InputError(detail::str(path, ": expected ", expected, ", got ", io::describe_json(got)));
 }
 
+// Integers accept an integral float (3.0), as the Flax originals cast with int().
 std::int64_t as_integer(const Json& v, const std::string& path) {
-  if (v.is_number_unsigned()) {
-    if (const auto u = v.get<std::uint64_t>(); std::in_range<std::int64_t>(u))
-      return static_cast<std::int64_t>(u);
-  } else if (v.is_number_integer()) {
-    return v.get<std::int64_t>();
-  } else if (v.is_number_float()) {
-    const double d = v.get<double>();
-    // An integral float (3.0) is accepted, as the Flax originals cast with int().
-    if (std::isfinite(d) && d == std::trunc(d) && std::abs(d) < 9.2e18)
-      return static_cast<std::int64_t>(d);
-    fail(path, "an integer (a float must have an integral value)", v);
-  }
-  fail(path, "an integer within int64", v);
+  if (const auto i = io::integer_value(v, true)) return *i;
+  fail(path, "an integer within int64 (a float must have an integral value)", v);
 }
 }  // namespace
 
@@ -92,6 +82,15 @@ Shape Inputs::shape(std::string_view key) const {
   std::vector<std::int64_t> dims = int_list(key);
   for (std::size_t i = 0; i < dims.size(); ++i)
     if (dims[i] < 0) fail(detail::str(at(key), "[", i, "]"), "a dimension >= 0", v[i]);
+  // A reference case is a small computation; a shape this large is a broken or hostile file.
+  constexpr double kMaxElements = 0x1p28;
+  double elements = 1;
+  for (std::int64_t d : dims)
+    elements *= static_cast<double>(d);
+  if (elements > kMaxElements)
+    throw InputError(
+        detail::str(at(key), ": a shape of ", elements,
+                    " elements is larger than flaxpp check runs (at most 2^28 per array)"));
   return Shape(std::move(dims));
 }
 
