@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iomanip>
+#include <limits>
 
 namespace flaxpp {
 
@@ -13,6 +14,15 @@ Array::Array(std::shared_ptr<const Buffer> buffer, Shape shape, DType dtype)
   if (buffer_->bytes() < nbytes())
     throw ValueError(detail::str("Array: a ", dtype_name(dtype_), shape_, " array needs ", nbytes(),
                                  " bytes, the buffer has ", buffer_->bytes()));
+}
+
+Array Array::traced(std::shared_ptr<Tracer> tracer, AVal aval) {
+  FLAXPP_ASSERT(tracer != nullptr);
+  Array a;
+  a.tracer_ = std::move(tracer);
+  a.shape_ = std::move(aval.shape);
+  a.dtype_ = aval.dtype;
+  return a;
 }
 
 Array Array::from_host_bytes(const void* data, Shape shape, DType dtype, Device device) {
@@ -25,7 +35,20 @@ Array Array::from_host_bytes(const void* data, Shape shape, DType dtype, Device 
 
 Array Array::full(Shape shape, double value, DType dtype, Device device) {
   return visit_host_dtype(dtype, "Array::full", [&]<class T>(TypeTag<T>) {
-    const T v = std::is_same_v<T, std::uint8_t> ? T(value != 0.0) : static_cast<T>(value);
+    T v{};
+    if constexpr (std::is_same_v<T, std::uint8_t>) {
+      v = value != 0.0;
+    } else if constexpr (std::is_same_v<T, float>) {
+      v = round_to_float32(value);
+    } else if constexpr (std::is_integral_v<T>) {
+      if (!(value >= static_cast<double>(std::numeric_limits<T>::min()) &&
+            value <= static_cast<double>(std::numeric_limits<T>::max())))
+        throw ValueError(
+            detail::str("Array::full: ", value, " does not fit in ", dtype_name(dtype)));
+      v = static_cast<T>(value);
+    } else {
+      v = static_cast<T>(value);
+    }
     const std::vector<T> data(static_cast<std::size_t>(shape.size()), v);
     return from_host_bytes(data.data(), std::move(shape), dtype, device);
   });
@@ -36,6 +59,12 @@ Device Array::device() const {
 }
 
 const Buffer& Array::buffer() const {
+  if (tracer_)
+    throw TracerError(detail::str(
+        "the values of a traced array (", aval(),
+        ") were asked for inside grad, vjp or checkpoint; "
+        "traced functions must compute with flaxpp operations only. Read values outside the "
+        "transformed function, or pass them in as non-differentiated inputs"));
   if (!buffer_) throw ValueError("use of a null Array (default-constructed, never assigned)");
   return *buffer_;
 }
@@ -68,6 +97,7 @@ void Array::copy_to_host_bytes(void* dst) const {
 
 std::ostream& operator<<(std::ostream& os, const Array& a) {
   if (!a.valid()) return os << "Array(null)";
+  if (a.is_traced()) return os << "Traced<" << a.aval() << ">";
   os << dtype_short_name(a.dtype()) << a.shape() << "{";
   const std::int64_t count = std::min<std::int64_t>(a.size(), 8);
   if (a.dtype() == DType::bf16 || a.dtype() == DType::f16) {

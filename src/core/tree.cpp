@@ -94,4 +94,33 @@ std::vector<std::pair<std::string, Array>> Tree::flatten() const {
   return out;
 }
 
+std::vector<Array> Tree::leaves() const {
+  std::vector<Array> out;
+  for (auto& [path, leaf] : flatten())
+    out.push_back(std::move(leaf));
+  return out;
+}
+
+namespace {
+Tree rebuild(const Tree& t, std::span<const Array> leaves, std::size_t& next) {
+  if (t.is_leaf()) {
+    FLAXPP_ASSERT(next < leaves.size(), "too few leaves");
+    return Tree(leaves[next++]);
+  }
+  Tree out;
+  for (const auto& [k, v] : t.items())
+    out.set(k, rebuild(v, leaves, next));
+  return out;
+}
+}  // namespace
+
+Tree Tree::with_leaves(std::span<const Array> leaves) const {
+  std::size_t next = 0;
+  Tree out = rebuild(*this, leaves, next);
+  if (next != leaves.size())
+    throw ValueError(detail::str("Tree::with_leaves: the tree has ", next, " leaves, got ",
+                                 leaves.size(), " arrays"));
+  return out;
+}
+
 }  // namespace flaxpp

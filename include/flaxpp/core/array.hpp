@@ -1,5 +1,7 @@
 // flaxpp/core/array.hpp — Array: an immutable value made of a buffer handle, a shape and a
-// dtype. Copies share the buffer; nothing mutates a buffer once an Array holds it.
+// dtype. Copies share the buffer; nothing mutates a buffer once an Array holds it. While a
+// function is traced (grad, vjp, checkpoint), an Array may instead hold a tracer: it then has
+// a shape and dtype but no values, and reading values is a TracerError.
 #pragma once
 
 #include <cstdint>
@@ -10,13 +12,21 @@
 #include <type_traits>
 #include <vector>
 
+#include "flaxpp/core/aval.hpp"
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/core/device.hpp"
 #include "flaxpp/core/dtype.hpp"
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/core/shape.hpp"
+#include "flaxpp/core/tracer.hpp"
 
 namespace flaxpp {
+
+// Values of a traced array were asked for (e.g. printing or to_vector() inside grad).
+class TracerError : public Error {
+ public:
+  using Error::Error;
+};
 
 class Array {
  public:
@@ -24,6 +34,8 @@ class Array {
   Array() = default;
   // Wraps a buffer holding shape.size() elements of dtype (the buffer may be larger).
   Array(std::shared_ptr<const Buffer> buffer, Shape shape, DType dtype);
+  // A traced value of the given abstract value.
+  static Array traced(std::shared_ptr<Tracer> tracer, AVal aval);
 
   // Copies `bytes` of host data laid out row-major into a new array on `device`.
   static Array from_host_bytes(const void* data, Shape shape, DType dtype, Device device);
@@ -47,7 +59,12 @@ class Array {
   // shape.size() copies of `value` converted to dtype.
   static Array full(Shape shape, double value, DType dtype, Device device = Device::cpu());
 
-  bool valid() const { return buffer_ != nullptr; }
+  bool valid() const { return buffer_ != nullptr || tracer_ != nullptr; }
+  bool is_traced() const { return tracer_ != nullptr; }
+  // The tracer of a traced array (nullptr for a concrete one).
+  Tracer* tracer() const { return tracer_.get(); }
+  const std::shared_ptr<Tracer>& tracer_ptr() const { return tracer_; }
+  AVal aval() const { return {shape_, dtype_}; }
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_; }
   Device device() const;
@@ -72,6 +89,7 @@ class Array {
   void copy_to_host_bytes(void* dst) const;
 
   std::shared_ptr<const Buffer> buffer_;
+  std::shared_ptr<Tracer> tracer_;
   Shape shape_;
   DType dtype_ = DType::f32;
 };

@@ -4,6 +4,7 @@
 // which is the order jax.tree_util flattens dicts in.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -37,6 +38,10 @@ class Tree {
   // Leaves in jax.tree_util order (sorted keys, depth first) with their paths. A leaf at the
   // root has the empty path.
   std::vector<std::pair<std::string, Array>> flatten() const;
+  // Just the leaves, in flatten() order.
+  std::vector<Array> leaves() const;
+  // A tree of this structure with `leaves` (in flatten() order) in place of its own.
+  Tree with_leaves(std::span<const Array> leaves) const;
 
  private:
   bool is_leaf_ = false;

@@ -1,0 +1,64 @@
+// flaxpp/ir/graph.hpp — Graph: a closed, jaxpr-like program: typed variables, constants,
+// inputs, a list of equations (primitive, input atoms, output variables, params) and outputs.
+// A printer shows it in jaxpr text; verify() checks it after every transform in tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "flaxpp/core/array.hpp"
+#include "flaxpp/core/aval.hpp"
+#include "flaxpp/ir/params.hpp"
+#include "flaxpp/ir/primitive.hpp"
+
+namespace flaxpp::ir {
+
+using VarId = std::int32_t;
+
+// An equation input: a variable, or a literal (a concrete 0-d array inlined in the graph).
+struct Atom {
+  VarId var = -1;
+  Array literal;
+
+  static Atom of(VarId v) { return {v, Array()}; }
+  static Atom lit(Array value) { return {-1, std::move(value)}; }
+  bool is_literal() const { return var < 0; }
+};
+
+struct Eqn {
+  const Primitive* prim = nullptr;
+  std::vector<Atom> inputs;
+  std::vector<VarId> outputs;
+  Params params;
+};
+
+class Graph {
+ public:
+  // Adds a variable of the given aval and returns its id.
+  VarId new_var(AVal aval);
+  const AVal& aval(VarId v) const { return vars_.at(static_cast<std::size_t>(v)); }
+  AVal aval(const Atom& a) const { return a.is_literal() ? a.literal.aval() : aval(a.var); }
+  std::size_t num_vars() const { return vars_.size(); }
+
+  // Constants: variables bound to fixed arrays (concrete, or tracers of an outer trace).
+  std::vector<VarId> constvars;
+  std::vector<Array> consts;
+  std::vector<VarId> invars;
+  std::vector<Atom> outvars;
+  std::vector<Eqn> eqns;
+
+  // jaxpr-style text: { lambda consts ; invars . let eqns in (outvars) }
+  std::string str(int indent = 0) const;
+  // Checks that every variable is defined once before use, avals agree with the shape rules
+  // and consts match their variables; throws FLAXPP_ASSERT-style internal errors otherwise.
+  void verify() const;
+
+ private:
+  std::vector<AVal> vars_;
+};
+
+// Number of equations of primitive `prim` (recursing into sub-graphs held in params).
+std::int64_t count_eqns(const Graph& graph, const Primitive& prim);
+
+}  // namespace flaxpp::ir

@@ -1,0 +1,98 @@
+// flaxpp/ir/lax.hpp — the primitives, named and specified as in jax.lax, with one typed
+// function each. These are strict: elementwise operands have equal shapes and dtypes, except
+// that a 0-d operand broadcasts against the other (like a scalar literal in a jaxpr). The
+// broadcasting, promoting numpy-style API is in flaxpp/ops.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "flaxpp/core/array.hpp"
+#include "flaxpp/ir/primitive.hpp"
+
+namespace flaxpp::lax {
+
+// Elementwise, two operands of one dtype (floating or integer): add sub mul div max min.
+// div truncates for integers. max/min propagate NaN.
+extern const ir::Primitive add_p, sub_p, mul_p, div_p, max_p, min_p;
+// Comparisons, two operands of one dtype -> bool: eq ne lt le gt ge.
+extern const ir::Primitive eq_p, ne_p, lt_p, le_p, gt_p, ge_p;
+// Elementwise unary on floating dtypes: exp log log1p tanh logistic (1/(1+exp(-x))) sqrt
+// rsqrt (1/sqrt) erf; on any numeric dtype: neg abs sign (-1, 0, 1; NaN for NaN).
+extern const ir::Primitive neg_p, exp_p, log_p, log1p_p, tanh_p, logistic_p, sqrt_p, rsqrt_p, erf_p,
+    abs_p, sign_p;
+// x**y for an integer y (param "y", int64; may be negative or 0), by repeated multiplication.
+extern const ir::Primitive integer_pow_p;
+// select_n(which, case0, case1, ...): which is bool (2 cases: false -> case0, true -> case1)
+// or int32 (which[i] picks case which[i]); all cases one aval; which has their shape or is 0-d.
+extern const ir::Primitive select_n_p;
+// Sum / max over the axes in param "axes" (sorted, distinct); those axes are removed.
+extern const ir::Primitive reduce_sum_p, reduce_max_p;
+// Param "shape" (the result's dims) and "broadcast_dimensions" (for each operand axis, the
+// result axis it maps to, strictly increasing; operand dim is 1 or equal to that result dim).
+extern const ir::Primitive broadcast_in_dim_p;
+// Param "new_sizes": the result dims (same element count), row-major order kept.
+extern const ir::Primitive reshape_p;
+// Param "permutation": result axis i is operand axis permutation[i].
+extern const ir::Primitive transpose_p;
+// Param "new_dtype": elementwise conversion (float->int truncates toward zero; ->bool is != 0).
+extern const ir::Primitive convert_element_type_p;
+// Param "dimension_numbers" (DotDimensionNumbers) and optional "preferred_element_type".
+// Result dims: batch dims (lhs order), then lhs free dims, then rhs free dims.
+extern const ir::Primitive dot_general_p;
+// Identity whose gradient is zero.
+extern const ir::Primitive stop_gradient_p;
+// checkpoint_name's primitive: identity tagging its value with param "name" for remat policies.
+extern const ir::Primitive name_p;
+
+Array add(const Array& x, const Array& y);
+Array sub(const Array& x, const Array& y);
+Array mul(const Array& x, const Array& y);
+Array div(const Array& x, const Array& y);
+Array max(const Array& x, const Array& y);
+Array min(const Array& x, const Array& y);
+Array eq(const Array& x, const Array& y);
+Array ne(const Array& x, const Array& y);
+Array lt(const Array& x, const Array& y);
+Array le(const Array& x, const Array& y);
+Array gt(const Array& x, const Array& y);
+Array ge(const Array& x, const Array& y);
+Array neg(const Array& x);
+Array exp(const Array& x);
+Array log(const Array& x);
+Array log1p(const Array& x);
+Array tanh(const Array& x);
+Array logistic(const Array& x);
+Array sqrt(const Array& x);
+Array rsqrt(const Array& x);
+Array erf(const Array& x);
+Array abs(const Array& x);
+Array sign(const Array& x);
+Array integer_pow(const Array& x, std::int64_t y);
+Array select_n(const Array& which, std::span<const Array> cases);
+Array select(const Array& pred, const Array& on_true,
+             const Array& on_false);  // select_n(pred, f, t)
+Array reduce_sum(const Array& x, std::vector<std::int64_t> axes);
+Array reduce_max(const Array& x, std::vector<std::int64_t> axes);
+Array broadcast_in_dim(const Array& x, const Shape& shape,
+                       std::vector<std::int64_t> broadcast_dimensions);
+Array reshape(const Array& x, const Shape& new_sizes);
+Array transpose(const Array& x, std::vector<std::int64_t> permutation);
+Array convert_element_type(const Array& x, DType new_dtype);
+Array dot_general(const Array& lhs, const Array& rhs,
+                  const ir::DotDimensionNumbers& dimension_numbers,
+                  std::optional<DType> preferred_element_type = std::nullopt);
+Array stop_gradient(const Array& x);
+// jax.ad_checkpoint.checkpoint_name.
+Array checkpoint_name(const Array& x, const std::string& name);
+
+// A 0-d array holding `value` converted to `dtype` (a literal in traced graphs).
+Array scalar(double value, DType dtype);
+// An array of x's shape and dtype filled with `value`.
+Array full_like(const Array& x, double value);
+Array zeros_like(const Array& x);
+
+}  // namespace flaxpp::lax

@@ -1,0 +1,138 @@
+// dot_general: the general tensor contraction (batch and contracting dimensions anywhere),
+// with JAX's transpose rules as its VJP (jax/_src/lax/lax.py _dot_general_transpose_lhs/rhs).
+#include <algorithm>
+#include <numeric>
+
+#include "rules.hpp"
+
+namespace flaxpp::lax {
+namespace {
+
+using Axes = std::vector<std::int64_t>;
+using ir::DotDimensionNumbers;
+
+bool contains(const Axes& v, std::int64_t x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+// Axes of [0, rank) in neither list, in order.
+Axes remaining(std::int64_t rank, const Axes& a, const Axes& b) {
+  Axes out;
+  for (std::int64_t i = 0; i < rank; ++i)
+    if (!contains(a, i) && !contains(b, i)) out.push_back(i);
+  return out;
+}
+
+Axes range(std::int64_t start, std::size_t n) {
+  Axes out(n);
+  std::iota(out.begin(), out.end(), start);
+  return out;
+}
+
+void check_axes(const char* side, const Axes& axes, const AVal& a) {
+  for (std::size_t i = 0; i < axes.size(); ++i) {
+    if (axes[i] < 0 || axes[i] >= a.shape.rank())
+      rules::fail("dot_general", detail::str(side, " axis ", axes[i], " is out of range for ", a));
+    for (std::size_t j = 0; j < i; ++j)
+      if (axes[j] == axes[i])
+        rules::fail("dot_general", detail::str(side, " axis ", axes[i], " is used twice"));
+  }
+}
+
+std::vector<AVal> dot_general_rule(std::span<const AVal> in, const ir::Params& p) {
+  rules::expect_arity("dot_general", in, 2);
+  const auto& d = p.get<DotDimensionNumbers>("dimension_numbers");
+  const AVal& lhs = in[0];
+  const AVal& rhs = in[1];
+  if (lhs.dtype != rhs.dtype)
+    rules::fail("dot_general",
+                detail::str("operands must have the same dtype, got ", rules::avals_str(in)));
+  if (!is_floating(lhs.dtype))
+    rules::fail("dot_general",
+                detail::str("operands must be floating point, got ", rules::avals_str(in)));
+  if (d.lhs_contracting.size() != d.rhs_contracting.size() ||
+      d.lhs_batch.size() != d.rhs_batch.size())
+    rules::fail("dot_general", "lhs and rhs need as many contracting (and batch) dimensions each");
+  Axes lhs_all = d.lhs_contracting, rhs_all = d.rhs_contracting;
+  lhs_all.insert(lhs_all.end(), d.lhs_batch.begin(), d.lhs_batch.end());
+  rhs_all.insert(rhs_all.end(), d.rhs_batch.begin(), d.rhs_batch.end());
+  check_axes("lhs", lhs_all, lhs);
+  check_axes("rhs", rhs_all, rhs);
+  auto dim = [](const AVal& a, std::int64_t axis) {
+    return a.shape.dims()[static_cast<std::size_t>(axis)];
+  };
+  for (std::size_t i = 0; i < d.lhs_contracting.size(); ++i)
+    if (dim(lhs, d.lhs_contracting[i]) != dim(rhs, d.rhs_contracting[i]))
+      rules::fail("dot_general", detail::str("contracting dimensions differ in size: lhs ", lhs,
+                                             " axis ", d.lhs_contracting[i], " vs rhs ", rhs,
+                                             " axis ", d.rhs_contracting[i]));
+  for (std::size_t i = 0; i < d.lhs_batch.size(); ++i)
+    if (dim(lhs, d.lhs_batch[i]) != dim(rhs, d.rhs_batch[i]))
+      rules::fail("dot_general",
+                  detail::str("batch dimensions differ in size: lhs ", lhs, " axis ",
+                              d.lhs_batch[i], " vs rhs ", rhs, " axis ", d.rhs_batch[i]));
+  Axes out;
+  for (std::int64_t a : d.lhs_batch)
+    out.push_back(dim(lhs, a));
+  for (std::int64_t a : remaining(lhs.shape.rank(), d.lhs_contracting, d.lhs_batch))
+    out.push_back(dim(lhs, a));
+  for (std::int64_t a : remaining(rhs.shape.rank(), d.rhs_contracting, d.rhs_batch))
+    out.push_back(dim(rhs, a));
+  DType dtype = lhs.dtype;
+  if (p.has("preferred_element_type")) dtype = p.get<DType>("preferred_element_type");
+  return {{Shape(out), dtype}};
+}
+
+// JAX's _dot_general_transpose_lhs: the cotangent of x in dot_general(x, y).
+Array transpose_lhs(const Array& g, const AVal& x, const Array& y, const DotDimensionNumbers& d,
+                    bool swap_ans) {
+  const Axes& x_contract = d.lhs_contracting;
+  const Axes& y_contract = d.rhs_contracting;
+  const Axes& x_batch = d.lhs_batch;
+  const Axes& y_batch = d.rhs_batch;
+  const Axes x_kept = remaining(x.shape.rank(), x_contract, x_batch);
+  const Axes y_kept = remaining(y.rank(), y_contract, y_batch);
+  const Axes ans_batch = range(0, x_batch.size());
+  const Axes ans_y =
+      swap_ans ? range(static_cast<std::int64_t>(x_batch.size()), y_kept.size())
+               : range(static_cast<std::int64_t>(x_batch.size() + x_kept.size()), y_kept.size());
+  const DotDimensionNumbers dims{ans_y, y_kept, ans_batch, y_batch};
+  // x_contract sorted by the order of y_contract.
+  std::vector<std::size_t> order(y_contract.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return y_contract[a] < y_contract[b]; });
+  Axes pre = x_batch;
+  pre.insert(pre.end(), x_kept.begin(), x_kept.end());
+  for (std::size_t i : order)
+    pre.push_back(x_contract[i]);
+  // out_axes = argsort(pre).
+  Axes out_axes(pre.size());
+  std::iota(out_axes.begin(), out_axes.end(), 0);
+  std::stable_sort(out_axes.begin(), out_axes.end(), [&](std::int64_t a, std::int64_t b) {
+    return pre[static_cast<std::size_t>(a)] < pre[static_cast<std::size_t>(b)];
+  });
+  return transpose(dot_general(g, y, dims), out_axes);
+}
+
+}  // namespace
+
+const ir::Primitive dot_general_p("dot_general", dot_general_rule, [](const ir::VjpArgs& a) {
+  const auto& d = a.params.get<DotDimensionNumbers>("dimension_numbers");
+  const Array& g = a.cotangents[0];
+  const Array& x = a.inputs[0];
+  const Array& y = a.inputs[1];
+  const DotDimensionNumbers swapped{d.rhs_contracting, d.lhs_contracting, d.rhs_batch, d.lhs_batch};
+  return std::vector<Array>{transpose_lhs(g, x.aval(), y, d, false),
+                            transpose_lhs(g, y.aval(), x, swapped, true)};
+});
+
+Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers& dimension_numbers,
+                  std::optional<DType> preferred_element_type) {
+  ir::Params params{{"dimension_numbers", dimension_numbers}};
+  if (preferred_element_type) params.set("preferred_element_type", *preferred_element_type);
+  const Array in[] = {lhs, rhs};
+  return ir::bind1(dot_general_p, in, params);
+}
+
+}  // namespace flaxpp::lax
