@@ -1,0 +1,208 @@
+// CPU evaluation of the lax primitives: the dispatch table, and the elementwise, select_n,
+// convert and identity families (the math itself is kernels/elementwise.hpp's).
+#include "backend/cpu/cpu_eval.hpp"
+
+#include <algorithm>
+#include <type_traits>
+#include <unordered_map>
+
+#include "backend/cpu/cpu_eval_impl.hpp"
+#include "flaxpp/core/error.hpp"
+#include "flaxpp/ir/lax.hpp"
+#include "kernels/elementwise.hpp"
+
+namespace flaxpp::cpu {
+
+void throw_unsupported_dtype(const ir::Primitive& prim, DType dtype) {
+  throw ValueError(detail::str(prim.name(), ": the CPU backend does not implement it for dtype ",
+                               dtype_name(dtype),
+                               "; convert the operands with convert_element_type first"));
+}
+
+namespace {
+
+// The storage type of a functor's result: comparisons return bool, stored as one byte.
+template <class R>
+using storage_t = std::conditional_t<std::is_same_v<R, bool>, std::uint8_t, R>;
+
+// out[i] = op(x[i], y[i]) over n elements, where a 0-d operand is read once and broadcast
+// (when both are 0-d, n is 1). Three plain loops so that each one vectorises.
+template <class Op, class T, class S>
+void binary_loop(Op op, const T* x, bool x_scalar, const T* y, bool y_scalar, S* out,
+                 std::int64_t n) {
+  if (x_scalar) {
+    const T xv = x[0];
+    for (std::int64_t i = 0; i < n; ++i)
+      out[i] = static_cast<S>(op(xv, y[i]));
+  } else if (y_scalar) {
+    const T yv = y[0];
+    for (std::int64_t i = 0; i < n; ++i)
+      out[i] = static_cast<S>(op(x[i], yv));
+  } else {
+    for (std::int64_t i = 0; i < n; ++i)
+      out[i] = static_cast<S>(op(x[i], y[i]));
+  }
+}
+
+template <unsigned kAllowed, class Op>
+Array binary(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& /*params*/,
+             const AVal& out) {
+  const Array& x = in[0];
+  const Array& y = in[1];
+  return visit_dtype<kAllowed>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
+    using S = storage_t<decltype(Op{}(T{}, T{}))>;
+    const Output o(out);
+    binary_loop(Op{}, in_data<T>(x), x.rank() == 0, in_data<T>(y), y.rank() == 0, o.data<S>(),
+                out.shape.size());
+    return o.array();
+  });
+}
+
+// out[i] = op(x[i]); `op` may carry parameters (integer_pow's y).
+template <unsigned kAllowed, class Op>
+Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op) {
+  return visit_dtype<kAllowed>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
+    const Output o(out);
+    const T* xs = in_data<T>(x);
+    T* ys = o.data<T>();
+    const std::int64_t n = out.shape.size();
+    for (std::int64_t i = 0; i < n; ++i)
+      ys[i] = op(xs[i]);
+    return o.array();
+  });
+}
+
+template <unsigned kAllowed, class Op>
+Array unary(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& /*params*/,
+            const AVal& out) {
+  return map_unary<kAllowed>(prim, in[0], out, Op{});
+}
+
+Array integer_pow(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
+                  const AVal& out) {
+  return map_unary<kNumeric>(prim, in[0], out, kernels::IntegerPow{params.get<std::int64_t>("y")});
+}
+
+// stop_gradient and name: the value itself (arrays are immutable, so sharing is safe).
+Array identity(const ir::Primitive& /*prim*/, std::span<const Array> in,
+               const ir::Params& /*params*/, const AVal& /*out*/) {
+  return in[0];
+}
+
+// Index of the case `which` picks. Out-of-range int32 values are clamped to the first/last
+// case, as XLA's lowering of select_n (a tree of `which < k` selects) resolves them.
+std::size_t case_index(std::int64_t which, std::size_t num_cases) {
+  return static_cast<std::size_t>(std::clamp<std::int64_t>(which, 0, std::int64_t(num_cases) - 1));
+}
+
+// select_n(which, case_0, ..., case_{n-1}).
+Array select_n(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& /*params*/,
+               const AVal& out) {
+  const Array& which = in[0];
+  const std::span<const Array> cases = in.subspan(1);
+  if (which.dtype() != DType::bool_ && which.dtype() != DType::i32)
+    throw_unsupported_dtype(prim, which.dtype());
+  auto which_at = [&](std::int64_t i) -> std::int64_t {
+    return which.dtype() == DType::bool_ ? in_data<std::uint8_t>(which)[i] != 0
+                                         : in_data<std::int32_t>(which)[i];
+  };
+  // One case, or one choice for every element: the chosen case is the result.
+  if (cases.size() == 1) return cases[0];
+  if (which.rank() == 0) return cases[case_index(which_at(0), cases.size())];
+
+  return visit_dtype<kAll>(prim, out.dtype, [&]<class T>(TypeTag<T>) {
+    const Output o(out);
+    T* ys = o.data<T>();
+    const std::int64_t n = out.shape.size();
+    if (which.dtype() == DType::bool_ && cases.size() == 2) {
+      const std::uint8_t* w = in_data<std::uint8_t>(which);
+      const T* c0 = in_data<T>(cases[0]);
+      const T* c1 = in_data<T>(cases[1]);
+      for (std::int64_t i = 0; i < n; ++i)
+        ys[i] = w[i] ? c1[i] : c0[i];
+    } else {
+      std::vector<const T*> cs;
+      for (const Array& c : cases)
+        cs.push_back(in_data<T>(c));
+      for (std::int64_t i = 0; i < n; ++i)
+        ys[i] = cs[case_index(which_at(i), cs.size())][i];
+    }
+    return o.array();
+  });
+}
+
+Array convert_element_type(const ir::Primitive& prim, std::span<const Array> in,
+                           const ir::Params& /*params*/, const AVal& out) {
+  const Array& x = in[0];
+  if (x.dtype() == out.dtype) return x;
+  return visit_dtype<kAll>(prim, x.dtype(), [&]<class From>(TypeTag<From>) {
+    return visit_dtype<kAll>(prim, out.dtype, [&]<class To>(TypeTag<To>) {
+      // Bool is stored as a byte but converts with bool semantics (x != 0).
+      using ToValue = std::conditional_t<std::is_same_v<To, std::uint8_t>, bool, To>;
+      const kernels::Convert<ToValue> convert;
+      const Output o(out);
+      const From* xs = in_data<From>(x);
+      To* ys = o.data<To>();
+      const std::int64_t n = out.shape.size();
+      for (std::int64_t i = 0; i < n; ++i)
+        ys[i] = static_cast<To>(convert(xs[i]));
+      return o.array();
+    });
+  });
+}
+
+using Table = std::unordered_map<const ir::Primitive*, EvalFn>;
+
+const Table& table() {
+  namespace k = kernels;
+  static const Table t = {
+      {&lax::add_p, binary<kNumeric, k::Add>},
+      {&lax::sub_p, binary<kNumeric, k::Sub>},
+      {&lax::mul_p, binary<kNumeric, k::Mul>},
+      {&lax::div_p, binary<kNumeric, k::Div>},
+      {&lax::max_p, binary<kNumeric, k::Max>},
+      {&lax::min_p, binary<kNumeric, k::Min>},
+      {&lax::eq_p, binary<kAll, k::Eq>},
+      {&lax::ne_p, binary<kAll, k::Ne>},
+      {&lax::lt_p, binary<kAll, k::Lt>},
+      {&lax::le_p, binary<kAll, k::Le>},
+      {&lax::gt_p, binary<kAll, k::Gt>},
+      {&lax::ge_p, binary<kAll, k::Ge>},
+      {&lax::neg_p, unary<kNumeric, k::Neg>},
+      {&lax::abs_p, unary<kNumeric, k::Abs>},
+      {&lax::sign_p, unary<kNumeric, k::Sign>},
+      {&lax::exp_p, unary<kFloat, k::Exp>},
+      {&lax::log_p, unary<kFloat, k::Log>},
+      {&lax::log1p_p, unary<kFloat, k::Log1p>},
+      {&lax::tanh_p, unary<kFloat, k::Tanh>},
+      {&lax::logistic_p, unary<kFloat, k::Logistic>},
+      {&lax::sqrt_p, unary<kFloat, k::Sqrt>},
+      {&lax::rsqrt_p, unary<kFloat, k::Rsqrt>},
+      {&lax::erf_p, unary<kFloat, k::Erf>},
+      {&lax::integer_pow_p, integer_pow},
+      {&lax::select_n_p, select_n},
+      {&lax::convert_element_type_p, convert_element_type},
+      {&lax::stop_gradient_p, identity},
+      {&lax::name_p, identity},
+      {&lax::reduce_sum_p, eval_reduce_sum},
+      {&lax::reduce_max_p, eval_reduce_max},
+      {&lax::broadcast_in_dim_p, eval_broadcast_in_dim},
+      {&lax::reshape_p, eval_reshape},
+      {&lax::transpose_p, eval_transpose},
+      {&lax::dot_general_p, eval_dot_general},
+  };
+  return t;
+}
+
+}  // namespace
+
+std::vector<Array> eval(const ir::Primitive& prim, std::span<const Array> inputs,
+                        const ir::Params& params, std::span<const AVal> out_avals) {
+  const auto it = table().find(&prim);
+  if (it == table().end())
+    throw ValueError(detail::str(prim.name(), ": the CPU backend has no implementation of it"));
+  FLAXPP_ASSERT(out_avals.size() == 1, prim.name(), " has ", out_avals.size(), " results");
+  return {it->second(prim, inputs, params, out_avals[0])};
+}
+
+}  // namespace flaxpp::cpu

@@ -1,0 +1,114 @@
+// CPU evaluation of reduce_sum and reduce_max over any set of axes. Sums accumulate in the
+// element type (f32 in f32, like XLA on CPU), in eight interleaved partial sums.
+#include <algorithm>
+
+#include "backend/cpu/cpu_eval_impl.hpp"
+#include "kernels/elementwise.hpp"
+
+namespace flaxpp::cpu {
+namespace {
+
+// op-reduction of n contiguous elements, starting from init. Eight independent accumulators
+// let the loop vectorise without reassociation flags (and shorten float sums' error chain).
+template <class T, class Op>
+T reduce_contiguous(Op op, const T* x, std::int64_t n, T init) {
+  constexpr int kLanes = 8;
+  T acc[kLanes];
+  std::fill(acc, acc + kLanes, init);
+  std::int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int l = 0; l < kLanes; ++l)
+      acc[l] = op(acc[l], x[i + l]);
+  T result = init;
+  for (int l = 0; l < kLanes; ++l)
+    result = op(result, acc[l]);
+  for (; i < n; ++i)
+    result = op(result, x[i]);
+  return result;
+}
+
+// A run of adjacent operand axes that are all reduced or all kept, merged into one.
+struct Group {
+  std::int64_t size;
+  bool reduced;
+};
+
+// Reduces x over `axes` into `out` (x's shape without those axes), starting from init.
+// The operand is read once in row-major order; each step handles its innermost group
+// either as a contiguous reduction (reduced) or as an elementwise accumulation into a
+// contiguous run of the result (kept).
+template <class T, class Op>
+Array reduce(const Array& x, const std::vector<std::int64_t>& axes, const AVal& out, Op op,
+             T init) {
+  const Output o(out);
+  T* ys = o.data<T>();
+  std::fill(ys, ys + out.shape.size(), init);
+  if (x.size() == 0) return o.array();
+
+  std::vector<Group> groups;
+  for (std::size_t k = 0; k < x.shape().dims().size(); ++k) {
+    const std::int64_t d = x.shape().dims()[k];
+    const bool reduced = std::find(axes.begin(), axes.end(), std::int64_t(k)) != axes.end();
+    if (d == 1) continue;
+    if (!groups.empty() && groups.back().reduced == reduced) {
+      groups.back().size *= d;
+    } else {
+      groups.push_back({d, reduced});
+    }
+  }
+  if (groups.empty()) groups.push_back({1, false});  // a single element
+
+  // Result strides of the groups (0 for reduced ones), in row-major order of the kept ones.
+  std::vector<std::int64_t> out_strides(groups.size(), 0);
+  std::int64_t stride = 1;
+  for (std::size_t g = groups.size(); g-- > 0;) {
+    if (groups[g].reduced) continue;
+    out_strides[g] = stride;
+    stride *= groups[g].size;
+  }
+
+  const T* xs = in_data<T>(x);
+  const Group inner = groups.back();
+  const std::size_t outer_rank = groups.size() - 1;
+  const std::int64_t outer = x.size() / inner.size;
+  std::vector<std::int64_t> index(outer_rank, 0);
+  std::int64_t out_offset = 0;
+  for (std::int64_t step = 0; step < outer; ++step) {
+    const T* run = xs + step * inner.size;  // (inner.size,)
+    if (inner.reduced) {
+      ys[out_offset] = op(ys[out_offset], reduce_contiguous(op, run, inner.size, init));
+    } else {
+      T* acc = ys + out_offset;  // (inner.size,)
+      for (std::int64_t j = 0; j < inner.size; ++j)
+        acc[j] = op(acc[j], run[j]);
+    }
+    for (std::size_t g = outer_rank; g-- > 0;) {
+      out_offset += out_strides[g];
+      if (++index[g] < groups[g].size) break;
+      out_offset -= out_strides[g] * groups[g].size;
+      index[g] = 0;
+    }
+  }
+  return o.array();
+}
+
+}  // namespace
+
+Array eval_reduce_sum(const ir::Primitive& prim, std::span<const Array> inputs,
+                      const ir::Params& params, const AVal& out) {
+  const auto& axes = params.get<std::vector<std::int64_t>>("axes");
+  return visit_dtype<kNumeric>(prim, inputs[0].dtype(), [&]<class T>(TypeTag<T>) {
+    return reduce(inputs[0], axes, out, kernels::Add{}, T(0));
+  });
+}
+
+// NaN-propagating max (kernels::Max); an empty reduction gives -inf / the lowest integer.
+Array eval_reduce_max(const ir::Primitive& prim, std::span<const Array> inputs,
+                      const ir::Params& params, const AVal& out) {
+  const auto& axes = params.get<std::vector<std::int64_t>>("axes");
+  return visit_dtype<kNumeric>(prim, inputs[0].dtype(), [&]<class T>(TypeTag<T>) {
+    return reduce(inputs[0], axes, out, kernels::Max{}, kernels::max_identity<T>());
+  });
+}
+
+}  // namespace flaxpp::cpu

@@ -1,0 +1,67 @@
+// ir::eval_primitive: eager evaluation of one primitive on concrete arrays — the shape rule,
+// the choice of device, and the hand-off to that device's backend.
+#include <vector>
+
+#include "backend/cpu/cpu_eval.hpp"
+#include "flaxpp/core/error.hpp"
+#include "flaxpp/ir/primitive.hpp"
+
+namespace flaxpp::ir {
+namespace {
+
+// Where `prim` runs: the device of its non-0-d inputs, which must agree. 0-d inputs (scalar
+// literals) follow the others; when every input is 0-d, the first one decides.
+Device pick_device(const Primitive& prim, std::span<const Array> inputs) {
+  if (inputs.empty()) return default_device();
+  const Array* first = nullptr;
+  for (const Array& x : inputs) {
+    if (x.rank() == 0) continue;
+    if (first == nullptr) {
+      first = &x;
+    } else if (x.device() != first->device()) {
+      throw ValueError(detail::str(prim.name(), ": inputs on ", first->device(), " and ",
+                                   x.device(), "; move them with to() first"));
+    }
+  }
+  return (first != nullptr ? *first : inputs[0]).device();
+}
+
+}  // namespace
+
+std::vector<Array> eval_primitive(const Primitive& prim, std::span<const Array> inputs,
+                                  const Params& params) {
+  std::vector<AVal> avals;
+  avals.reserve(inputs.size());
+  for (const Array& x : inputs) {
+    FLAXPP_ASSERT(
+        x.valid() && !x.is_traced(), prim.name(),
+        ": eval_primitive needs concrete inputs (bind routes traced ones to their trace)");
+    avals.push_back(x.aval());
+  }
+  const std::vector<AVal> out_avals = prim.shape_rule(avals, params);
+
+  const Device device = pick_device(prim, inputs);
+  std::vector<Array> on_device(inputs.begin(), inputs.end());
+  for (Array& x : on_device)
+    x = x.to(device);  // only 0-d inputs can be elsewhere
+
+  std::vector<Array> results;
+  switch (device.kind) {
+    case DeviceKind::cpu:
+      results = cpu::eval(prim, on_device, params, out_avals);
+      break;
+    case DeviceKind::cuda:
+      throw DeviceError(detail::str(prim.name(),
+                                    " has no CUDA implementation yet; compute on the CPU "
+                                    "(FLAXPP_DEVICE=cpu)"));
+  }
+
+  FLAXPP_ASSERT(results.size() == out_avals.size(), prim.name(), ": ", results.size(),
+                " results, the shape rule says ", out_avals.size());
+  for (std::size_t i = 0; i < results.size(); ++i)
+    FLAXPP_ASSERT(results[i].aval() == out_avals[i], prim.name(), " result ", i, " is ",
+                  results[i].aval(), ", the shape rule says ", out_avals[i]);
+  return results;
+}
+
+}  // namespace flaxpp::ir
