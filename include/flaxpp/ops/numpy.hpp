@@ -1,0 +1,74 @@
+// flaxpp/ops/numpy.hpp — the jax.numpy-style API on Arrays: numpy broadcasting, scalar
+// operands that take the array's dtype (JAX's weak types), reductions with axes and keepdims,
+// matmul. Built from the lax primitives, so it runs eagerly and traced alike.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "flaxpp/core/array.hpp"
+
+namespace flaxpp {
+
+using Axes = std::vector<std::int64_t>;
+
+// numpy broadcasting of two shapes; throws ValueError naming both when incompatible.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
+Array broadcast_to(const Array& x, const Shape& shape);
+
+// Elementwise with broadcasting. Operands of different dtypes are an error unless one is 0-d
+// (a scalar takes the other's dtype).
+Array add(const Array& x, const Array& y);
+Array subtract(const Array& x, const Array& y);
+Array multiply(const Array& x, const Array& y);
+Array divide(const Array& x, const Array& y);
+Array maximum(const Array& x, const Array& y);
+Array minimum(const Array& x, const Array& y);
+Array where(const Array& condition, const Array& x, const Array& y);
+Array greater(const Array& x, const Array& y);
+Array less(const Array& x, const Array& y);
+Array equal(const Array& x, const Array& y);
+
+Array operator+(const Array& x, const Array& y);
+Array operator-(const Array& x, const Array& y);
+Array operator*(const Array& x, const Array& y);
+Array operator/(const Array& x, const Array& y);
+Array operator-(const Array& x);
+// A double operand becomes a 0-d array of the other operand's dtype.
+Array operator+(const Array& x, double y);
+Array operator+(double x, const Array& y);
+Array operator-(const Array& x, double y);
+Array operator-(double x, const Array& y);
+Array operator*(const Array& x, double y);
+Array operator*(double x, const Array& y);
+Array operator/(const Array& x, double y);
+Array operator/(double x, const Array& y);
+
+Array exp(const Array& x);
+Array log(const Array& x);
+Array log1p(const Array& x);
+Array tanh(const Array& x);
+Array sqrt(const Array& x);
+Array abs(const Array& x);
+Array square(const Array& x);  // x ** 2 (integer_pow)
+Array power(const Array& x, std::int64_t y);
+
+// Reductions over `axes` (all axes when absent; negative axes count from the end).
+Array sum(const Array& x, std::optional<Axes> axes = std::nullopt, bool keepdims = false);
+Array mean(const Array& x, std::optional<Axes> axes = std::nullopt, bool keepdims = false);
+Array max(const Array& x, std::optional<Axes> axes = std::nullopt, bool keepdims = false);
+
+// jnp.matmul: 1-D and 2-D operands, N-D @ 2-D (leading lhs dims are free dims, as in
+// jnp.matmul, so the dot has no batch dims), and N-D @ N-D with equal batch dims.
+Array matmul(const Array& a, const Array& b);
+
+// jnp.reshape (one dim may be -1) and jnp.transpose (reversed axes when absent).
+Array reshape(const Array& x, std::vector<std::int64_t> shape);
+Array transpose(const Array& x, std::optional<Axes> axes = std::nullopt);
+Array astype(const Array& x, DType dtype);
+
+Array zeros(const Shape& shape, DType dtype = DType::f32);
+Array ones(const Shape& shape, DType dtype = DType::f32);
+
+}  // namespace flaxpp

@@ -1,0 +1,124 @@
+// flaxpp/transforms/autodiff.hpp — reverse-mode differentiation: vjp, grad, value_and_grad
+// over arrays and parameter trees. Implemented as in JAX: trace the function, build the joint
+// forward/backward graph from each primitive's VJP rule, split it by partial evaluation into a
+// forward part (run now, keeping only the residuals the backward part needs) and a backward
+// part (run when the cotangents come).
+#pragma once
+
+#include <functional>
+#include <initializer_list>
+#include <ostream>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "flaxpp/core/array.hpp"
+#include "flaxpp/core/tree.hpp"
+#include "flaxpp/transforms/trace.hpp"
+
+namespace flaxpp {
+
+// The forward outputs, and the backward function: output cotangents -> input cotangents
+// (zeros for inputs the outputs do not depend on). The backward function holds the
+// residuals; it may be called more than once.
+struct VjpResult {
+  std::vector<Array> outputs;
+  std::function<std::vector<Array>(std::span<const Array> cotangents)> backward;
+  // Bytes held as residuals between the forward and the backward pass.
+  std::int64_t residual_bytes = 0;
+  // The backward graph, for inspection (e.g. counting recomputed dot_generals).
+  std::shared_ptr<const ir::Graph> backward_graph;
+};
+
+// jax.vjp(f, *primals).
+VjpResult vjp(const ArrayFn& f, std::span<const Array> primals);
+
+// One value vjp(f) keeps between the forward and the backward pass, described as
+// jax.ad_checkpoint.saved_residuals describes it.
+struct SavedResidual {
+  enum class Kind { argument, constant, literal, named, output };
+  AVal aval;
+  Kind kind = Kind::output;
+  int argument = -1;                            // argument: its position
+  std::string name;                             // named: the checkpoint_name
+  std::string primitive;                        // output: the primitive that produced it
+  MemoryKind memory_kind = MemoryKind::device;  // pinned_host for offloaded residuals
+  // JAX's line: "f32[5,4] from the argument x", "f32[5,4] output of dot_general", ...
+  std::string str(std::span<const std::string> arg_names = {}) const;
+};
+
+// The residuals vjp(f, args) would keep (jax._src.ad_checkpoint.saved_residuals); nothing
+// is computed.
+std::vector<SavedResidual> saved_residuals(const ArrayFn& f, std::span<const Array> args);
+void print_saved_residuals(const ArrayFn& f, std::span<const Array> args,
+                           std::span<const std::string> arg_names, std::ostream& os);
+
+// A loss function of several trees (an Array argument is a one-leaf tree).
+using TreeLossFn = std::function<Array(std::span<const Tree>)>;
+
+struct ValueAndGrad {
+  Array value;
+  std::vector<Tree> grads;  // one per differentiated argument, in argnums order
+};
+
+// jax.value_and_grad(f, argnums)(*args) for a scalar floating loss: gradients with respect to
+// the arguments in `argnums` (the others are held constant).
+ValueAndGrad value_and_grad(const TreeLossFn& f, std::span<const Tree> args,
+                            std::span<const int> argnums);
+
+namespace detail {
+// The (decayed) parameter type of a one-argument callable.
+template <class M>
+struct sole_arg;
+template <class R, class C, class A>
+struct sole_arg<R (C::*)(A) const> {
+  using type = std::remove_cvref_t<A>;
+};
+template <class R, class C, class A>
+struct sole_arg<R (C::*)(A)> {
+  using type = std::remove_cvref_t<A>;
+};
+
+template <class Arg>
+std::pair<Array, Arg> value_and_grad_one(const std::function<Array(const Arg&)>& f, const Arg& x) {
+  const Tree args[] = {Tree(x)};
+  const int argnums[] = {0};
+  ValueAndGrad r = value_and_grad(
+      [&f](std::span<const Tree> a) {
+        if constexpr (std::is_same_v<Arg, Tree>) {
+          return f(a[0]);
+        } else {
+          return f(a[0].array());
+        }
+      },
+      args, argnums);
+  if constexpr (std::is_same_v<Arg, Tree>) {
+    return {std::move(r.value), std::move(r.grads[0])};
+  } else {
+    return {std::move(r.value), r.grads[0].array()};
+  }
+}
+}  // namespace detail
+
+// The common one-argument forms, returning callables as JAX does; the argument is an Array
+// or a Tree, and the gradient has the same type:
+//   auto [loss, g] = value_and_grad([&](const Tree& p) { return ...; })(params);
+//   Array g = grad([](const Array& x) { return sum(square(x)); })(x);
+template <class F>
+auto value_and_grad(F f) {
+  using Arg = typename detail::sole_arg<decltype(&F::operator())>::type;
+  static_assert(std::is_same_v<Arg, Array> || std::is_same_v<Arg, Tree>,
+                "value_and_grad(f): f must take one const Array& or const Tree&");
+  return [f = std::function<Array(const Arg&)>(std::move(f))](const Arg& x) {
+    return detail::value_and_grad_one<Arg>(f, x);
+  };
+}
+
+template <class F>
+auto grad(F f) {
+  return [vg = value_and_grad(std::move(f))](const auto& x) { return vg(x).second; };
+}
+
+}  // namespace flaxpp

@@ -1,0 +1,278 @@
+// jax.numpy-style operations: broadcasting, weak scalars, reductions, matmul.
+#include "flaxpp/ops/numpy.hpp"
+
+#include <algorithm>
+#include <numeric>
+
+#include "flaxpp/ir/lax.hpp"
+
+namespace flaxpp {
+namespace {
+
+// Normalised, sorted axes of `x` (all axes when absent).
+Axes reduction_axes(const Array& x, const std::optional<Axes>& axes) {
+  Axes out;
+  if (!axes) {
+    out.resize(static_cast<std::size_t>(x.rank()));
+    std::iota(out.begin(), out.end(), 0);
+    return out;
+  }
+  for (std::int64_t a : *axes)
+    out.push_back(static_cast<std::int64_t>(x.shape().normalize_axis(a)));
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end())
+    throw ValueError(detail::str("repeated axis in reduction over ", x.aval()));
+  return out;
+}
+
+// Reinserts reduced axes as size 1 (keepdims=True).
+Array keep_dims(const Array& reduced, const Array& x, const Axes& axes) {
+  std::vector<std::int64_t> dims = x.shape().dims();
+  for (std::int64_t a : axes)
+    dims[static_cast<std::size_t>(a)] = 1;
+  return lax::reshape(reduced, Shape(dims));
+}
+
+// Brings two operands to one dtype (a 0-d operand takes the other's) and a common shape.
+std::pair<Array, Array> promote(const char* op, const Array& x, const Array& y) {
+  Array a = x, b = y;
+  if (a.dtype() != b.dtype()) {
+    if (b.rank() == 0) {
+      b = lax::convert_element_type(b, a.dtype());
+    } else if (a.rank() == 0) {
+      a = lax::convert_element_type(a, b.dtype());
+    } else {
+      throw ValueError(detail::str(op, ": operands have dtypes ", dtype_name(a.dtype()), " and ",
+                                   dtype_name(b.dtype()), "; convert one with astype() first"));
+    }
+  }
+  if (a.shape() == b.shape() || a.rank() == 0 || b.rank() == 0) return {a, b};
+  const Shape s = broadcast_shapes(a.shape(), b.shape());
+  return {broadcast_to(a, s), broadcast_to(b, s)};
+}
+
+template <class F>
+Array binary(const char* op, const Array& x, const Array& y, F f) {
+  auto [a, b] = promote(op, x, y);
+  return f(a, b);
+}
+
+Array weak(double v, const Array& like) {
+  return lax::scalar(v, like.dtype());
+}
+
+}  // namespace
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  const std::int64_t rank = std::max(a.rank(), b.rank());
+  std::vector<std::int64_t> dims(static_cast<std::size_t>(rank));
+  for (std::int64_t i = 0; i < rank; ++i) {
+    const std::int64_t da =
+        i < rank - a.rank() ? 1 : a.dims()[static_cast<std::size_t>(i - (rank - a.rank()))];
+    const std::int64_t db =
+        i < rank - b.rank() ? 1 : b.dims()[static_cast<std::size_t>(i - (rank - b.rank()))];
+    if (da != db && da != 1 && db != 1)
+      throw ValueError(detail::str("shapes ", a, " and ", b, " cannot be broadcast together (axis ",
+                                   i, ": ", da, " vs ", db, ")"));
+    dims[static_cast<std::size_t>(i)] = da == 1 ? db : da;
+  }
+  return Shape(dims);
+}
+
+Array broadcast_to(const Array& x, const Shape& shape) {
+  if (x.shape() == shape) return x;
+  if (broadcast_shapes(x.shape(), shape) != shape)
+    throw ValueError(detail::str("cannot broadcast ", x.aval(), " to shape ", shape));
+  Axes dims(static_cast<std::size_t>(x.rank()));
+  std::iota(dims.begin(), dims.end(), shape.rank() - x.rank());
+  return lax::broadcast_in_dim(x, shape, dims);
+}
+
+Array add(const Array& x, const Array& y) {
+  return binary("add", x, y, lax::add);
+}
+Array subtract(const Array& x, const Array& y) {
+  return binary("subtract", x, y, lax::sub);
+}
+Array multiply(const Array& x, const Array& y) {
+  return binary("multiply", x, y, lax::mul);
+}
+Array divide(const Array& x, const Array& y) {
+  return binary("divide", x, y, lax::div);
+}
+Array maximum(const Array& x, const Array& y) {
+  return binary("maximum", x, y, lax::max);
+}
+Array minimum(const Array& x, const Array& y) {
+  return binary("minimum", x, y, lax::min);
+}
+Array greater(const Array& x, const Array& y) {
+  return binary("greater", x, y, lax::gt);
+}
+Array less(const Array& x, const Array& y) {
+  return binary("less", x, y, lax::lt);
+}
+Array equal(const Array& x, const Array& y) {
+  return binary("equal", x, y, lax::eq);
+}
+
+Array where(const Array& condition, const Array& x, const Array& y) {
+  if (condition.dtype() != DType::bool_)
+    throw ValueError(detail::str("where: the condition must be bool, got ", condition.aval()));
+  auto [a, b] = promote("where", x, y);
+  const Shape s = broadcast_shapes(broadcast_shapes(condition.shape(), a.shape()), b.shape());
+  const Array c = condition.rank() == 0 ? condition : broadcast_to(condition, s);
+  return lax::select(c, broadcast_to(a, s), broadcast_to(b, s));
+}
+
+Array operator+(const Array& x, const Array& y) {
+  return add(x, y);
+}
+Array operator-(const Array& x, const Array& y) {
+  return subtract(x, y);
+}
+Array operator*(const Array& x, const Array& y) {
+  return multiply(x, y);
+}
+Array operator/(const Array& x, const Array& y) {
+  return divide(x, y);
+}
+Array operator-(const Array& x) {
+  return lax::neg(x);
+}
+Array operator+(const Array& x, double y) {
+  return lax::add(x, weak(y, x));
+}
+Array operator+(double x, const Array& y) {
+  return lax::add(weak(x, y), y);
+}
+Array operator-(const Array& x, double y) {
+  return lax::sub(x, weak(y, x));
+}
+Array operator-(double x, const Array& y) {
+  return lax::sub(weak(x, y), y);
+}
+Array operator*(const Array& x, double y) {
+  return lax::mul(x, weak(y, x));
+}
+Array operator*(double x, const Array& y) {
+  return lax::mul(weak(x, y), y);
+}
+Array operator/(const Array& x, double y) {
+  return lax::div(x, weak(y, x));
+}
+Array operator/(double x, const Array& y) {
+  return lax::div(weak(x, y), y);
+}
+
+Array exp(const Array& x) {
+  return lax::exp(x);
+}
+Array log(const Array& x) {
+  return lax::log(x);
+}
+Array log1p(const Array& x) {
+  return lax::log1p(x);
+}
+Array tanh(const Array& x) {
+  return lax::tanh(x);
+}
+Array sqrt(const Array& x) {
+  return lax::sqrt(x);
+}
+Array abs(const Array& x) {
+  return lax::abs(x);
+}
+Array square(const Array& x) {
+  return lax::integer_pow(x, 2);
+}
+Array power(const Array& x, std::int64_t y) {
+  return lax::integer_pow(x, y);
+}
+
+Array sum(const Array& x, std::optional<Axes> axes, bool keepdims) {
+  const Axes a = reduction_axes(x, axes);
+  const Array r = lax::reduce_sum(x, a);
+  return keepdims ? keep_dims(r, x, a) : r;
+}
+
+Array mean(const Array& x, std::optional<Axes> axes, bool keepdims) {
+  const Axes a = reduction_axes(x, axes);
+  double count = 1;
+  for (std::int64_t axis : a)
+    count *= static_cast<double>(x.shape().dims()[static_cast<std::size_t>(axis)]);
+  return lax::div(sum(x, a, keepdims), weak(count, x));
+}
+
+Array max(const Array& x, std::optional<Axes> axes, bool keepdims) {
+  const Axes a = reduction_axes(x, axes);
+  const Array r = lax::reduce_max(x, a);
+  return keepdims ? keep_dims(r, x, a) : r;
+}
+
+Array matmul(const Array& a, const Array& b) {
+  if (a.rank() == 0 || b.rank() == 0)
+    throw ValueError(
+        detail::str("matmul: operands must be at least 1-D, got ", a.aval(), " and ", b.aval()));
+  const std::int64_t ca = a.rank() - 1;                      // lhs contracting axis
+  const std::int64_t cb = b.rank() == 1 ? 0 : b.rank() - 2;  // rhs contracting axis
+  if (a.shape().dims().back() != b.shape().dims()[static_cast<std::size_t>(cb)])
+    throw ValueError(
+        detail::str("matmul: contracting dimensions differ: ", a.aval(), " @ ", b.aval()));
+  if (b.rank() <= 2) return lax::dot_general(a, b, {{ca}, {cb}, {}, {}});
+  // Equal batch dims on both sides.
+  if (a.rank() != b.rank())
+    throw ValueError(detail::str("matmul: batched operands need the same rank here, got ", a.aval(),
+                                 " and ", b.aval()));
+  Axes batch(static_cast<std::size_t>(a.rank() - 2));
+  std::iota(batch.begin(), batch.end(), 0);
+  for (std::int64_t i : batch)
+    if (a.shape().dims()[static_cast<std::size_t>(i)] !=
+        b.shape().dims()[static_cast<std::size_t>(i)])
+      throw ValueError(detail::str("matmul: batch dimensions differ: ", a.aval(), " @ ", b.aval()));
+  return lax::dot_general(a, b, {{ca}, {cb}, batch, batch});
+}
+
+Array reshape(const Array& x, std::vector<std::int64_t> shape) {
+  std::int64_t known = 1, infer = -1;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      if (infer >= 0) throw ValueError("reshape: only one dimension may be -1");
+      infer = static_cast<std::int64_t>(i);
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || x.size() % known != 0)
+      throw ValueError(detail::str("reshape: cannot infer the -1 dimension reshaping ", x.aval()));
+    shape[static_cast<std::size_t>(infer)] = x.size() / known;
+  }
+  const Shape s(shape);
+  return s == x.shape() ? x : lax::reshape(x, s);
+}
+
+Array transpose(const Array& x, std::optional<Axes> axes) {
+  Axes perm;
+  if (axes) {
+    for (std::int64_t a : *axes)
+      perm.push_back(static_cast<std::int64_t>(x.shape().normalize_axis(a)));
+  } else {
+    for (std::int64_t i = x.rank() - 1; i >= 0; --i)
+      perm.push_back(i);
+  }
+  return lax::transpose(x, perm);
+}
+
+Array astype(const Array& x, DType dtype) {
+  return lax::convert_element_type(x, dtype);
+}
+
+Array zeros(const Shape& shape, DType dtype) {
+  return Array::full(shape, 0.0, dtype);
+}
+Array ones(const Shape& shape, DType dtype) {
+  return Array::full(shape, 1.0, dtype);
+}
+
+}  // namespace flaxpp

@@ -1,0 +1,530 @@
+// Reverse-mode AD, as JAX does it: trace the function, replay it into a joint
+// forward/backward trace applying each primitive's VJP rule in reverse, then split the joint
+// graph by partial evaluation into the forward part (run now; it yields the outputs and the
+// residuals) and the backward part (run when the cotangents come).
+//
+// A checkpoint equation is a region: its body runs inline in the forward part, the region's
+// policy decides per body equation whether the output is saved, recomputed or offloaded, and
+// the region's backward becomes one checkpoint equation (differentiated=True) whose body
+// recomputes what was not saved and applies the VJP rules. Regions nested inside a region
+// are flattened into it: the outermost policy decides what crosses from the forward to the
+// backward pass (JAX's rule); inner policies do not act inside an outer region.
+#include "flaxpp/transforms/autodiff.hpp"
+
+#include <algorithm>
+#include <unordered_map>
+
+#include "flaxpp/ir/lax.hpp"
+#include "flaxpp/transforms/checkpoint.hpp"
+#include "transforms/partial_eval.hpp"
+
+namespace flaxpp {
+namespace {
+
+// One primal equation replayed in the current trace, with its input and output values.
+struct TapeEqn {
+  const ir::Eqn* eqn;
+  std::vector<Array> ins, outs;
+};
+
+// A checkpointed region replayed inline: its (flattened) equations and its policy.
+struct Region {
+  PolicyPtr policy;
+  ir::Params params;
+  std::vector<Array> inputs, outputs;
+  std::vector<TapeEqn> eqns;
+};
+
+// A top-level item of the tape: a plain equation or a region.
+struct TapeItem {
+  TapeEqn eqn;
+  std::unique_ptr<Region> region;
+};
+
+const ir::Graph& body_of(const ir::Eqn& e) {
+  return *e.params.get<std::shared_ptr<const ir::Graph>>("jaxpr");
+}
+const ir::Graph& body_of_region(const Region& r) {
+  return *r.params.get<std::shared_ptr<const ir::Graph>>("jaxpr");
+}
+
+// Replays `g` on `inputs` in the current trace, flattening checkpoint equations into their
+// bodies. Every equation is recorded in `eqns` in order; `saved` (if given) supplies the
+// outputs of equation number i instead of recomputing it.
+using SavedFn = std::function<std::optional<std::vector<Array>>(std::size_t index, const TapeEqn&)>;
+std::vector<Array> replay_flat(const ir::Graph& g, std::span<const Array> inputs,
+                               std::vector<TapeEqn>& eqns, const SavedFn& saved) {
+  std::vector<Array> env(g.num_vars());
+  for (std::size_t i = 0; i < g.constvars.size(); ++i)
+    env[static_cast<std::size_t>(g.constvars[i])] = g.consts[i];
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    env[static_cast<std::size_t>(g.invars[i])] = inputs[i];
+  auto value = [&](const ir::Atom& a) {
+    return a.is_literal() ? a.literal : env[static_cast<std::size_t>(a.var)];
+  };
+  for (const ir::Eqn& e : g.eqns) {
+    std::vector<Array> ins;
+    for (const ir::Atom& a : e.inputs)
+      ins.push_back(value(a));
+    std::vector<Array> outs;
+    if (e.prim == &checkpoint_p) {
+      outs = replay_flat(body_of(e), ins, eqns, saved);
+    } else {
+      TapeEqn t{&e, std::move(ins), {}};
+      const std::size_t index = eqns.size();
+      std::optional<std::vector<Array>> s = saved ? saved(index, t) : std::nullopt;
+      t.outs = s ? std::move(*s) : ir::bind(*e.prim, t.ins, e.params);
+      outs = t.outs;
+      eqns.push_back(std::move(t));
+    }
+    for (std::size_t k = 0; k < outs.size(); ++k)
+      env[static_cast<std::size_t>(e.outputs[k])] = outs[k];
+  }
+  std::vector<Array> results;
+  for (const ir::Atom& a : g.outvars)
+    results.push_back(value(a));
+  return results;
+}
+
+// Replays `g` at the top level: checkpoint equations become regions.
+std::vector<Array> replay(const ir::Graph& g, std::span<const Array> inputs,
+                          std::vector<TapeItem>& tape) {
+  std::vector<Array> env(g.num_vars());
+  for (std::size_t i = 0; i < g.constvars.size(); ++i)
+    env[static_cast<std::size_t>(g.constvars[i])] = g.consts[i];
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    env[static_cast<std::size_t>(g.invars[i])] = inputs[i];
+  auto value = [&](const ir::Atom& a) {
+    return a.is_literal() ? a.literal : env[static_cast<std::size_t>(a.var)];
+  };
+  for (const ir::Eqn& e : g.eqns) {
+    std::vector<Array> ins;
+    for (const ir::Atom& a : e.inputs)
+      ins.push_back(value(a));
+    TapeItem item;
+    std::vector<Array> outs;
+    if (e.prim == &checkpoint_p) {
+      auto region = std::make_unique<Region>();
+      region->policy = e.params.get<PolicyPtr>("policy");
+      region->params = e.params;
+      region->inputs = ins;
+      region->outputs = replay_flat(body_of(e), ins, region->eqns, {});
+      outs = region->outputs;
+      item.region = std::move(region);
+    } else {
+      outs = ir::bind(*e.prim, ins, e.params);
+      item.eqn = TapeEqn{&e, std::move(ins), outs};
+    }
+    tape.push_back(std::move(item));
+    for (std::size_t k = 0; k < outs.size(); ++k)
+      env[static_cast<std::size_t>(e.outputs[k])] = outs[k];
+  }
+  std::vector<Array> results;
+  for (const ir::Atom& a : g.outvars)
+    results.push_back(value(a));
+  return results;
+}
+
+// Cotangents accumulated per traced value.
+class Cotangents {
+ public:
+  void add(const Array& x, const Array& ct) {
+    if (!ct.valid() || !x.is_traced() || !is_floating(x.dtype())) return;
+    auto [it, inserted] = map_.try_emplace(x.tracer(), ct);
+    if (!inserted) it->second = lax::add(it->second, ct);
+  }
+  Array get(const Array& x) const {
+    if (!x.is_traced()) return Array();
+    const auto it = map_.find(x.tracer());
+    return it == map_.end() ? Array() : it->second;
+  }
+
+ private:
+  std::unordered_map<const Tracer*, Array> map_;
+};
+
+void backward_eqn(const TapeEqn& t, Cotangents& cts) {
+  std::vector<Array> out_cts;
+  bool any = false;
+  for (const Array& y : t.outs) {
+    out_cts.push_back(cts.get(y));
+    any = any || out_cts.back().valid();
+  }
+  if (!any) return;
+  const std::vector<Array> in_cts = t.eqn->prim->vjp({t.ins, t.outs, t.eqn->params, out_cts});
+  for (std::size_t k = 0; k < t.ins.size(); ++k)
+    cts.add(t.ins[k], in_cts[k]);
+}
+
+ir::Decision decide(const ir::Policy& policy, const TapeEqn& t) {
+  std::vector<AVal> avals;
+  for (const Array& x : t.ins)
+    avals.push_back(x.aval());
+  const ir::Decision d = policy.decide(*t.eqn->prim, avals, t.eqn->params);
+  using K = ir::Decision::Kind;
+  const bool valid_kind = d.kind == K::save || d.kind == K::recompute || d.kind == K::offload;
+  if (!valid_kind || (d.kind == K::offload && d.src == d.dst))
+    throw ValueError(detail::str("checkpoint policy ", policy.str(),
+                                 " returned an invalid decision for ", t.eqn->prim->name(),
+                                 "; a policy must answer save, recompute, or offload between two "
+                                 "different memory kinds (device -> pinned_host)"));
+  return d;
+}
+
+// The backward of a region: one checkpoint equation (differentiated) in the current trace,
+// taking the region inputs and saved values it needs (the residuals, once partial evaluation
+// splits the joint graph) and the output cotangents.
+void backward_region(const Region& r, Cotangents& cts) {
+  std::vector<Array> out_cts;
+  for (const Array& y : r.outputs)
+    out_cts.push_back(cts.get(y));
+  if (std::none_of(out_cts.begin(), out_cts.end(), [](const Array& c) { return c.valid(); }))
+    return;
+
+  // The policy's answer for every primal equation of the region.
+  std::vector<ir::Decision> decisions;
+  for (const TapeEqn& t : r.eqns)
+    decisions.push_back(decide(*r.policy, t));
+
+  // Operands of the backward body: region inputs, then the outputs of every saved or
+  // offloaded equation, then the non-zero output cotangents. Dead-code elimination of the
+  // body then leaves only what the backward pass really reads.
+  std::vector<Array> operands = r.inputs;
+  std::vector<std::size_t> first_saved(r.eqns.size(), 0);
+  for (std::size_t i = 0; i < r.eqns.size(); ++i) {
+    if (decisions[i].kind == ir::Decision::Kind::recompute) continue;
+    first_saved[i] = operands.size();
+    operands.insert(operands.end(), r.eqns[i].outs.begin(), r.eqns[i].outs.end());
+  }
+  const std::size_t first_ct = operands.size();
+  std::vector<std::size_t> ct_outputs;
+  for (std::size_t j = 0; j < out_cts.size(); ++j)
+    if (out_cts[j].valid()) {
+      ct_outputs.push_back(j);
+      operands.push_back(out_cts[j]);
+    }
+  std::vector<AVal> avals;
+  for (const Array& x : operands)
+    avals.push_back(x.aval());
+
+  const ir::Graph& body = body_of_region(r);
+  std::vector<bool> nonzero(r.inputs.size(), false);
+  ir::Graph bwd = make_graph(
+      [&](std::span<const Array> in) {
+        const std::size_t n_in = r.inputs.size();
+        std::vector<TapeEqn> eqns;
+        // Saved equations take their outputs from the operands (offloaded ones are brought
+        // back to the device first); the others are recomputed.
+        const SavedFn saved = [&](std::size_t i,
+                                  const TapeEqn& t) -> std::optional<std::vector<Array>> {
+          if (decisions[i].kind == ir::Decision::Kind::recompute) return std::nullopt;
+          std::vector<Array> outs;
+          for (std::size_t k = 0; k < t.eqn->outputs.size(); ++k) {
+            Array v = in[first_saved[i] + k];
+            if (decisions[i].kind == ir::Decision::Kind::offload) {
+              const Array one[] = {v};
+              v = ir::bind1(device_put_p, one,
+                            {{"memory_kind", std::string(memory_kind_name(decisions[i].src))}});
+            }
+            outs.push_back(std::move(v));
+          }
+          return outs;
+        };
+        const std::vector<Array> outs = replay_flat(body, in.subspan(0, n_in), eqns, saved);
+        Cotangents bwd_cts;
+        for (std::size_t k = 0; k < ct_outputs.size(); ++k)
+          bwd_cts.add(outs[ct_outputs[k]], in[first_ct + k]);
+        for (std::size_t i = eqns.size(); i-- > 0;)
+          backward_eqn(eqns[i], bwd_cts);
+        std::vector<Array> results;
+        for (std::size_t i = 0; i < n_in; ++i) {
+          // Constants (e.g. a captured input batch) need no cotangent.
+          if (!r.inputs[i].is_traced()) continue;
+          const Array ct = bwd_cts.get(in[i]);
+          if (!ct.valid()) continue;
+          nonzero[i] = true;
+          results.push_back(ct);
+        }
+        return results;
+      },
+      avals);
+  transforms::dce(bwd);
+
+  // Keep only the operands the backward body reads.
+  std::vector<bool> used(bwd.num_vars(), false);
+  for (const ir::Eqn& e : bwd.eqns)
+    for (const ir::Atom& a : e.inputs)
+      if (!a.is_literal()) used[static_cast<std::size_t>(a.var)] = true;
+  for (const ir::Atom& a : bwd.outvars)
+    if (!a.is_literal()) used[static_cast<std::size_t>(a.var)] = true;
+  std::vector<ir::VarId> invars;
+  std::vector<Array> args;
+  // Which equation (if any) each operand slot was saved from, to offload it on the way out.
+  std::vector<std::ptrdiff_t> slot_eqn(operands.size(), -1);
+  for (std::size_t i = 0; i < r.eqns.size(); ++i)
+    if (decisions[i].kind != ir::Decision::Kind::recompute)
+      for (std::size_t k = 0; k < r.eqns[i].outs.size(); ++k)
+        slot_eqn[first_saved[i] + k] = static_cast<std::ptrdiff_t>(i);
+  for (std::size_t k = 0; k < operands.size(); ++k) {
+    if (!used[static_cast<std::size_t>(bwd.invars[k])]) continue;
+    invars.push_back(bwd.invars[k]);
+    Array v = operands[k];
+    if (slot_eqn[k] >= 0 &&
+        decisions[static_cast<std::size_t>(slot_eqn[k])].kind == ir::Decision::Kind::offload) {
+      const Array one[] = {v};
+      v = ir::bind1(
+          device_put_p, one,
+          {{"memory_kind",
+            std::string(memory_kind_name(decisions[static_cast<std::size_t>(slot_eqn[k])].dst))}});
+    }
+    args.push_back(std::move(v));
+  }
+  bwd.invars = std::move(invars);
+
+  ir::Params params = r.params;
+  params.set("jaxpr", std::make_shared<const ir::Graph>(std::move(bwd)));
+  params.set("differentiated", true);
+  const std::vector<Array> in_cts = ir::bind(checkpoint_p, args, params);
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < r.inputs.size(); ++i)
+    if (nonzero[i]) cts.add(r.inputs[i], in_cts[next++]);
+}
+
+// The joint function of a traced graph: (primals, output cotangents) -> (outputs, the non-zero
+// input cotangents). `nonzero` records which inputs got a cotangent.
+std::vector<Array> joint(const ir::Graph& g, std::span<const Array> in,
+                         std::vector<bool>& nonzero) {
+  const std::size_t n = g.invars.size();
+  std::vector<TapeItem> tape;
+  std::vector<Array> results = replay(g, in.subspan(0, n), tape);
+  Cotangents cts;
+  for (std::size_t j = 0; j < results.size(); ++j)
+    cts.add(results[j], in[n + j]);
+  for (std::size_t i = tape.size(); i-- > 0;) {
+    if (tape[i].region) {
+      backward_region(*tape[i].region, cts);
+    } else {
+      backward_eqn(tape[i].eqn, cts);
+    }
+  }
+  nonzero.assign(n, false);
+  for (std::size_t i = 0; i < n; ++i) {
+    const Array ct = cts.get(in[i]);
+    if (!ct.valid()) continue;
+    nonzero[i] = true;
+    results.push_back(ct);
+  }
+  return results;
+}
+
+}  // namespace
+
+namespace {
+
+// A function split for reverse mode: the forward graph (primals -> outputs, known
+// cotangents, residuals) and the backward graph (residuals, cotangents -> input cotangents).
+struct Linearized {
+  transforms::PartialEvalResult pe;
+  std::vector<bool> nonzero;  // per primal: has a cotangent
+  std::size_t num_outputs = 0;
+  std::vector<AVal> primal_avals, output_avals;
+};
+
+Linearized linearize(const ArrayFn& f, std::span<const AVal> primal_avals) {
+  Linearized lin;
+  lin.primal_avals.assign(primal_avals.begin(), primal_avals.end());
+  const ir::Graph g = make_graph(f, primal_avals);
+  lin.num_outputs = g.outvars.size();
+  for (const ir::Atom& a : g.outvars)
+    lin.output_avals.push_back(g.aval(a));
+  std::vector<AVal> joint_avals = lin.primal_avals;
+  joint_avals.insert(joint_avals.end(), lin.output_avals.begin(), lin.output_avals.end());
+  ir::Graph j =
+      make_graph([&](std::span<const Array> in) { return joint(g, in, lin.nonzero); }, joint_avals);
+  transforms::dce(j);
+  std::vector<bool> unknown(joint_avals.size(), false);
+  std::fill(unknown.begin() + static_cast<std::ptrdiff_t>(primal_avals.size()), unknown.end(),
+            true);
+  lin.pe = transforms::partial_eval(j, unknown);
+  transforms::dce(lin.pe.known);
+  transforms::dce(lin.pe.unknown);
+  for (std::size_t k = 0; k < lin.num_outputs; ++k)
+    FLAXPP_ASSERT(lin.pe.output_known[k], "a primal output depends on a cotangent");
+  return lin;
+}
+
+}  // namespace
+
+VjpResult vjp(const ArrayFn& f, std::span<const Array> primals) {
+  std::vector<AVal> avals;
+  for (const Array& p : primals)
+    avals.push_back(p.aval());
+  Linearized lin = linearize(f, avals);
+  // Forward: outputs, cotangents that need no cotangent input (e.g. constants), residuals.
+  std::vector<Array> known_out = eval_graph(lin.pe.known, primals);
+  const std::size_t num_known = known_out.size() - lin.pe.num_residuals;
+  std::vector<Array> residuals(known_out.begin() + static_cast<std::ptrdiff_t>(num_known),
+                               known_out.end());
+  std::vector<Array> known_cts(known_out.begin() + static_cast<std::ptrdiff_t>(lin.num_outputs),
+                               known_out.begin() + static_cast<std::ptrdiff_t>(num_known));
+
+  VjpResult result;
+  result.outputs.assign(known_out.begin(),
+                        known_out.begin() + static_cast<std::ptrdiff_t>(lin.num_outputs));
+  for (const Array& r : residuals)
+    result.residual_bytes += r.nbytes();
+  auto unknown_graph = std::make_shared<const ir::Graph>(std::move(lin.pe.unknown));
+  result.backward_graph = unknown_graph;
+  result.backward = [unknown_graph, residuals = std::move(residuals),
+                     known_cts = std::move(known_cts),
+                     output_known = std::move(lin.pe.output_known),
+                     nonzero = std::move(lin.nonzero), primal_avals = std::move(lin.primal_avals),
+                     out_avals = std::move(lin.output_avals)](std::span<const Array> cotangents) {
+    if (cotangents.size() != out_avals.size())
+      throw ValueError(detail::str("vjp backward: expected ", out_avals.size(), " cotangents, got ",
+                                   cotangents.size()));
+    std::vector<Array> args = residuals;
+    for (std::size_t k = 0; k < cotangents.size(); ++k) {
+      if (cotangents[k].aval() != out_avals[k])
+        throw ValueError(detail::str("vjp backward: cotangent ", k, " must be ", out_avals[k],
+                                     " like the output, got ", cotangents[k].aval()));
+      args.push_back(cotangents[k]);
+    }
+    const std::vector<Array> unknown_out = eval_graph(*unknown_graph, args);
+    // Input cotangents: from the backward graph or the forward part, zeros where none flowed.
+    std::vector<Array> input_cts;
+    std::size_t next_unknown = 0, next_known = 0, slot = out_avals.size();
+    for (std::size_t i = 0; i < primal_avals.size(); ++i) {
+      if (!nonzero[i]) {
+        input_cts.push_back(Array::full(primal_avals[i].shape, 0.0, primal_avals[i].dtype));
+        continue;
+      }
+      input_cts.push_back(output_known[slot] ? known_cts[next_known++]
+                                             : unknown_out[next_unknown++]);
+      ++slot;
+    }
+    return input_cts;
+  };
+  return result;
+}
+
+std::vector<SavedResidual> saved_residuals(const ArrayFn& f, std::span<const Array> args) {
+  std::vector<AVal> avals;
+  for (const Array& a : args)
+    avals.push_back(a.aval());
+  const Linearized lin = linearize(f, avals);
+  const ir::Graph& known = lin.pe.known;
+  std::unordered_map<ir::VarId, const ir::Eqn*> producer;
+  for (const ir::Eqn& e : known.eqns)
+    for (ir::VarId v : e.outputs)
+      producer[v] = &e;
+  std::vector<SavedResidual> out;
+  const std::size_t first = known.outvars.size() - lin.pe.num_residuals;
+  for (std::size_t k = first; k < known.outvars.size(); ++k) {
+    const ir::Atom& a = known.outvars[k];
+    SavedResidual r;
+    r.aval = known.aval(a);
+    if (a.is_literal()) {
+      r.kind = SavedResidual::Kind::literal;
+    } else if (const auto it = std::find(known.invars.begin(), known.invars.end(), a.var);
+               it != known.invars.end()) {
+      r.kind = SavedResidual::Kind::argument;
+      r.argument = static_cast<int>(it - known.invars.begin());
+    } else if (std::find(known.constvars.begin(), known.constvars.end(), a.var) !=
+               known.constvars.end()) {
+      r.kind = SavedResidual::Kind::constant;
+    } else {
+      const ir::Eqn* e = producer.at(a.var);
+      r.kind = SavedResidual::Kind::output;
+      r.primitive = e->prim->name();
+      if (e->prim == &lax::name_p) {
+        r.kind = SavedResidual::Kind::named;
+        r.name = e->params.get<std::string>("name");
+      }
+      if (e->prim == &device_put_p)
+        r.memory_kind = memory_kind_from_name(e->params.get<std::string>("memory_kind"));
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::string SavedResidual::str(std::span<const std::string> arg_names) const {
+  std::string aval_text = aval.str();
+  if (memory_kind == MemoryKind::pinned_host)  // JAX: f32<host>[5,4]
+    aval_text = detail::str(dtype_short_name(aval.dtype), "<host>", aval.shape);
+  switch (kind) {
+    case Kind::literal:
+      return aval_text + " from a literal";
+    case Kind::constant:
+      return aval_text + " from a constant";
+    case Kind::argument:
+      return static_cast<std::size_t>(argument) < arg_names.size()
+                 ? detail::str(aval_text, " from the argument ",
+                               arg_names[static_cast<std::size_t>(argument)])
+                 : detail::str(aval_text, " from the argument at flattened index ", argument);
+    case Kind::named:
+      return detail::str(aval_text, " named '", name, "'");
+    case Kind::output:
+      return detail::str(aval_text, " output of ", primitive);
+  }
+  return aval_text;
+}
+
+void print_saved_residuals(const ArrayFn& f, std::span<const Array> args,
+                           std::span<const std::string> arg_names, std::ostream& os) {
+  for (const SavedResidual& r : saved_residuals(f, args))
+    os << r.str(arg_names) << "\n";
+}
+
+ValueAndGrad value_and_grad(const TreeLossFn& f, std::span<const Tree> args,
+                            std::span<const int> argnums) {
+  std::vector<std::vector<Array>> leaves;
+  for (const Tree& t : args)
+    leaves.push_back(t.leaves());
+  std::vector<Array> primals;
+  for (int a : argnums) {
+    if (a < 0 || static_cast<std::size_t>(a) >= args.size())
+      throw ValueError(detail::str("value_and_grad: argnum ", a, " is out of range for ",
+                                   args.size(), " arguments"));
+    for (const Array& leaf : leaves[static_cast<std::size_t>(a)]) {
+      if (!is_floating(leaf.dtype()))
+        throw ValueError(
+            detail::str("value_and_grad: argument ", a, " has a ", dtype_name(leaf.dtype()),
+                        " leaf; only floating inputs can be differentiated (pass it in an argument "
+                        "not listed in argnums)"));
+      primals.push_back(leaf);
+    }
+  }
+  auto flat = [&](std::span<const Array> xs) {
+    std::vector<Tree> trees(args.begin(), args.end());
+    std::size_t next = 0;
+    for (int a : argnums) {
+      const std::size_t count = leaves[static_cast<std::size_t>(a)].size();
+      trees[static_cast<std::size_t>(a)] =
+          args[static_cast<std::size_t>(a)].with_leaves(xs.subspan(next, count));
+      next += count;
+    }
+    Array loss = f(trees);
+    if (!loss.valid() || loss.rank() != 0 || !is_floating(loss.dtype()))
+      throw ValueError(detail::str(
+          "value_and_grad: the function must return a scalar (0-d) floating array, got ",
+          loss.valid() ? loss.aval().str() : std::string("a null Array"),
+          "; reduce it, e.g. with sum() or mean()"));
+    return std::vector<Array>{loss};
+  };
+  VjpResult r = vjp(flat, primals);
+  const Array one = Array::full(Shape{}, 1.0, r.outputs[0].dtype());
+  const std::vector<Array> cts = r.backward(std::span<const Array>(&one, 1));
+  ValueAndGrad out{r.outputs[0], {}};
+  std::size_t next = 0;
+  for (int a : argnums) {
+    const std::size_t count = leaves[static_cast<std::size_t>(a)].size();
+    out.grads.push_back(args[static_cast<std::size_t>(a)].with_leaves(
+        std::span<const Array>(cts).subspan(next, count)));
+    next += count;
+  }
+  return out;
+}
+
+}  // namespace flaxpp

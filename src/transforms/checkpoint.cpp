@@ -1,0 +1,102 @@
+// checkpoint(): traces the region into a checkpoint equation; the checkpoint and device_put
+// primitives. Differentiation of checkpoint equations is in autodiff.cpp.
+#include "flaxpp/transforms/checkpoint.hpp"
+
+#include "flaxpp/ir/graph.hpp"
+#include "flaxpp/ir/lax.hpp"
+
+namespace flaxpp {
+namespace {
+const ir::Graph& body(const ir::Params& params) {
+  return *params.get<std::shared_ptr<const ir::Graph>>("jaxpr");
+}
+}  // namespace
+
+const ir::Primitive checkpoint_p(
+    "checkpoint",
+    [](std::span<const AVal> in, const ir::Params& params) {
+      const ir::Graph& g = body(params);
+      FLAXPP_ASSERT(in.size() == g.invars.size(), "checkpoint: ", in.size(), " operands for ",
+                    g.invars.size(), " inputs");
+      for (std::size_t i = 0; i < in.size(); ++i)
+        FLAXPP_ASSERT(in[i] == g.aval(g.invars[i]), "checkpoint operand ", i, " is ", in[i],
+                      ", body expects ", g.aval(g.invars[i]));
+      std::vector<AVal> out;
+      for (const ir::Atom& a : g.outvars)
+        out.push_back(g.aval(a));
+      return out;
+    },
+    {},  // differentiated in autodiff.cpp, which sees the region's equations
+    [](std::span<const Array> inputs, const ir::Params& params) {
+      return eval_graph(body(params), inputs);
+    });
+
+const ir::Primitive device_put_p(
+    "device_put",
+    [](std::span<const AVal> in, const ir::Params&) {
+      FLAXPP_ASSERT(in.size() == 1, "device_put takes one operand");
+      return std::vector<AVal>{in[0]};
+    },
+    // The copy is linear; its cotangent comes back unchanged.
+    [](const ir::VjpArgs& a) { return std::vector<Array>{a.cotangents[0]}; },
+    [](std::span<const Array> inputs, const ir::Params& params) {
+      const Array& x = inputs[0];
+      const MemoryKind kind = memory_kind_from_name(params.get<std::string>("memory_kind"));
+      Backend& be = x.buffer().backend();
+      std::shared_ptr<Buffer> out = be.allocate(x.nbytes(), kind);
+      be.copy(x.buffer(), *out, x.nbytes());
+      return std::vector<Array>{Array(std::move(out), x.shape(), x.dtype())};
+    });
+
+ArrayFn checkpoint(ArrayFn f, PolicyPtr policy, std::vector<int> static_argnums, bool prevent_cse) {
+  if (!policy) policy = checkpoint_policies::nothing_saveable();
+  return [f = std::move(f), policy = std::move(policy), static_argnums = std::move(static_argnums),
+          prevent_cse](std::span<const Array> args) {
+    std::vector<bool> is_static(args.size(), false);
+    for (int a : static_argnums) {
+      if (a < 0 || static_cast<std::size_t>(a) >= args.size())
+        throw ValueError(detail::str("checkpoint: static_argnums contains ", a,
+                                     ", but the function was called with ", args.size(),
+                                     " arguments (valid positions: 0..", args.size() - 1, ")"));
+      if (args[static_cast<std::size_t>(a)].is_traced())
+        throw ValueError(detail::str("checkpoint: argument ", a,
+                                     " is listed in static_argnums but is a traced value; "
+                                     "static arguments must be concrete arrays"));
+      is_static[static_cast<std::size_t>(a)] = true;
+    }
+    std::vector<Array> traced_args;
+    std::vector<AVal> avals;
+    for (std::size_t i = 0; i < args.size(); ++i)
+      if (!is_static[i]) {
+        traced_args.push_back(args[i]);
+        avals.push_back(args[i].aval());
+      }
+    ir::Graph g = make_graph(
+        [&](std::span<const Array> traced) {
+          std::vector<Array> full(args.begin(), args.end());
+          std::size_t next = 0;
+          for (std::size_t i = 0; i < full.size(); ++i)
+            if (!is_static[i]) full[i] = traced[next++];
+          return f(full);
+        },
+        avals);
+    // Closed-over values become explicit operands, as in JAX: captured parameters then get
+    // gradients, and the policy treats them like arguments.
+    std::vector<Array> operands = g.consts;
+    operands.insert(operands.end(), traced_args.begin(), traced_args.end());
+    g.invars.insert(g.invars.begin(), g.constvars.begin(), g.constvars.end());
+    g.constvars.clear();
+    g.consts.clear();
+    const ir::Params params{{"jaxpr", std::make_shared<const ir::Graph>(std::move(g))},
+                            {"policy", policy},
+                            {"prevent_cse", prevent_cse},
+                            {"differentiated", false}};
+    return ir::bind(checkpoint_p, operands, params);
+  };
+}
+
+Array checkpoint_name(const Array& x, const std::string& name) {
+  return lax::checkpoint_name(x, name);
+}
+
+}  // namespace flaxpp

@@ -1,0 +1,66 @@
+// custom_vjp_call: a traced forward body with a registered VJP rule.
+#include "flaxpp/transforms/custom_vjp.hpp"
+
+#include <map>
+#include <mutex>
+
+namespace flaxpp {
+namespace {
+std::mutex& registry_mutex() {
+  static std::mutex m;
+  return m;
+}
+std::map<std::string, const CustomVjpRule*>& registry() {
+  static auto* r = new std::map<std::string, const CustomVjpRule*>();
+  return *r;
+}
+const ir::Graph& body(const ir::Params& params) {
+  return *params.get<std::shared_ptr<const ir::Graph>>("call");
+}
+}  // namespace
+
+CustomVjpRule::CustomVjpRule(std::string name, ir::Primitive::VjpRule rule)
+    : name_(std::move(name)), rule_(std::move(rule)) {
+  std::lock_guard lock(registry_mutex());
+  const bool inserted = registry().emplace(name_, this).second;
+  FLAXPP_ASSERT(inserted, "custom VJP rule registered twice: ", name_);
+}
+
+const CustomVjpRule& CustomVjpRule::find(const std::string& name) {
+  std::lock_guard lock(registry_mutex());
+  const auto it = registry().find(name);
+  FLAXPP_ASSERT(it != registry().end(), "unknown custom VJP rule ", name);
+  return *it->second;
+}
+
+std::vector<Array> custom_vjp_rule_apply(const ir::VjpArgs& args) {
+  return CustomVjpRule::find(args.params.get<std::string>("rule")).rule_(args);
+}
+
+const ir::Primitive custom_vjp_call_p(
+    "custom_vjp_call",
+    [](std::span<const AVal> in, const ir::Params& params) {
+      const ir::Graph& g = body(params);
+      FLAXPP_ASSERT(in.size() == g.invars.size(), "custom_vjp_call arity");
+      std::vector<AVal> out;
+      for (const ir::Atom& a : g.outvars)
+        out.push_back(g.aval(a));
+      return out;
+    },
+    custom_vjp_rule_apply,
+    [](std::span<const Array> inputs, const ir::Params& params) {
+      return eval_graph(body(params), inputs);
+    });
+
+std::vector<Array> custom_vjp_call(const CustomVjpRule& rule, const ArrayFn& forward,
+                                   std::span<const Array> inputs, const ir::Params& static_params) {
+  std::vector<AVal> avals;
+  for (const Array& x : inputs)
+    avals.push_back(x.aval());
+  ir::Params params = static_params;
+  params.set("call", std::make_shared<const ir::Graph>(make_graph(forward, avals)));
+  params.set("rule", rule.name());
+  return ir::bind(custom_vjp_call_p, inputs, params);
+}
+
+}  // namespace flaxpp

@@ -1,0 +1,149 @@
+// Dead-code elimination and partial evaluation of Graphs.
+#include "transforms/partial_eval.hpp"
+
+#include <unordered_map>
+
+namespace flaxpp::transforms {
+
+void dce(ir::Graph& graph) {
+  std::vector<bool> live(graph.num_vars(), false);
+  for (const ir::Atom& a : graph.outvars)
+    if (!a.is_literal()) live[static_cast<std::size_t>(a.var)] = true;
+  std::vector<ir::Eqn> kept;
+  for (auto it = graph.eqns.rbegin(); it != graph.eqns.rend(); ++it) {
+    bool needed = false;
+    for (ir::VarId v : it->outputs)
+      needed = needed || live[static_cast<std::size_t>(v)];
+    if (!needed) continue;
+    for (const ir::Atom& a : it->inputs)
+      if (!a.is_literal()) live[static_cast<std::size_t>(a.var)] = true;
+    kept.push_back(std::move(*it));
+  }
+  graph.eqns.assign(std::make_move_iterator(kept.rbegin()), std::make_move_iterator(kept.rend()));
+  // Constants nothing reads any more are dropped too.
+  std::vector<ir::VarId> constvars;
+  std::vector<Array> consts;
+  for (std::size_t i = 0; i < graph.constvars.size(); ++i) {
+    if (!live[static_cast<std::size_t>(graph.constvars[i])]) continue;
+    constvars.push_back(graph.constvars[i]);
+    consts.push_back(graph.consts[i]);
+  }
+  graph.constvars = std::move(constvars);
+  graph.consts = std::move(consts);
+}
+
+namespace {
+
+// Copies variables of a source graph into a destination graph on first use.
+class VarMap {
+ public:
+  VarMap(const ir::Graph& src, ir::Graph& dst) : src_(src), dst_(dst) {}
+  ir::VarId operator()(ir::VarId v) {
+    auto [it, inserted] = map_.try_emplace(v, -1);
+    if (inserted) it->second = dst_.new_var(src_.aval(v));
+    return it->second;
+  }
+  bool has(ir::VarId v) const { return map_.count(v) != 0; }
+  ir::Atom atom(const ir::Atom& a) { return a.is_literal() ? a : ir::Atom::of((*this)(a.var)); }
+
+ private:
+  const ir::Graph& src_;
+  ir::Graph& dst_;
+  std::unordered_map<ir::VarId, ir::VarId> map_;
+};
+
+}  // namespace
+
+PartialEvalResult partial_eval(const ir::Graph& graph, const std::vector<bool>& input_unknown) {
+  FLAXPP_ASSERT(input_unknown.size() == graph.invars.size());
+  std::vector<bool> unknown(graph.num_vars(), false);
+  for (std::size_t i = 0; i < graph.invars.size(); ++i)
+    unknown[static_cast<std::size_t>(graph.invars[i])] = input_unknown[i];
+  std::vector<bool> is_const(graph.num_vars(), false);
+  for (ir::VarId v : graph.constvars)
+    is_const[static_cast<std::size_t>(v)] = true;
+
+  PartialEvalResult r;
+  VarMap kmap(graph, r.known), umap(graph, r.unknown);
+  for (std::size_t i = 0; i < graph.invars.size(); ++i)
+    if (!input_unknown[i]) r.known.invars.push_back(kmap(graph.invars[i]));
+  for (std::size_t i = 0; i < graph.constvars.size(); ++i) {
+    r.known.constvars.push_back(kmap(graph.constvars[i]));
+    r.known.consts.push_back(graph.consts[i]);
+  }
+
+  // Residuals: known, non-constant values the unknown side reads, in first-use order.
+  std::vector<ir::VarId> residuals;
+  std::vector<bool> is_residual(graph.num_vars(), false);
+  std::unordered_map<ir::VarId, std::size_t> const_index;
+  for (std::size_t i = 0; i < graph.constvars.size(); ++i)
+    const_index[graph.constvars[i]] = i;
+  auto read_from_unknown = [&](const ir::Atom& a) {
+    if (a.is_literal() || unknown[static_cast<std::size_t>(a.var)]) return;
+    if (is_const[static_cast<std::size_t>(a.var)]) {
+      if (!umap.has(a.var)) {
+        r.unknown.constvars.push_back(umap(a.var));
+        r.unknown.consts.push_back(graph.consts[const_index.at(a.var)]);
+      }
+      return;
+    }
+    if (!is_residual[static_cast<std::size_t>(a.var)]) {
+      is_residual[static_cast<std::size_t>(a.var)] = true;
+      residuals.push_back(a.var);
+    }
+  };
+
+  std::vector<ir::Eqn> unknown_eqns;
+  for (const ir::Eqn& e : graph.eqns) {
+    bool any_unknown = false;
+    for (const ir::Atom& a : e.inputs)
+      any_unknown = any_unknown || (!a.is_literal() && unknown[static_cast<std::size_t>(a.var)]);
+    if (!any_unknown) {
+      ir::Eqn k{e.prim, {}, {}, e.params};
+      for (const ir::Atom& a : e.inputs)
+        k.inputs.push_back(kmap.atom(a));
+      for (ir::VarId v : e.outputs)
+        k.outputs.push_back(kmap(v));
+      r.known.eqns.push_back(std::move(k));
+      continue;
+    }
+    for (const ir::Atom& a : e.inputs)
+      read_from_unknown(a);
+    for (ir::VarId v : e.outputs)
+      unknown[static_cast<std::size_t>(v)] = true;
+    unknown_eqns.push_back(e);
+  }
+  for (const ir::Atom& a : graph.outvars) {
+    const bool known_out = a.is_literal() || !unknown[static_cast<std::size_t>(a.var)];
+    r.output_known.push_back(known_out);
+  }
+
+  // The unknown graph's inputs: residuals first (mapped before the equations so their ids are
+  // stable), then the unknown inputs.
+  for (ir::VarId v : residuals)
+    r.unknown.invars.push_back(umap(v));
+  for (std::size_t i = 0; i < graph.invars.size(); ++i)
+    if (input_unknown[i]) r.unknown.invars.push_back(umap(graph.invars[i]));
+  for (const ir::Eqn& e : unknown_eqns) {
+    ir::Eqn u{e.prim, {}, {}, e.params};
+    for (const ir::Atom& a : e.inputs)
+      u.inputs.push_back(umap.atom(a));
+    for (ir::VarId v : e.outputs)
+      u.outputs.push_back(umap(v));
+    r.unknown.eqns.push_back(std::move(u));
+  }
+  for (std::size_t i = 0; i < graph.outvars.size(); ++i) {
+    const ir::Atom& a = graph.outvars[i];
+    if (r.output_known[i]) {
+      r.known.outvars.push_back(kmap.atom(a));
+    } else {
+      r.unknown.outvars.push_back(umap.atom(a));
+    }
+  }
+  for (ir::VarId v : residuals)
+    r.known.outvars.push_back(ir::Atom::of(kmap(v)));
+  r.num_residuals = residuals.size();
+  return r;
+}
+
+}  // namespace flaxpp::transforms

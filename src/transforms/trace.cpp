@@ -1,0 +1,66 @@
+// make_graph (tracing a function) and eval_graph (running a graph, releasing each value after
+// its last use).
+#include "flaxpp/transforms/trace.hpp"
+
+#include "transforms/graph_trace.hpp"
+
+namespace flaxpp {
+
+ir::Graph make_graph(const ArrayFn& f, std::span<const AVal> in_avals) {
+  transforms::GraphTrace trace;
+  std::vector<Array> outputs;
+  {
+    ir::ActiveTrace active(trace);
+    std::vector<Array> inputs;
+    for (const AVal& a : in_avals)
+      inputs.push_back(trace.new_input(a));
+    outputs = f(inputs);
+  }
+  return trace.finish(outputs);
+}
+
+std::vector<Array> eval_graph(const ir::Graph& graph, std::span<const Array> args) {
+  if (args.size() != graph.invars.size())
+    throw ValueError(detail::str("eval_graph: the graph takes ", graph.invars.size(),
+                                 " inputs, got ", args.size()));
+  const auto n = static_cast<std::ptrdiff_t>(graph.eqns.size());
+  // last_use[v]: index of the last equation reading v; n for graph outputs (kept to the end).
+  std::vector<std::ptrdiff_t> last_use(graph.num_vars(), -1);
+  for (std::ptrdiff_t i = 0; i < n; ++i)
+    for (const ir::Atom& a : graph.eqns[static_cast<std::size_t>(i)].inputs)
+      if (!a.is_literal()) last_use[static_cast<std::size_t>(a.var)] = i;
+  for (const ir::Atom& a : graph.outvars)
+    if (!a.is_literal()) last_use[static_cast<std::size_t>(a.var)] = n;
+
+  std::vector<Array> env(graph.num_vars());
+  for (std::size_t i = 0; i < graph.constvars.size(); ++i)
+    env[static_cast<std::size_t>(graph.constvars[i])] = graph.consts[i];
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const AVal& want = graph.aval(graph.invars[i]);
+    if (args[i].aval() != want)
+      throw ValueError(
+          detail::str("eval_graph: input ", i, " should be ", want, ", got ", args[i].aval()));
+    env[static_cast<std::size_t>(graph.invars[i])] = args[i];
+  }
+  std::vector<Array> inputs;
+  for (std::ptrdiff_t i = 0; i < n; ++i) {
+    const ir::Eqn& e = graph.eqns[static_cast<std::size_t>(i)];
+    inputs.clear();
+    for (const ir::Atom& a : e.inputs)
+      inputs.push_back(a.is_literal() ? a.literal : env[static_cast<std::size_t>(a.var)]);
+    std::vector<Array> outs = ir::bind(*e.prim, inputs, e.params);
+    inputs.clear();  // drop our references before releasing the environment's
+    for (std::size_t k = 0; k < outs.size(); ++k)
+      if (last_use[static_cast<std::size_t>(e.outputs[k])] >= 0)
+        env[static_cast<std::size_t>(e.outputs[k])] = std::move(outs[k]);
+    for (const ir::Atom& a : e.inputs)
+      if (!a.is_literal() && last_use[static_cast<std::size_t>(a.var)] == i)
+        env[static_cast<std::size_t>(a.var)] = Array();
+  }
+  std::vector<Array> results;
+  for (const ir::Atom& a : graph.outvars)
+    results.push_back(a.is_literal() ? a.literal : env[static_cast<std::size_t>(a.var)]);
+  return results;
+}
+
+}  // namespace flaxpp

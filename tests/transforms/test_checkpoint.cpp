@@ -1,0 +1,191 @@
+// checkpoint / remat: values, gradients under every policy, saved residuals as JAX reports
+// them, recomputation counts and peak memory per policy.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <sstream>
+
+#include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ops/activations.hpp"
+#include "flaxpp/transforms/autodiff.hpp"
+#include "flaxpp/transforms/checkpoint.hpp"
+#include "harness/finite_diff.hpp"
+
+using namespace flaxpp;
+namespace cp = flaxpp::checkpoint_policies;
+
+namespace {
+
+// refs-format's f(w1, w2, x) = sum((relu(x @ w1) @ w2) ** 2).
+std::vector<Array> f(std::span<const Array> a) {
+  return {sum(power(matmul(relu(matmul(a[2], a[0])), a[1]), 2))};
+}
+// ... and g, with checkpoint_name on x@w1 ("a"), relu ("b") and the second dot ("c").
+std::vector<Array> g(std::span<const Array> a) {
+  const Array h = checkpoint_name(matmul(a[2], a[0]), "a");
+  const Array r = checkpoint_name(relu(h), "b");
+  return {sum(power(checkpoint_name(matmul(r, a[1]), "c"), 2))};
+}
+
+std::vector<Array> inputs(std::int64_t n, std::int64_t d, DType dtype = DType::f32) {
+  std::vector<Array> out;
+  unsigned seed = 100;
+  for (const Shape& s : {Shape{d, d}, Shape{d, d}, Shape{n, d}}) {
+    Array a = testing::random_f64(s, seed++);
+    out.push_back(dtype == DType::f64 ? a : astype(a, dtype));
+  }
+  return out;
+}
+
+std::vector<std::string> residual_lines(const ArrayFn& fn, std::span<const Array> args) {
+  const std::string names[] = {"w1", "w2", "x"};
+  std::vector<std::string> lines;
+  for (const SavedResidual& r : saved_residuals(fn, args))
+    lines.push_back(r.str(names));
+  std::sort(lines.begin(), lines.end());
+  return lines;
+}
+
+std::vector<PolicyPtr> all_policies() {
+  return {cp::everything_saveable(),
+          cp::nothing_saveable(),
+          cp::dots_saveable(),
+          cp::dots_with_no_batch_dims_saveable(),
+          cp::save_only_these_names({"a", "c"}),
+          cp::save_any_names_but_these({"b"}),
+          cp::save_anything_except_these_names({"a"}),
+          cp::save_and_offload_only_these_names({"a"}, {"c"}),
+          cp::offload_dot_with_no_batch_dims(),
+          cp::save_from_both_policies(cp::dots_saveable(), cp::save_only_these_names({"b"}))};
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: evaluating a checkpointed function gives the function's values") {
+  const auto args = inputs(5, 4);
+  const Array want = f(args)[0];
+  for (const PolicyPtr& p : all_policies()) {
+    CAPTURE(p->str());
+    CHECK(checkpoint(f, p)(args)[0].to_vector<float>() == want.to_vector<float>());
+  }
+}
+
+TEST_CASE("checkpoint: gradients are the same under every policy and without checkpoint") {
+  const auto args = inputs(7, 6, DType::f64);
+  const std::vector<Array> ct{Array::scalar(1.0)};
+  const auto want = vjp(f, args).backward(ct);
+  for (const ArrayFn& fn : {ArrayFn(f), ArrayFn(g)}) {
+    for (const PolicyPtr& p : all_policies()) {
+      CAPTURE(p->str());
+      const auto got = vjp(checkpoint(fn, p), args).backward(ct);
+      for (std::size_t i = 0; i < 3; ++i) {
+        const auto a = got[i].to_vector<double>(), b = want[i].to_vector<double>();
+        for (std::size_t k = 0; k < a.size(); ++k)
+          CHECK(a[k] == doctest::Approx(b[k]).epsilon(1e-12));
+      }
+    }
+  }
+  testing::check_grad(checkpoint(f, cp::dots_saveable()), args);
+}
+
+TEST_CASE("saved_residuals: the lines JAX prints for f and g (jax 0.10.2, N=5, d=4)") {
+  const auto args = inputs(5, 4);
+  using Lines = std::vector<std::string>;
+  const Lines args_only{"f32[4,4] from the argument w1", "f32[4,4] from the argument w2",
+                        "f32[5,4] from the argument x"};
+  CHECK(residual_lines(checkpoint(f, cp::nothing_saveable()), args) == args_only);
+  Lines dots = args_only;
+  dots.insert(dots.end(), {"f32[5,4] output of dot_general", "f32[5,4] output of dot_general"});
+  std::sort(dots.begin(), dots.end());
+  CHECK(residual_lines(checkpoint(f, cp::dots_saveable()), args) == dots);
+  CHECK(residual_lines(checkpoint(f, cp::dots_with_no_batch_dims_saveable()), args) == dots);
+  Lines named = args_only;
+  named.insert(named.end(), {"f32[5,4] named 'a'", "f32[5,4] named 'c'"});
+  std::sort(named.begin(), named.end());
+  CHECK(residual_lines(checkpoint(g, cp::save_only_these_names({"a", "c"})), args) == named);
+}
+
+TEST_CASE("saved_residuals: offloaded residuals live in host memory") {
+  const auto args = inputs(5, 4);
+  const auto lines = residual_lines(checkpoint(f, cp::offload_dot_with_no_batch_dims()), args);
+  CHECK(std::count(lines.begin(), lines.end(), "f32<host>[5,4] output of device_put") == 2);
+}
+
+TEST_CASE(
+    "checkpoint: a checkpointed batched dot is not saved by dots_with_no_batch_dims_saveable") {
+  const Array a = testing::random_f64(Shape{2, 3, 4}, 1),
+              b = testing::random_f64(Shape{2, 4, 5}, 2);
+  auto fn = [](std::span<const Array> v) {
+    return std::vector<Array>{sum(square(matmul(v[0], v[1])))};
+  };
+  const std::vector<Array> args{a, b};
+  const auto batch_free =
+      saved_residuals(checkpoint(fn, cp::dots_with_no_batch_dims_saveable()), args);
+  const auto any_dot = saved_residuals(checkpoint(fn, cp::dots_saveable()), args);
+  CHECK(batch_free.size() == 2);  // the two arguments
+  CHECK(any_dot.size() == 3);     // and the dot output
+}
+
+TEST_CASE(
+    "checkpoint: constant computations inside the region are recomputed under nothing_saveable") {
+  const Array x = testing::random_f64(Shape{4}, 3);
+  const Array c = testing::random_f64(Shape{4}, 4);
+  auto fn = [&](std::span<const Array> v) { return std::vector<Array>{sum(v[0] * exp(c))}; };
+  const auto saved =
+      saved_residuals(checkpoint(fn, cp::nothing_saveable()), std::span<const Array>(&x, 1));
+  // exp(c) is not saved; only the closed-over c itself crosses (as an operand of the region).
+  for (const SavedResidual& r : saved)
+    CHECK(r.primitive != "exp");
+}
+
+TEST_CASE("checkpoint: static_argnums pass concrete values the function may read") {
+  const Array x = testing::random_f64(Shape{3}, 5);
+  const Array flag = Array::scalar(2.0);
+  auto fn = [](std::span<const Array> v) {
+    const double k = v[1].to_vector<double>()[0];  // reading values is allowed for static args
+    return std::vector<Array>{sum(v[0] * k)};
+  };
+  const std::vector<Array> args{x, flag};
+  const VjpResult r = vjp(
+      [&](std::span<const Array> v) {
+        return checkpoint(fn, nullptr, {1})(std::vector{v[0], flag});
+      },
+      std::span<const Array>(&x, 1));
+  const std::vector<Array> ct{Array::scalar(1.0)};
+  CHECK(r.backward(ct)[0].to_vector<double>() == std::vector<double>(3, 2.0));
+  CHECK_THROWS_WITH_AS(checkpoint(fn, nullptr, {2})(args),
+                       doctest::Contains("static_argnums contains 2"), ValueError);
+}
+
+TEST_CASE("checkpoint policies: misuse is a clear error") {
+  CHECK_THROWS_WITH_AS(cp::from_name("dots_savable"),
+                       doctest::Contains("unknown checkpoint policy"), ValueError);
+  CHECK_THROWS_WITH_AS(cp::save_and_offload_only_these_names({"a"}, {"a"}),
+                       doctest::Contains("disjoint"), ValueError);
+  CHECK_THROWS_WITH_AS(
+      cp::offload_dot_with_no_batch_dims(MemoryKind::pinned_host, MemoryKind::pinned_host),
+      doctest::Contains("both \"pinned_host\""), ValueError);
+  CHECK_THROWS_AS(memory_kind_from_name("unpinned_host"), ValueError);
+  const auto args = inputs(3, 2);
+  const PolicyPtr nonsense = cp::custom("nonsense", [](auto&&...) {
+    return ir::Decision::offload(MemoryKind::device, MemoryKind::device);
+  });
+  CHECK_THROWS_WITH_AS(vjp(checkpoint(f, nonsense), args), doctest::Contains("invalid decision"),
+                       ValueError);
+  const PolicyPtr both =
+      cp::save_from_both_policies(cp::offload_dot_with_no_batch_dims(), cp::nothing_saveable());
+  CHECK_THROWS_WITH_AS(vjp(checkpoint(f, both), args),
+                       doctest::Contains("must answer save or recompute"), ValueError);
+}
+
+TEST_CASE("checkpoint: a custom policy sees the primitive, input avals and params") {
+  const auto args = inputs(5, 4);
+  std::vector<std::string> asked;
+  const PolicyPtr spy =
+      cp::custom("spy", [&](const ir::Primitive& p, std::span<const AVal> in, const ir::Params&) {
+        asked.push_back(p.name() + ":" + std::to_string(in.size()));
+        return ir::Decision::recompute();
+      });
+  (void)saved_residuals(checkpoint(f, spy), args);
+  CHECK(std::count(asked.begin(), asked.end(), "dot_general:2") == 2);
+}
