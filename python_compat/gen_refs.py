@@ -38,6 +38,7 @@ import flax  # noqa: E402
 import optax  # noqa: E402
 
 import problems_random  # noqa: E402
+import problems_remat  # noqa: E402
 import refs_writer  # noqa: E402
 
 
@@ -57,6 +58,9 @@ TARGETS: list[Target] = [
            lambda: problems_random.SKIPPED),
     Target("random_legacy", "random", "random_legacy.json", False, problems_random.legacy_cases,
            1_000_000, lambda: problems_random.SKIPPED),
+    # No randomness in the remat problems; generated in JAX's default (partitionable) mode.
+    Target("remat", "remat", "remat.json", True, problems_remat.cases, 4_000_000,
+           lambda: problems_remat.SKIPPED),
 ]
 
 # split(key(0), 4) in each threefry mode (docs/jax-flax-semantics.md §1.6): a self-test
