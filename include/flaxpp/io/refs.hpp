@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "flaxpp/core/device.hpp"
@@ -69,8 +70,15 @@ struct CaseContext {
   Device device = Device::cpu();            // where the computation runs
 };
 
-// A problem computes a case's expected value (an array, or a tree of arrays) from its inputs.
-using Problem = std::function<Tree(const Inputs& inputs, const CaseContext& context)>;
+// A list of JSON records, compared exactly and as a multiset (saved_residuals' entries).
+struct Records {
+  std::vector<Json> items;
+};
+
+// What a problem computes from a case's inputs: an array or a tree of arrays (compared with
+// the case's tolerances), or records.
+using Outcome = std::variant<Tree, Records>;
+using Problem = std::function<Outcome(const Inputs& inputs, const CaseContext& context)>;
 
 class ProblemRegistry {
  public:
@@ -87,6 +95,7 @@ class ProblemRegistry {
 
 // The families of the registry, one registration function per source file.
 void register_random_problems(ProblemRegistry& registry);
+void register_remat_problems(ProblemRegistry& registry);
 
 struct Tolerance {
   double rtol = 1e-5;
@@ -100,6 +109,11 @@ struct Tolerance {
 // Returns nothing when they match, else a message naming the first offending path with
 // got/want and the max abs and rel error over that leaf.
 std::optional<std::string> compare(const Tree& got, const Tree& want, const Tolerance& tolerance);
+
+// Compares records with the expected JSON list as multisets; a message naming the missing
+// and unexpected records when they differ.
+std::optional<std::string> compare_records(const Records& got, const Json& want,
+                                           const std::string& path);
 
 struct CaseResult {
   std::string id;

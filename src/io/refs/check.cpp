@@ -46,9 +46,15 @@ CaseResult run_case(const Json& c, const std::string& path, std::set<std::string
                                    "\"; this flaxpp implements: ", known));
     }
     const Tolerance tolerance = read_tolerance(c, path);
-    const Tree want = io::tree_from_json(fields.raw("expected"), path + ".expected");
-    const Tree got = (*problem)(fields.object("inputs"), context);
-    if (auto mismatch = compare(got, want, tolerance)) throw ValueError(*mismatch);
+    const Json& expected = fields.raw("expected");
+    const Outcome got = (*problem)(fields.object("inputs"), context);
+    std::optional<std::string> mismatch;
+    if (const Tree* tree = std::get_if<Tree>(&got)) {
+      mismatch = compare(*tree, io::tree_from_json(expected, path + ".expected"), tolerance);
+    } else {
+      mismatch = compare_records(std::get<Records>(got), expected, path + ".expected");
+    }
+    if (mismatch) throw ValueError(*mismatch);
     result.passed = true;
   } catch (const std::bad_alloc&) {
     result.message = detail::str(path,

@@ -131,4 +131,27 @@ std::optional<std::string> compare(const Tree& got, const Tree& want, const Tole
   return std::nullopt;
 }
 
+std::optional<std::string> compare_records(const Records& got, const Json& want,
+                                           const std::string& path) {
+  if (!want.is_array())
+    throw ParseError(
+        detail::str(path, ": expected a list of records, got ", io::describe_json(want)));
+  std::multiset<std::string> g, w;
+  for (const Json& r : got.items)
+    g.insert(r.dump());
+  for (const Json& r : want)
+    w.insert(r.dump());
+  if (g == w) return std::nullopt;
+  auto minus = [](const std::multiset<std::string>& a, const std::multiset<std::string>& b) {
+    std::multiset<std::string> rest = a;
+    for (const std::string& s : b)
+      if (auto it = rest.find(s); it != rest.end()) rest.erase(it);
+    std::string out;
+    for (const std::string& s : rest)
+      out += detail::str(out.empty() ? "" : ", ", s);
+    return out;
+  };
+  return detail::str("records differ: missing [", minus(w, g), "], unexpected [", minus(g, w), "]");
+}
+
 }  // namespace flaxpp::refs

@@ -9,6 +9,7 @@ const ProblemRegistry& ProblemRegistry::builtin() {
   static const ProblemRegistry registry = [] {
     ProblemRegistry r;
     register_random_problems(r);
+    register_remat_problems(r);
     return r;
   }();
   return registry;
