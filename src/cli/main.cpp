@@ -15,6 +15,8 @@ constexpr const char* kUsage =
     "commands:\n"
     "  check FILE... [--device cpu|cuda] [--verbose]\n"
     "      run reference cases (format flaxpp.refs/1) and compare with JAX/Flax's outputs\n"
+    "  residuals FUNCTION [--policy SPEC] [-N rows] [-d dim]\n"
+    "      the values a checkpointed function saves for its backward pass, with bytes and peak\n"
     "\n"
     "flaxpp <command> --help shows a command's options.\n";
 
@@ -29,6 +31,7 @@ int main(int argc, char** argv) {
   const std::vector<std::string> args(argv + 2, argv + argc);
   try {
     if (command == "check") return flaxpp::cli::check_command(args);
+    if (command == "residuals") return flaxpp::cli::residuals_command(args);
   } catch (const flaxpp::Error& e) {
     std::cerr << "flaxpp " << command << ": " << e.what() << "\n";
     return 2;

@@ -189,3 +189,32 @@ TEST_CASE("checkpoint: a custom policy sees the primitive, input avals and param
   (void)saved_residuals(checkpoint(f, spy), args);
   CHECK(std::count(asked.begin(), asked.end(), "dot_general:2") == 2);
 }
+
+TEST_CASE("checkpoint: nested checkpoints follow JAX's outer-policy rule") {
+  // The inner region would save the dots; the outer nothing_saveable decides what crosses.
+  const auto args = inputs(5, 4);
+  const ArrayFn inner = checkpoint(f, cp::dots_saveable());
+  const auto nested = saved_residuals(checkpoint(inner, cp::nothing_saveable()), args);
+  for (const SavedResidual& r : nested)
+    CHECK(r.kind == SavedResidual::Kind::argument);
+  CHECK(nested.size() == 3);
+  // And the other way round: the outer dots policy saves dots inside an inner nothing_saveable.
+  const auto outer_dots =
+      saved_residuals(checkpoint(checkpoint(f, cp::nothing_saveable()), cp::dots_saveable()), args);
+  CHECK(outer_dots.size() == 5);
+}
+
+TEST_CASE(
+    "checkpoint: offloaded residuals sit in the pinned_host pool between forward and backward") {
+  const auto args = inputs(64, 32);
+  Backend& cpu = backend(Device::cpu());
+  const std::int64_t host0 = cpu.memory_stats(MemoryKind::pinned_host).live_bytes;
+  {
+    const VjpResult r = vjp(checkpoint(f, cp::offload_dot_with_no_batch_dims()), args);
+    // Both dot outputs, f32[64,32] each, were copied to host memory.
+    CHECK(cpu.memory_stats(MemoryKind::pinned_host).live_bytes - host0 == 2 * 64 * 32 * 4);
+    const std::vector<Array> ct{Array::scalar(1.0f)};
+    (void)r.backward(ct);
+  }
+  CHECK(cpu.memory_stats(MemoryKind::pinned_host).live_bytes == host0);
+}
