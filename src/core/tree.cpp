@@ -69,6 +69,26 @@ void Tree::set(std::string key, Tree value) {
   }
 }
 
+const Tree* Tree::find(std::span<const std::string> path) const {
+  const Tree* node = this;
+  for (const std::string& key : path) {
+    if (!node->contains(key)) return nullptr;
+    node = &(*node)[key];
+  }
+  return node;
+}
+
+void Tree::set_at(std::span<const std::string> path, Tree value) {
+  FLAXPP_ASSERT(!path.empty(), "set_at needs a path");
+  if (path.size() == 1) {
+    set(path[0], std::move(value));
+    return;
+  }
+  Tree sub = contains(path[0]) ? (*this)[path[0]] : Tree();
+  sub.set_at(path.subspan(1), std::move(value));
+  set(path[0], std::move(sub));
+}
+
 std::vector<std::string> Tree::keys() const {
   std::vector<std::string> out;
   for (const auto& item : items_)

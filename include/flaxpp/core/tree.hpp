@@ -31,6 +31,10 @@ class Tree {
   const Tree& at(std::string_view path) const;
   // Inserts or replaces `key` (this must be a dict).
   void set(std::string key, Tree value);
+  // The subtree at a sequence of keys, or nullptr when the path does not exist.
+  const Tree* find(std::span<const std::string> path) const;
+  // Inserts or replaces the subtree at a sequence of keys, creating dicts on the way.
+  void set_at(std::span<const std::string> path, Tree value);
   std::vector<std::string> keys() const;
   std::size_t size() const { return items_.size(); }
   const std::vector<std::pair<std::string, Tree>>& items() const { return items_; }

@@ -1,0 +1,154 @@
+// flaxpp/nn/scope.hpp — Scope: what a Flax linen module sees while it runs. Parameters are
+// created by name (init) or looked up (apply) at the module's path; rng streams derive keys
+// exactly as Flax does (SHA-1 of the path and a per-scope counter, then fold_in; semantics
+// doc §3); child modules are auto-named per class (Dense_0, Dense_1, ...) or named explicitly.
+// The Scope is passed explicitly: no hidden thread-local module context.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "flaxpp/core/array.hpp"
+#include "flaxpp/core/tree.hpp"
+#include "flaxpp/random/initializers.hpp"
+#include "flaxpp/random/key.hpp"
+
+namespace flaxpp::nn {
+
+// {collection: {module path...: {name: Array}}}, e.g. {"params": {"Dense_0": {"kernel": ...}}}.
+using Variables = Tree;
+// Base keys of the rng streams, by stream name ("params", "dropout", ...).
+using RngStreams = std::map<std::string, random::Key>;
+
+// A module's class name, which names its auto-named instances: M::class_name() when M
+// defines it (lifted modules do), else M::name.
+template <class M>
+std::string module_name() {
+  if constexpr (requires { M::class_name(); }) {
+    return M::class_name();
+  } else {
+    return M::name;
+  }
+}
+
+// Flax's _fold_in_static: fold_in(base, first 4 bytes of SHA-1(path..., counter)) with the
+// counter as minimal big-endian bytes (flax_fix_rng_separator off: no separators).
+random::Key fold_in_static(const random::Key& base, const std::vector<std::string>& path,
+                           std::uint32_t counter);
+
+class Scope;
+namespace internal {
+struct ScopeState;
+Scope make_root_scope(std::shared_ptr<ScopeState> state);
+}  // namespace internal
+
+class Scope {
+ public:
+  // A parameter of this module: created with `init` (which draws one 'params' key, as Flax does
+  // even for initialisers that ignore it) during init; looked up and checked during apply.
+  Array param(const std::string& name, const initializers::Initializer& init, const Shape& shape,
+              DType dtype = DType::f32);
+  // A key from rng stream `stream` (falls back to 'params' when the stream is absent, as Flax
+  // does); a missing stream is a ValueError naming the module path.
+  random::Key make_rng(const std::string& stream);
+  bool has_rng(const std::string& stream) const;
+  bool is_initializing() const;
+  const std::vector<std::string>& path() const { return path_; }
+  // "Dense_0/Dense_1", or "(root)".
+  std::string path_str() const;
+
+  // Runs `module` in an auto-named child scope: "<class name>_<k>", k counting per class in this
+  // scope (Flax's compact naming).
+  template <class M, class... Args>
+  decltype(auto) operator()(const M& module, Args&&... args) {
+    Scope c = child(next_name(module_name<M>()));
+    return module(c, std::forward<Args>(args)...);
+  }
+  // Runs `module` in the child scope `name` (Flax's name=...).
+  template <class M, class... Args>
+  decltype(auto) call(const std::string& name, const M& module, Args&&... args) {
+    Scope c = child(name);
+    return module(c, std::forward<Args>(args)...);
+  }
+
+ private:
+  friend Scope internal::make_root_scope(std::shared_ptr<internal::ScopeState> state);
+  Scope(std::shared_ptr<internal::ScopeState> state, std::vector<std::string> path);
+  Scope child(const std::string& name);
+  std::string next_name(const std::string& class_name);
+
+  std::shared_ptr<internal::ScopeState> state_;
+  std::vector<std::string> path_;
+  std::map<std::string, int> autoname_;  // per class name: the next index
+};
+
+namespace internal {
+// What all scopes of one init/apply share.
+struct ScopeState {
+  bool initializing = false;
+  Variables variables;  // init: built up; apply: as given
+  RngStreams rngs;
+  std::map<std::vector<std::string>, std::map<std::string, std::uint32_t>>
+      rng_counters;                   // per path, per stream
+  std::set<std::string> used_params;  // apply: the parameter paths the model read
+};
+// Checks, after apply, that every given parameter was used.
+void check_all_params_used(const ScopeState& state);
+}  // namespace internal
+
+// A module bound for init/apply (Flax's Module.init / Module.apply). A Model is itself a
+// module of M's class name, so it can also be called as a child.
+template <class M>
+class Model {
+ public:
+  explicit Model(M module) : module_(std::move(module)) {}
+
+  static std::string class_name() { return module_name<M>(); }
+  template <class... Args>
+  decltype(auto) operator()(Scope& s, Args&&... args) const {
+    return module_(s, std::forward<Args>(args)...);
+  }
+
+  // init(key, inputs...): the key seeds the 'params' stream.
+  template <class... Args>
+  Variables init(const random::Key& key, Args&&... args) const {
+    return init(RngStreams{{"params", key}}, std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  Variables init(const RngStreams& rngs, Args&&... args) const {
+    auto state = std::make_shared<internal::ScopeState>();
+    state->initializing = true;
+    state->rngs = rngs;
+    Scope root = internal::make_root_scope(state);
+    (void)module_(root, std::forward<Args>(args)...);
+    return std::move(state->variables);
+  }
+  // apply(variables, inputs...) with no rng streams.
+  template <class... Args>
+  decltype(auto) apply(const Variables& variables, Args&&... args) const {
+    return apply_with_rngs(variables, RngStreams{}, std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  decltype(auto) apply_with_rngs(const Variables& variables, const RngStreams& rngs,
+                                 Args&&... args) const {
+    auto state = std::make_shared<internal::ScopeState>();
+    state->variables = variables;
+    state->rngs = rngs;
+    Scope root = internal::make_root_scope(state);
+    decltype(auto) out = module_(root, std::forward<Args>(args)...);
+    internal::check_all_params_used(*state);
+    return out;
+  }
+  const M& module() const { return module_; }
+
+ private:
+  M module_;
+};
+
+}  // namespace flaxpp::nn

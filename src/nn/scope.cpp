@@ -1,0 +1,131 @@
+// Scope: Flax's parameter creation/lookup and rng-key derivation at a module path.
+#include "flaxpp/nn/scope.hpp"
+
+#include <algorithm>
+
+#include "nn/sha1.hpp"
+
+namespace flaxpp::nn {
+namespace {
+
+std::string join(const std::vector<std::string>& path) {
+  std::string out;
+  for (const std::string& p : path)
+    out += (out.empty() ? "" : "/") + p;
+  return out;
+}
+
+// Minimal big-endian bytes of a non-negative int, as Flax encodes ints (0 -> no bytes).
+std::string int_bytes(std::uint32_t v) {
+  std::string out;
+  while (v != 0) {
+    out.insert(out.begin(), static_cast<char>(v & 0xFF));
+    v >>= 8;
+  }
+  return out;
+}
+
+}  // namespace
+
+random::Key fold_in_static(const random::Key& base, const std::vector<std::string>& path,
+                           std::uint32_t counter) {
+  std::string data;
+  for (const std::string& p : path)
+    data += p;
+  data += int_bytes(counter);
+  const auto digest = internal::sha1(data);
+  const std::uint32_t h = (std::uint32_t{digest[0]} << 24) | (std::uint32_t{digest[1]} << 16) |
+                          (std::uint32_t{digest[2]} << 8) | std::uint32_t{digest[3]};
+  return random::fold_in(base, h);
+}
+
+Scope::Scope(std::shared_ptr<internal::ScopeState> state, std::vector<std::string> path)
+    : state_(std::move(state)), path_(std::move(path)) {}
+
+Scope internal::make_root_scope(std::shared_ptr<ScopeState> state) {
+  return Scope(std::move(state), {});
+}
+
+std::string Scope::path_str() const {
+  return path_.empty() ? std::string("(root)") : join(path_);
+}
+
+bool Scope::is_initializing() const {
+  return state_->initializing;
+}
+
+bool Scope::has_rng(const std::string& stream) const {
+  return state_->rngs.count(stream) != 0;
+}
+
+std::string Scope::next_name(const std::string& class_name) {
+  return detail::str(class_name, "_", autoname_[class_name]++);
+}
+
+Scope Scope::child(const std::string& name) {
+  std::vector<std::string> p = path_;
+  p.push_back(name);
+  return Scope(state_, std::move(p));
+}
+
+random::Key Scope::make_rng(const std::string& stream) {
+  std::string used = stream;
+  if (!has_rng(stream)) {
+    if (!has_rng("params"))
+      throw ValueError(detail::str(
+          "module ", path_str(), " needs a key from the rng stream \"", stream,
+          "\", but none was given; pass it to init/apply, e.g. {\"", stream, "\": key}"));
+    used = "params";  // Flax falls back to the params stream
+  }
+  // Counters live per (path, stream) in the shared state, so a re-entered scope continues them.
+  std::uint32_t& counter = state_->rng_counters[path_][used];
+  ++counter;
+  return fold_in_static(state_->rngs.at(used), path_, counter);
+}
+
+Array Scope::param(const std::string& name, const initializers::Initializer& init,
+                   const Shape& shape, DType dtype) {
+  std::vector<std::string> key_path = path_;
+  key_path.push_back(name);
+  const std::string where = "params/" + join(key_path);
+  const Tree* params =
+      state_->variables.contains("params") ? &state_->variables["params"] : nullptr;
+  const Tree* existing = params != nullptr ? params->find(key_path) : nullptr;
+  if (state_->initializing) {
+    if (existing != nullptr)
+      throw ValueError(detail::str("module ", path_str(), " creates parameter \"", name,
+                                   "\" twice; give each parameter a distinct name"));
+    Array value = init(make_rng("params"), shape, dtype);
+    Tree updated = params != nullptr ? *params : Tree();
+    updated.set_at(key_path, value);
+    state_->variables.set("params", std::move(updated));
+    return value;
+  }
+  if (existing == nullptr || !existing->is_leaf())
+    throw ValueError(detail::str(
+        "apply: module ", path_str(), " needs parameter ", where, ", which the variables ",
+        params == nullptr ? std::string("do not have (no \"params\" collection)")
+                          : std::string("do not hold as an array"),
+        "; pass the variables that init of this model returned ({\"params\": ...})"));
+  const Array& value = existing->array();
+  if (value.shape() != shape || value.dtype() != dtype)
+    throw ValueError(detail::str("apply: parameter ", where, " is ", value.aval(), ", but module ",
+                                 path_str(), " expects ", AVal{shape, dtype},
+                                 " for its input; is the input of the wrong size, or "
+                                 "are the variables from another model?"));
+  state_->used_params.insert(where);
+  return value;
+}
+
+void internal::check_all_params_used(const ScopeState& state) {
+  if (!state.variables.contains("params")) return;
+  std::string extra;
+  for (const auto& [path, leaf] : state.variables["params"].flatten())
+    if (!state.used_params.count("params/" + path))
+      extra += detail::str(extra.empty() ? "" : ", ", "params/", path);
+  if (!extra.empty())
+    throw ValueError(detail::str("apply: the variables hold parameters the model does not use: ",
+                                 extra, "; were these variables made by init of this model?"));
+}
+
+}  // namespace flaxpp::nn
