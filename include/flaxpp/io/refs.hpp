@@ -96,6 +96,7 @@ class ProblemRegistry {
 // The families of the registry, one registration function per source file.
 void register_random_problems(ProblemRegistry& registry);
 void register_remat_problems(ProblemRegistry& registry);
+void register_nn_problems(ProblemRegistry& registry);
 
 struct Tolerance {
   double rtol = 1e-5;

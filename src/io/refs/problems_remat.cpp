@@ -3,6 +3,7 @@
 // checkpointed under a policy; their values, gradients and saved residuals.
 #include "flaxpp/io/policy_spec.hpp"
 #include "flaxpp/io/refs.hpp"
+#include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
@@ -101,26 +102,32 @@ void register_remat_problems(ProblemRegistry& registry) {
   });
   registry.add("saved_residuals", [](const Inputs& in, const CaseContext& cx) -> Outcome {
     const std::string function = in.string("function");
+    if (!in.has("policy"))
+      throw InputError(detail::str(in.path(), ".policy: missing (a policy spec)"));
     ArrayFn fn;
-    if (function == "checkpoint_dot_policy") {
-      fn = dot_policy_f;
-    } else if (function == "named_dot_policy") {
-      fn = named_dot_policy_g;
+    std::vector<Array> args;
+    if (function == "checkpoint_dot_policy" || function == "named_dot_policy") {
+      fn =
+          function == "checkpoint_dot_policy" ? ArrayFn(dot_policy_f) : ArrayFn(named_dot_policy_g);
+      args = weights_and_x(in, cx);
     } else if (function == "mlp_loss") {
-      throw InputError(
-          detail::str(in.path(),
-                      ".function: mlp_loss needs flaxpp's module layer, which this flaxpp "
-                      "does not have yet"));
+      // h(params, x) = checkpoint(sum(MLP.apply({"params": p}, x) ** 2)), params from init.
+      const Array x = in.array("x").to(cx.device);
+      const nn::Model model(nn::MLP{.features = in.int_list("features")});
+      const Tree params = model.init(random::key(in.integer("seed"), cx.mode), x)["params"];
+      args = params.leaves();
+      args.push_back(x);
+      fn = [model, params](std::span<const Array> a) {
+        const Tree p = params.with_leaves(a.subspan(0, a.size() - 1));
+        return std::vector<Array>{sum(square(model.apply(nn::Variables{{"params", p}}, a.back())))};
+      };
     } else {
       throw InputError(
           detail::str(in.path(), ".function: unknown function \"", function,
                       "\"; expected checkpoint_dot_policy, named_dot_policy or mlp_loss"));
     }
-    if (!in.has("policy"))
-      throw InputError(detail::str(in.path(), ".policy: missing (a policy spec)"));
     Records records;
-    for (const SavedResidual& r :
-         saved_residuals(with_policy(fn, in, "none", false), weights_and_x(in, cx)))
+    for (const SavedResidual& r : saved_residuals(with_policy(fn, in, "none", false), args))
       records.items.push_back(Json{{"dtype", dtype_name(r.aval.dtype)},
                                    {"shape", r.aval.shape.dims()},
                                    {"kind", residual_kind(r)}});

@@ -10,6 +10,7 @@ const ProblemRegistry& ProblemRegistry::builtin() {
     ProblemRegistry r;
     register_random_problems(r);
     register_remat_problems(r);
+    register_nn_problems(r);
     return r;
   }();
   return registry;

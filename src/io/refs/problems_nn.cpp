@@ -1,0 +1,145 @@
+// Reference problems of the module family (refs-format.md, "The seed problems" and "Modules,
+// gradients, remat"): linen MLPs (plain and lifted by remat), LayerNorm, Dropout, the NNX MLP,
+// and saved_residuals of mlp_loss.
+#include "flaxpp/io/policy_spec.hpp"
+#include "flaxpp/io/refs.hpp"
+#include "flaxpp/nn/dropout.hpp"
+#include "flaxpp/nn/layer_norm.hpp"
+#include "flaxpp/nn/mlp.hpp"
+#include "flaxpp/nn/nnx.hpp"
+#include "flaxpp/nn/remat.hpp"
+#include "flaxpp/ops/activations.hpp"
+#include "flaxpp/transforms/autodiff.hpp"
+
+namespace flaxpp::refs {
+namespace {
+
+Array float_input(const Inputs& in, const char* key, const CaseContext& cx, std::int64_t min_rank) {
+  const Array a = in.array(key);
+  if (a.dtype() != DType::f32 || a.rank() < min_rank)
+    throw InputError(detail::str(
+        in.path(), ".", key, ": expected float32 data of rank >= ", min_rank, ", got ", a.aval()));
+  return a.to(cx.device);
+}
+
+std::int64_t positive(const Inputs& in, const char* key) {
+  const std::int64_t v = in.integer(key);
+  if (v < 1)
+    throw InputError(detail::str(in.path(), ".", key, ": expected an integer >= 1, got ", v));
+  return v;
+}
+
+std::vector<std::int64_t> feature_list(const Inputs& in) {
+  std::vector<std::int64_t> f = in.int_list("features");
+  if (f.empty())
+    throw InputError(detail::str(in.path(), ".features: expected a non-empty list of layer sizes"));
+  for (std::int64_t v : f)
+    if (v < 1)
+      throw InputError(detail::str(in.path(), ".features: layer sizes must be >= 1, got ", v));
+  return f;
+}
+
+std::optional<PolicyPtr> policy_input(const Inputs& in) {
+  if (!in.has("policy"))
+    throw InputError(detail::str(in.path(), ".policy: missing (a policy spec or \"none\")"));
+  try {
+    return io::policy_from_spec(in.raw("policy"), in.path() + ".policy");
+  } catch (const ParseError& e) {
+    throw InputError(e.what());
+  }
+}
+
+Array flat(const Array& a) {
+  return reshape(a, {-1});
+}
+
+// init + apply of `model` on x, flattened (the forward seed problems).
+template <class Model>
+Tree forward(const Model& model, const Inputs& in, const CaseContext& cx) {
+  const Array x = float_input(in, "x", cx, 1);
+  const nn::Variables v = model.init(random::key(in.integer("seed"), cx.mode), x);
+  return Tree(flat(model.apply(v, x)));
+}
+
+// sum(apply(params, x) ** 2) as a function of the params collection.
+template <class Model>
+ValueAndGrad mlp_loss_grad(const Model& model, const Tree& params, const Array& x) {
+  const Tree args[] = {params};
+  const int argnums[] = {0};
+  return value_and_grad(
+      [&](std::span<const Tree> a) {
+        return sum(square(model.apply(nn::Variables{{"params", a[0]}}, x)));
+      },
+      args, argnums);
+}
+
+// The NNX MLP of checkpoint_forward: N Linear(F, F) built from one Rngs(seed), in order.
+nnx::List<nnx::Linear> nnx_mlp(std::int64_t seed, std::int64_t features, std::int64_t layers) {
+  nnx::Rngs rngs(seed);
+  nnx::List<nnx::Linear> out;
+  for (std::int64_t i = 0; i < layers; ++i)
+    out.items.emplace_back(features, features, rngs);
+  return out;
+}
+
+}  // namespace
+
+void register_nn_problems(ProblemRegistry& registry) {
+  registry.add("mlp_init", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    const nn::Model model(nn::MLP{.features = feature_list(in)});
+    return model.init(random::key(in.integer("seed"), cx.mode), float_input(in, "x", cx, 1));
+  });
+  registry.add("mlp_grad", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    const Array x = float_input(in, "x", cx, 2);
+    const nn::MLP mlp{.features = feature_list(in)};
+    const random::Key key = random::key(in.integer("seed"), cx.mode);
+    auto run = [&](const auto& model) {
+      const nn::Variables v = model.init(key, x);
+      const ValueAndGrad r = mlp_loss_grad(model, v["params"], x);
+      return Tree{{"loss", r.value}, {"grads", Tree{{"params", r.grads[0]}}}};
+    };
+    const std::optional<PolicyPtr> policy = policy_input(in);
+    return policy ? run(remat<nn::MLP>(*policy)(mlp)) : run(nn::Model(mlp));
+  });
+  registry.add("nn_checkpoint_forward", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    const std::int64_t f = positive(in, "features");
+    return forward(checkpoint<nn::MLP>()(nn::MLP{.features = {f, f}}), in, cx);
+  });
+  registry.add("nn_remat_policy", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    const std::int64_t f = positive(in, "features");
+    return forward(remat<nn::MLP>(checkpoint_policies::dots_with_no_batch_dims_saveable())(
+                       nn::MLP{.features = {f, f, f}}),
+                   in, cx);
+  });
+  registry.add("layernorm", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    const nn::Model model(nn::LayerNorm{.epsilon = in.number("epsilon", 1e-6),
+                                        .use_bias = in.boolean("use_bias", true),
+                                        .use_scale = in.boolean("use_scale", true)});
+    const Array x = float_input(in, "x", cx, 1);
+    return Tree(model.apply(model.init(random::key(in.integer("seed"), cx.mode), x), x));
+  });
+  registry.add("dropout", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    const nn::Model model(nn::Dropout{.rate = in.number("rate")});
+    return Tree(model.apply_with_rngs(
+        nn::Variables{}, nn::RngStreams{{"dropout", random::key(in.integer("seed"), cx.mode)}},
+        float_input(in, "x", cx, 0)));
+  });
+  registry.add("checkpoint_forward", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    const std::int64_t f = positive(in, "features");
+    const auto mlp = nnx_mlp(in.integer("seed"), f, positive(in, "num_layers"));
+    const auto forward_fn =
+        nnx::remat<nnx::List<nnx::Linear>>([](const nnx::List<nnx::Linear>& m, const Array& x) {
+          Array h = x;
+          for (const nnx::Linear& layer : m.items)
+            h = relu(layer(h));
+          return h;
+        });
+    return Tree(flat(forward_fn(mlp, float_input(in, "x", cx, 1))));
+  });
+  registry.add("nnx_mlp_init", [](const Inputs& in, const CaseContext&) -> Outcome {
+    return Tree{{"layers", nnx::state(nnx_mlp(in.integer("seed"), positive(in, "features"),
+                                              positive(in, "num_layers")))}};
+  });
+}
+
+}  // namespace flaxpp::refs
