@@ -56,8 +56,16 @@ std::vector<Array> Primitive::vjp(const VjpArgs& args) const {
   for (const Array& ct : args.cotangents)
     any = any || ct.valid();
   std::vector<Array> cts = any ? vjp_rule_(args) : std::vector<Array>(args.inputs.size());
-  FLAXPP_ASSERT(cts.size() == args.inputs.size(), name_, " VJP returned ", cts.size(),
-                " cotangents for ", args.inputs.size(), " inputs");
+  if (cts.size() != args.inputs.size())
+    throw ValueError(detail::str("the VJP rule of ", name_, " returned ", cts.size(),
+                                 " cotangents for ", args.inputs.size(),
+                                 " inputs; it must return one per input (a null Array for none)"));
+  for (std::size_t i = 0; i < cts.size(); ++i)
+    if (cts[i].valid() && is_floating(args.inputs[i].dtype()) &&
+        cts[i].aval() != args.inputs[i].aval())
+      throw ValueError(detail::str(
+          "the VJP rule of ", name_, " returned a cotangent ", cts[i].aval(), " for input ", i,
+          ", which is ", args.inputs[i].aval(), "; a cotangent has its input's shape and dtype"));
   // Only floating inputs carry cotangents.
   for (std::size_t i = 0; i < cts.size(); ++i)
     if (!is_floating(args.inputs[i].dtype())) cts[i] = Array();

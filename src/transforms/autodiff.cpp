@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
@@ -32,6 +33,7 @@ struct Region {
   PolicyPtr policy;
   ir::Params params;
   std::vector<Array> inputs, outputs;
+  std::vector<bool> input_has_tangent;  // which inputs derive from the differentiated primals
   std::vector<TapeEqn> eqns;
 };
 
@@ -41,19 +43,35 @@ struct TapeItem {
   std::unique_ptr<Region> region;
 };
 
-const ir::Graph& body_of(const ir::Eqn& e) {
-  return *e.params.get<std::shared_ptr<const ir::Graph>>("jaxpr");
-}
-const ir::Graph& body_of_region(const Region& r) {
-  return *r.params.get<std::shared_ptr<const ir::Graph>>("jaxpr");
+const ir::Graph& body_of(const ir::Params& params) {
+  return *params.get<std::shared_ptr<const ir::Graph>>("jaxpr");
 }
 
-// Replays `g` on `inputs` in the current trace, flattening checkpoint equations into their
-// bodies. Every equation is recorded in `eqns` in order; `saved` (if given) supplies the
-// outputs of equation number i instead of recomputing it.
-using SavedFn = std::function<std::optional<std::vector<Array>>(std::size_t index, const TapeEqn&)>;
-std::vector<Array> replay_flat(const ir::Graph& g, std::span<const Array> inputs,
-                               std::vector<TapeEqn>& eqns, const SavedFn& saved) {
+// The traced values that carry a tangent: the differentiated primals and everything computed
+// from them (except through stop_gradient). Only they need cotangents.
+class TangentSet {
+ public:
+  void add(const Array& x) {
+    if (x.is_traced() && is_floating(x.dtype())) set_.insert(x.tracer());
+  }
+  bool has(const Array& x) const { return x.is_traced() && set_.count(x.tracer()) != 0; }
+  // Marks an equation's outputs when one of its inputs carries a tangent.
+  void propagate(const ir::Eqn& e, std::span<const Array> ins, std::span<const Array> outs) {
+    if (e.prim == &lax::stop_gradient_p) return;
+    if (std::any_of(ins.begin(), ins.end(), [&](const Array& x) { return has(x); }))
+      for (const Array& y : outs)
+        add(y);
+  }
+
+ private:
+  std::unordered_set<const Tracer*> set_;
+};
+
+// Replays `g` on `inputs` in the current trace, handing every equation with its input values
+// to `visit`, which returns the output values.
+using EqnVisitor = std::function<std::vector<Array>(const ir::Eqn&, std::vector<Array> ins)>;
+std::vector<Array> replay_graph(const ir::Graph& g, std::span<const Array> inputs,
+                                const EqnVisitor& visit) {
   std::vector<Array> env(g.num_vars());
   for (std::size_t i = 0; i < g.constvars.size(); ++i)
     env[static_cast<std::size_t>(g.constvars[i])] = g.consts[i];
@@ -66,17 +84,7 @@ std::vector<Array> replay_flat(const ir::Graph& g, std::span<const Array> inputs
     std::vector<Array> ins;
     for (const ir::Atom& a : e.inputs)
       ins.push_back(value(a));
-    std::vector<Array> outs;
-    if (e.prim == &checkpoint_p) {
-      outs = replay_flat(body_of(e), ins, eqns, saved);
-    } else {
-      TapeEqn t{&e, std::move(ins), {}};
-      const std::size_t index = eqns.size();
-      std::optional<std::vector<Array>> s = saved ? saved(index, t) : std::nullopt;
-      t.outs = s ? std::move(*s) : ir::bind(*e.prim, t.ins, e.params);
-      outs = t.outs;
-      eqns.push_back(std::move(t));
-    }
+    const std::vector<Array> outs = visit(e, std::move(ins));
     for (std::size_t k = 0; k < outs.size(); ++k)
       env[static_cast<std::size_t>(e.outputs[k])] = outs[k];
   }
@@ -84,45 +92,52 @@ std::vector<Array> replay_flat(const ir::Graph& g, std::span<const Array> inputs
   for (const ir::Atom& a : g.outvars)
     results.push_back(value(a));
   return results;
+}
+
+// Replays `g` flattening checkpoint equations into their bodies; every other equation is
+// recorded in `eqns` in order. `saved` (if given) supplies the outputs of equation number i
+// instead of recomputing it; `tangents` (if given) is propagated.
+using SavedFn = std::function<std::optional<std::vector<Array>>(std::size_t index, const TapeEqn&)>;
+std::vector<Array> replay_flat(const ir::Graph& g, std::span<const Array> inputs,
+                               std::vector<TapeEqn>& eqns, const SavedFn& saved,
+                               TangentSet* tangents) {
+  EqnVisitor visit = [&](const ir::Eqn& e, std::vector<Array> ins) -> std::vector<Array> {
+    if (e.prim == &checkpoint_p) return replay_graph(body_of(e.params), ins, visit);
+    TapeEqn t{&e, std::move(ins), {}};
+    std::optional<std::vector<Array>> s = saved ? saved(eqns.size(), t) : std::nullopt;
+    t.outs = s ? std::move(*s) : ir::bind(*e.prim, t.ins, e.params);
+    if (tangents) tangents->propagate(e, t.ins, t.outs);
+    std::vector<Array> outs = t.outs;
+    eqns.push_back(std::move(t));
+    return outs;
+  };
+  return replay_graph(g, inputs, visit);
 }
 
 // Replays `g` at the top level: checkpoint equations become regions.
 std::vector<Array> replay(const ir::Graph& g, std::span<const Array> inputs,
-                          std::vector<TapeItem>& tape) {
-  std::vector<Array> env(g.num_vars());
-  for (std::size_t i = 0; i < g.constvars.size(); ++i)
-    env[static_cast<std::size_t>(g.constvars[i])] = g.consts[i];
-  for (std::size_t i = 0; i < inputs.size(); ++i)
-    env[static_cast<std::size_t>(g.invars[i])] = inputs[i];
-  auto value = [&](const ir::Atom& a) {
-    return a.is_literal() ? a.literal : env[static_cast<std::size_t>(a.var)];
-  };
-  for (const ir::Eqn& e : g.eqns) {
-    std::vector<Array> ins;
-    for (const ir::Atom& a : e.inputs)
-      ins.push_back(value(a));
-    TapeItem item;
-    std::vector<Array> outs;
-    if (e.prim == &checkpoint_p) {
-      auto region = std::make_unique<Region>();
-      region->policy = e.params.get<PolicyPtr>("policy");
-      region->params = e.params;
-      region->inputs = ins;
-      region->outputs = replay_flat(body_of(e), ins, region->eqns, {});
-      outs = region->outputs;
-      item.region = std::move(region);
-    } else {
-      outs = ir::bind(*e.prim, ins, e.params);
-      item.eqn = TapeEqn{&e, std::move(ins), outs};
-    }
-    tape.push_back(std::move(item));
-    for (std::size_t k = 0; k < outs.size(); ++k)
-      env[static_cast<std::size_t>(e.outputs[k])] = outs[k];
-  }
-  std::vector<Array> results;
-  for (const ir::Atom& a : g.outvars)
-    results.push_back(value(a));
-  return results;
+                          std::vector<TapeItem>& tape, TangentSet& tangents) {
+  return replay_graph(
+      g, inputs, [&](const ir::Eqn& e, std::vector<Array> ins) -> std::vector<Array> {
+        TapeItem item;
+        if (e.prim == &checkpoint_p) {
+          auto region = std::make_unique<Region>();
+          region->policy = e.params.get<PolicyPtr>("policy");
+          region->params = e.params;
+          for (const Array& x : ins)
+            region->input_has_tangent.push_back(tangents.has(x));
+          region->outputs = replay_flat(body_of(e.params), ins, region->eqns, {}, &tangents);
+          region->inputs = std::move(ins);
+          item.region = std::move(region);
+          tape.push_back(std::move(item));
+          return tape.back().region->outputs;
+        }
+        std::vector<Array> outs = ir::bind(*e.prim, ins, e.params);
+        tangents.propagate(e, ins, outs);
+        item.eqn = TapeEqn{&e, std::move(ins), outs};
+        tape.push_back(std::move(item));
+        return outs;
+      });
 }
 
 // Cotangents accumulated per traced value.
@@ -175,9 +190,15 @@ ir::Decision decide(const ir::Policy& policy, const TapeEqn& t) {
 // taking the region inputs and saved values it needs (the residuals, once partial evaluation
 // splits the joint graph) and the output cotangents.
 void backward_region(const Region& r, Cotangents& cts) {
+  // An output that is one of the region's inputs, or repeats an earlier output, is the same
+  // traced value: its cotangent already sits on that value, so it must not flow through the
+  // region again (it would be counted twice).
   std::vector<Array> out_cts;
+  std::unordered_set<const Tracer*> seen;
+  for (const Array& x : r.inputs)
+    if (x.is_traced()) seen.insert(x.tracer());
   for (const Array& y : r.outputs)
-    out_cts.push_back(cts.get(y));
+    out_cts.push_back(y.is_traced() && seen.insert(y.tracer()).second ? cts.get(y) : Array());
   if (std::none_of(out_cts.begin(), out_cts.end(), [](const Array& c) { return c.valid(); }))
     return;
 
@@ -207,7 +228,7 @@ void backward_region(const Region& r, Cotangents& cts) {
   for (const Array& x : operands)
     avals.push_back(x.aval());
 
-  const ir::Graph& body = body_of_region(r);
+  const ir::Graph& body = body_of(r.params);
   std::vector<bool> nonzero(r.inputs.size(), false);
   ir::Graph bwd = make_graph(
       [&](std::span<const Array> in) {
@@ -230,7 +251,8 @@ void backward_region(const Region& r, Cotangents& cts) {
           }
           return outs;
         };
-        const std::vector<Array> outs = replay_flat(body, in.subspan(0, n_in), eqns, saved);
+        const std::vector<Array> outs =
+            replay_flat(body, in.subspan(0, n_in), eqns, saved, nullptr);
         Cotangents bwd_cts;
         for (std::size_t k = 0; k < ct_outputs.size(); ++k)
           bwd_cts.add(outs[ct_outputs[k]], in[first_ct + k]);
@@ -238,8 +260,8 @@ void backward_region(const Region& r, Cotangents& cts) {
           backward_eqn(eqns[i], bwd_cts);
         std::vector<Array> results;
         for (std::size_t i = 0; i < n_in; ++i) {
-          // Constants (e.g. a captured input batch) need no cotangent.
-          if (!r.inputs[i].is_traced()) continue;
+          // Only inputs derived from the differentiated primals need a cotangent.
+          if (!r.input_has_tangent[i]) continue;
           const Array ct = bwd_cts.get(in[i]);
           if (!ct.valid()) continue;
           nonzero[i] = true;
@@ -296,7 +318,10 @@ std::vector<Array> joint(const ir::Graph& g, std::span<const Array> in,
                          std::vector<bool>& nonzero) {
   const std::size_t n = g.invars.size();
   std::vector<TapeItem> tape;
-  std::vector<Array> results = replay(g, in.subspan(0, n), tape);
+  TangentSet tangents;
+  for (std::size_t i = 0; i < n; ++i)
+    tangents.add(in[i]);
+  std::vector<Array> results = replay(g, in.subspan(0, n), tape, tangents);
   Cotangents cts;
   for (std::size_t j = 0; j < results.size(); ++j)
     cts.add(results[j], in[n + j]);
@@ -373,38 +398,52 @@ VjpResult vjp(const ArrayFn& f, std::span<const Array> primals) {
                         known_out.begin() + static_cast<std::ptrdiff_t>(lin.num_outputs));
   for (const Array& r : residuals)
     result.residual_bytes += r.nbytes();
-  auto unknown_graph = std::make_shared<const ir::Graph>(std::move(lin.pe.unknown));
-  result.backward_graph = unknown_graph;
-  result.backward = [unknown_graph, residuals = std::move(residuals),
-                     known_cts = std::move(known_cts),
-                     output_known = std::move(lin.pe.output_known),
-                     nonzero = std::move(lin.nonzero), primal_avals = std::move(lin.primal_avals),
-                     out_avals = std::move(lin.output_avals)](std::span<const Array> cotangents) {
-    if (cotangents.size() != out_avals.size())
-      throw ValueError(detail::str("vjp backward: expected ", out_avals.size(), " cotangents, got ",
-                                   cotangents.size()));
-    std::vector<Array> args = residuals;
-    for (std::size_t k = 0; k < cotangents.size(); ++k) {
-      if (cotangents[k].aval() != out_avals[k])
-        throw ValueError(detail::str("vjp backward: cotangent ", k, " must be ", out_avals[k],
-                                     " like the output, got ", cotangents[k].aval()));
-      args.push_back(cotangents[k]);
-    }
-    const std::vector<Array> unknown_out = eval_graph(*unknown_graph, args);
-    // Input cotangents: from the backward graph or the forward part, zeros where none flowed.
-    std::vector<Array> input_cts;
-    std::size_t next_unknown = 0, next_known = 0, slot = out_avals.size();
-    for (std::size_t i = 0; i < primal_avals.size(); ++i) {
-      if (!nonzero[i]) {
-        input_cts.push_back(Array::full(primal_avals[i].shape, 0.0, primal_avals[i].dtype));
-        continue;
+  // What the backward pass needs, shared by the two backward functions.
+  struct Backward {
+    std::shared_ptr<const ir::Graph> graph;
+    std::vector<Array> residuals, known_cts;
+    std::vector<bool> output_known, nonzero;
+    std::vector<AVal> primal_avals, out_avals;
+    bool spent = false;
+
+    std::vector<Array> run(std::span<const Array> cotangents, bool release) {
+      if (spent)
+        throw ValueError(
+            "vjp: the backward pass was already run with backward_once, which frees its residuals");
+      if (cotangents.size() != out_avals.size())
+        throw ValueError(detail::str("vjp backward: expected ", out_avals.size(),
+                                     " cotangents, got ", cotangents.size()));
+      std::vector<Array> args = release ? std::move(residuals) : residuals;
+      spent = release;
+      for (std::size_t k = 0; k < cotangents.size(); ++k) {
+        if (cotangents[k].aval() != out_avals[k])
+          throw ValueError(detail::str("vjp backward: cotangent ", k, " must be ", out_avals[k],
+                                       " like the output, got ", cotangents[k].aval()));
+        args.push_back(cotangents[k]);
       }
-      input_cts.push_back(output_known[slot] ? known_cts[next_known++]
-                                             : unknown_out[next_unknown++]);
-      ++slot;
+      const std::vector<Array> unknown_out = eval_graph(*graph, std::move(args));
+      // Input cotangents: from the backward graph or the forward part, zeros where none flowed.
+      std::vector<Array> input_cts;
+      std::size_t next_unknown = 0, next_known = 0, slot = out_avals.size();
+      for (std::size_t i = 0; i < primal_avals.size(); ++i) {
+        if (!nonzero[i]) {
+          input_cts.push_back(Array::full(primal_avals[i].shape, 0.0, primal_avals[i].dtype));
+          continue;
+        }
+        input_cts.push_back(output_known[slot] ? known_cts[next_known++]
+                                               : unknown_out[next_unknown++]);
+        ++slot;
+      }
+      return input_cts;
     }
-    return input_cts;
   };
+  auto state = std::make_shared<Backward>(
+      Backward{std::make_shared<const ir::Graph>(std::move(lin.pe.unknown)), std::move(residuals),
+               std::move(known_cts), std::move(lin.pe.output_known), std::move(lin.nonzero),
+               std::move(lin.primal_avals), std::move(lin.output_avals)});
+  result.backward_graph = state->graph;
+  result.backward = [state](std::span<const Array> cts) { return state->run(cts, false); };
+  result.backward_once = [state](std::span<const Array> cts) { return state->run(cts, true); };
   return result;
 }
 
@@ -419,6 +458,13 @@ std::vector<SavedResidual> saved_residuals(const ArrayFn& f, std::span<const Arr
     for (ir::VarId v : e.outputs)
       producer[v] = &e;
   std::vector<SavedResidual> out;
+  // Constants the backward pass reads (e.g. arrays the function captured), as JAX lists them.
+  for (const Array& c : lin.pe.unknown.consts) {
+    SavedResidual r;
+    r.aval = c.aval();
+    r.kind = SavedResidual::Kind::constant;
+    out.push_back(std::move(r));
+  }
   const std::size_t first = known.outvars.size() - lin.pe.num_residuals;
   for (std::size_t k = first; k < known.outvars.size(); ++k) {
     const ir::Atom& a = known.outvars[k];
@@ -515,7 +561,7 @@ ValueAndGrad value_and_grad(const TreeLossFn& f, std::span<const Tree> args,
   };
   VjpResult r = vjp(flat, primals);
   const Array one = Array::full(Shape{}, 1.0, r.outputs[0].dtype());
-  const std::vector<Array> cts = r.backward(std::span<const Array>(&one, 1));
+  const std::vector<Array> cts = r.backward_once(std::span<const Array>(&one, 1));
   ValueAndGrad out{r.outputs[0], {}};
   std::size_t next = 0;
   for (int a : argnums) {

@@ -22,14 +22,25 @@ const ir::Graph& body(const ir::Params& params) {
 CustomVjpRule::CustomVjpRule(std::string name, ir::Primitive::VjpRule rule)
     : name_(std::move(name)), rule_(std::move(rule)) {
   std::lock_guard lock(registry_mutex());
-  const bool inserted = registry().emplace(name_, this).second;
-  FLAXPP_ASSERT(inserted, "custom VJP rule registered twice: ", name_);
+  if (!registry().emplace(name_, this).second)
+    throw ValueError(
+        detail::str("a custom VJP rule named \"", name_,
+                    "\" already exists; give each rule a unique name "
+                    "and keep it alive as long as graphs that use it (e.g. as a static)"));
+}
+
+CustomVjpRule::~CustomVjpRule() {
+  std::lock_guard lock(registry_mutex());
+  registry().erase(name_);
 }
 
 const CustomVjpRule& CustomVjpRule::find(const std::string& name) {
   std::lock_guard lock(registry_mutex());
   const auto it = registry().find(name);
-  FLAXPP_ASSERT(it != registry().end(), "unknown custom VJP rule ", name);
+  if (it == registry().end())
+    throw ValueError(detail::str("the custom VJP rule \"", name,
+                                 "\" no longer exists; a rule must outlive the graphs "
+                                 "that use it (declare it static)"));
   return *it->second;
 }
 

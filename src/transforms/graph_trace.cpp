@@ -51,11 +51,12 @@ ir::Atom GraphTrace::atom_for(const Array& x) {
     if (x.rank() == 0) return ir::Atom::lit(x);
     identity = &x.buffer();
   }
-  if (const auto it = lifted_.find(identity); it != lifted_.end()) return ir::Atom::of(it->second);
+  const auto key = std::make_tuple(identity, x.shape().dims(), x.dtype());
+  if (const auto it = lifted_.find(key); it != lifted_.end()) return ir::Atom::of(it->second);
   const ir::VarId v = graph_.new_var(x.aval());
   graph_.constvars.push_back(v);
   graph_.consts.push_back(x);
-  lifted_.emplace(identity, v);
+  lifted_.emplace(key, v);
   return ir::Atom::of(v);
 }
 

@@ -2,9 +2,10 @@
 // DynamicJaxprTrace), and its tracers. Private to the transforms layer.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <span>
-#include <unordered_map>
+#include <tuple>
 #include <vector>
 
 #include "flaxpp/ir/graph.hpp"
@@ -30,8 +31,9 @@ class GraphTrace final : public ir::TraceBase {
 
   ir::Graph graph_;
   std::shared_ptr<bool> alive_;
-  // Lifted values (concrete buffers or outer tracers) -> their constvar, so each is lifted once.
-  std::unordered_map<const void*, ir::VarId> lifted_;
+  // Lifted values -> their constvar, so each is lifted once: keyed by the buffer or outer
+  // tracer and the aval (two arrays may view one buffer with different shapes).
+  std::map<std::tuple<const void*, std::vector<std::int64_t>, DType>, ir::VarId> lifted_;
 };
 
 }  // namespace flaxpp::transforms

@@ -20,6 +20,10 @@ ir::Graph make_graph(const ArrayFn& f, std::span<const AVal> in_avals) {
 }
 
 std::vector<Array> eval_graph(const ir::Graph& graph, std::span<const Array> args) {
+  return eval_graph(graph, std::vector<Array>(args.begin(), args.end()));
+}
+
+std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args) {
   if (args.size() != graph.invars.size())
     throw ValueError(detail::str("eval_graph: the graph takes ", graph.invars.size(),
                                  " inputs, got ", args.size()));
@@ -40,7 +44,7 @@ std::vector<Array> eval_graph(const ir::Graph& graph, std::span<const Array> arg
     if (args[i].aval() != want)
       throw ValueError(
           detail::str("eval_graph: input ", i, " should be ", want, ", got ", args[i].aval()));
-    env[static_cast<std::size_t>(graph.invars[i])] = args[i];
+    env[static_cast<std::size_t>(graph.invars[i])] = std::move(args[i]);
   }
   std::vector<Array> inputs;
   for (std::ptrdiff_t i = 0; i < n; ++i) {

@@ -5,6 +5,7 @@
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
+#include "flaxpp/transforms/custom_vjp.hpp"
 #include "harness/finite_diff.hpp"
 
 using namespace flaxpp;
@@ -177,4 +178,30 @@ TEST_CASE("value_and_grad: a non-scalar loss and an integer argument are clear e
   CHECK_THROWS_WITH_AS(value_and_grad([](const Array& v) { return sum(astype(v, DType::f64)); })(
                            Array::full(Shape{2}, 1, DType::i32)),
                        doctest::Contains("only floating inputs can be differentiated"), ValueError);
+}
+
+TEST_CASE("abs: the gradient at 0 is +1, as JAX's select(x >= 0, g, -g)") {
+  const Array x = Array::from_vector(std::vector<double>{0.0, -1.0, 2.0}, Shape{3});
+  CHECK(grad([](const Array& v) { return sum(abs(v)); })(x).to_vector<double>() ==
+        std::vector<double>{1, -1, 1});
+}
+
+TEST_CASE("custom_vjp: a rule returning a cotangent of the wrong shape or count is a clear error") {
+  static const CustomVjpRule bad_shape("test.bad_shape", [](const ir::VjpArgs& a) {
+    return std::vector<Array>{sum(a.cotangents[0])};
+  });
+  static const CustomVjpRule bad_count("test.bad_count",
+                                       [](const ir::VjpArgs&) { return std::vector<Array>{}; });
+  const Array x = random_f64(Shape{3}, 80);
+  for (const CustomVjpRule* rule : {&bad_shape, &bad_count}) {
+    auto f = [rule](const Array& v) {
+      const Array in[] = {v};
+      return sum(custom_vjp_call(
+          *rule, [](std::span<const Array> a) { return std::vector<Array>{a[0] * 2.0}; }, in)[0]);
+    };
+    CHECK_THROWS_WITH_AS(grad(f)(x), doctest::Contains("the VJP rule of custom_vjp_call returned"),
+                         ValueError);
+  }
+  CHECK_THROWS_WITH_AS(CustomVjpRule("test.bad_shape", {}), doctest::Contains("already exists"),
+                       ValueError);
 }

@@ -1,5 +1,5 @@
 // flaxpp/ops/activations.hpp — jax.nn's activation and normalisation functions, with JAX's
-// formulas (and JAX's custom gradients for relu and softmax).
+// formulas (and jax.nn.relu's custom gradient).
 #pragma once
 
 #include <cstdint>

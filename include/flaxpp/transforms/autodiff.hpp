@@ -26,6 +26,9 @@ namespace flaxpp {
 struct VjpResult {
   std::vector<Array> outputs;
   std::function<std::vector<Array>(std::span<const Array> cotangents)> backward;
+  // The same, but it hands the residuals to the backward pass, which frees each after its last
+  // use (lower peak memory); after it, neither function may be called again.
+  std::function<std::vector<Array>(std::span<const Array> cotangents)> backward_once;
   // Bytes held as residuals between the forward and the backward pass.
   std::int64_t residual_bytes = 0;
   // The backward graph, for inspection (e.g. counting recomputed dot_generals).

@@ -1,6 +1,7 @@
 // flaxpp/transforms/custom_vjp.hpp — functions with a hand-written VJP (jax.custom_vjp /
 // custom_jvp's role): the forward function is traced into the graph as one
-// custom_vjp_call equation (its body is an ordinary graph the remat policies see into), and
+// custom_vjp_call equation (remat policies decide on it as a whole, as JAX's policies do on
+// custom_jvp_call), and
 // differentiation uses the given rule instead of differentiating the body.
 #pragma once
 
@@ -17,7 +18,11 @@ namespace flaxpp {
 // from custom_vjp_call equations.
 class CustomVjpRule {
  public:
+  // Registers the rule under `name`; a second live rule of the same name is a ValueError.
   CustomVjpRule(std::string name, ir::Primitive::VjpRule rule);
+  ~CustomVjpRule();
+  CustomVjpRule(const CustomVjpRule&) = delete;
+  CustomVjpRule& operator=(const CustomVjpRule&) = delete;
   const std::string& name() const { return name_; }
   static const CustomVjpRule& find(const std::string& name);
 

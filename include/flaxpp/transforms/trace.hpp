@@ -24,5 +24,7 @@ ir::Graph make_graph(const ArrayFn& f, std::span<const AVal> in_avals);
 // it is recorded there, and eagerly it runs on the backends). Every intermediate is released
 // right after its last use: between two equations only values still needed are alive.
 std::vector<Array> eval_graph(const ir::Graph& graph, std::span<const Array> args);
+// The same, taking ownership of `args`: an argument is then released after its last use too.
+std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args);
 
 }  // namespace flaxpp

@@ -85,7 +85,7 @@ std::vector<AVal> dot_general_rule(std::span<const AVal> in, const ir::Params& p
 
 // JAX's _dot_general_transpose_lhs: the cotangent of x in dot_general(x, y).
 Array transpose_lhs(const Array& g, const AVal& x, const Array& y, const DotDimensionNumbers& d,
-                    bool swap_ans) {
+                    bool swap_ans, std::optional<DType> preferred) {
   const Axes& x_contract = d.lhs_contracting;
   const Axes& y_contract = d.rhs_contracting;
   const Axes& x_batch = d.lhs_batch;
@@ -112,7 +112,8 @@ Array transpose_lhs(const Array& g, const AVal& x, const Array& y, const DotDime
   std::stable_sort(out_axes.begin(), out_axes.end(), [&](std::int64_t a, std::int64_t b) {
     return pre[static_cast<std::size_t>(a)] < pre[static_cast<std::size_t>(b)];
   });
-  return transpose(dot_general(g, y, dims), out_axes);
+  // As JAX: the transposed dot accumulates like the forward one, then returns x's dtype.
+  return convert_element_type(transpose(dot_general(g, y, dims, preferred), out_axes), x.dtype);
 }
 
 }  // namespace
@@ -123,8 +124,14 @@ const ir::Primitive dot_general_p("dot_general", dot_general_rule, [](const ir::
   const Array& x = a.inputs[0];
   const Array& y = a.inputs[1];
   const DotDimensionNumbers swapped{d.rhs_contracting, d.lhs_contracting, d.rhs_batch, d.lhs_batch};
-  return std::vector<Array>{transpose_lhs(g, x.aval(), y, d, false),
-                            transpose_lhs(g, y.aval(), x, swapped, true)};
+  std::optional<DType> preferred;
+  if (a.params.has("preferred_element_type"))
+    preferred = a.params.get<DType>("preferred_element_type");
+  // With a wider preferred_element_type the cotangent is wider than the operands: the
+  // transposed dots run in its dtype and the results return to the operands' dtypes.
+  const Array yg = convert_element_type(y, g.dtype()), xg = convert_element_type(x, g.dtype());
+  return std::vector<Array>{transpose_lhs(g, x.aval(), yg, d, false, preferred),
+                            transpose_lhs(g, y.aval(), xg, swapped, true, preferred)};
 });
 
 Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers& dimension_numbers,

@@ -130,7 +130,10 @@ const ir::Primitive erf_p("erf", unary_shape("erf"), [](const VjpArgs& a) {
       mul(scalar(c, x.dtype()), mul(a.cotangents[0], exp(neg(integer_pow(x, 2)))))};
 });
 const ir::Primitive abs_p("abs", unary_shape("abs", false), [](const VjpArgs& a) {
-  return std::vector<Array>{mul(sign(a.inputs[0]), a.cotangents[0])};
+  // JAX's _abs_jvp_rule: select(x >= 0, g, -g) — the gradient at 0 is +g.
+  const Array& x = a.inputs[0];
+  const Array& g = a.cotangents[0];
+  return std::vector<Array>{select(ge(x, scalar(0.0, x.dtype())), g, neg(g))};
 });
 const ir::Primitive sign_p("sign", unary_shape("sign", false), [](const VjpArgs& a) {
   return std::vector<Array>(a.inputs.size());  // zero almost everywhere
