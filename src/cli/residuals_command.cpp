@@ -1,6 +1,7 @@
 // `flaxpp residuals FUNCTION [--policy SPEC] [-N n] [-d d]`: what a checkpointed function keeps
 // between its forward and backward pass (jax.ad_checkpoint.print_saved_residuals), with bytes,
 // and its peak memory during value_and_grad, predicted from the residuals and measured.
+#include <charconv>
 #include <iomanip>
 #include <iostream>
 
@@ -54,10 +55,10 @@ int residuals_command(const std::vector<std::string>& args) {
       spec = value();
     } else if (a == "-N" || a == "-d") {
       const std::string& v = value();
-      std::size_t used = 0;
-      const long long parsed = std::stoll(v, &used);
-      if (used != v.size() || parsed < 1)
-        throw ValueError(detail::str(a, " expects a positive integer, got ", v));
+      std::int64_t parsed = 0;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), parsed);
+      if (ec != std::errc() || end != v.data() + v.size() || parsed < 1 || parsed > 65536)
+        throw ValueError(detail::str(a, " expects an integer from 1 to 65536, got \"", v, "\""));
       (a == "-N" ? n : d) = parsed;
     } else if (a.rfind("-", 0) == 0) {
       std::cerr << "flaxpp residuals: unknown option " << a << "\n" << kResidualsUsage;

@@ -116,7 +116,11 @@ std::optional<PolicyPtr> policy_from_spec(const Json& spec, const std::string& p
   }
 }
 
-std::optional<PolicyPtr> policy_from_spec_text(const std::string& text) {
+std::optional<PolicyPtr> policy_from_spec_text(const std::string& raw) {
+  const std::size_t first = raw.find_first_not_of(" \t\n\r");
+  const std::size_t last = raw.find_last_not_of(" \t\n\r");
+  const std::string text =
+      first == std::string::npos ? std::string() : raw.substr(first, last - first + 1);
   if (!text.empty() && text.front() == '{') {
     Json spec;
     try {
