@@ -117,6 +117,30 @@ Array Scope::param(const std::string& name, const initializers::Initializer& ini
   return value;
 }
 
+Array Scope::variable(const std::string& collection, const std::string& name,
+                      const std::function<Array()>& init) {
+  if (collection == "params")
+    throw ValueError(detail::str(
+        "module ", path_str(), ": create parameters with param(), not variable(\"params\", ...)"));
+  std::vector<std::string> key_path{collection};
+  key_path.insert(key_path.end(), path_.begin(), path_.end());
+  key_path.push_back(name);
+  const Tree* existing = state_->variables.find(key_path);
+  if (state_->initializing) {
+    if (existing != nullptr)
+      throw ValueError(detail::str("module ", path_str(), " creates variable ", collection, "/",
+                                   name, " twice"));
+    Array value = init();
+    state_->variables.set_at(key_path, value);
+    return value;
+  }
+  if (existing == nullptr || !existing->is_leaf())
+    throw ValueError(
+        detail::str("apply: module ", path_str(), " needs variable ", join(key_path),
+                    ", which the variables do not hold; pass the variables that init returned"));
+  return existing->array();
+}
+
 void internal::check_all_params_used(const ScopeState& state) {
   if (!state.variables.contains("params")) return;
   std::string extra;

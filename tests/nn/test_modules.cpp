@@ -8,6 +8,7 @@
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/nn/nnx.hpp"
 #include "flaxpp/nn/remat.hpp"
+#include "flaxpp/nn/sequential.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "harness/finite_diff.hpp"
@@ -178,4 +179,35 @@ TEST_CASE("nnx: Rngs(0) hands out fold_in(key(0), n); Linear kernels match Flax 
   const nnx::List<nnx::Linear> list{{l0, l1}};
   CHECK(paths(nnx::state(list)) ==
         std::vector<std::string>{"0/bias", "0/kernel", "1/bias", "1/kernel"});
+}
+
+TEST_CASE("Sequential: module entries are named layers_<index>; functions take no scope") {
+  const nn::Model model(nn::Sequential{{nn::layer(nn::Dense{.features = 3}), nn::layer(&relu),
+                                        nn::layer(nn::Dense{.features = 2})}});
+  const Array x = Array::full(Shape{4, 5}, 0.5, DType::f32);
+  const nn::Variables v = model.init(random::key(0), x);
+  CHECK(paths(v) == std::vector<std::string>{"params/layers_0/bias", "params/layers_0/kernel",
+                                             "params/layers_2/bias", "params/layers_2/kernel"});
+  CHECK(model.apply(v, x).shape() == Shape{4, 2});
+}
+
+namespace {
+struct Counter {
+  static constexpr const char* name = "Counter";
+  Array operator()(nn::Scope& s, const Array& x) const {
+    const Array c = s.variable("batch_stats", "mean", [&] { return zeros(Shape{x.shape()[-1]}); });
+    return x - c;
+  }
+};
+}  // namespace
+
+TEST_CASE(
+    "Scope::variable: other collections are created at init, draw no key, and are read at apply") {
+  const nn::Model model(Counter{});
+  const Array x = Array::full(Shape{2, 3}, 1.0, DType::f32);
+  const nn::Variables v = model.init(random::key(0), x);
+  CHECK(paths(v) == std::vector<std::string>{"batch_stats/mean"});
+  CHECK(model.apply(v, x).to_vector<float>() == std::vector<float>(6, 1.0f));
+  CHECK_THROWS_WITH_AS(model.apply(nn::Variables{}, x),
+                       doctest::Contains("needs variable batch_stats/mean"), ValueError);
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -54,6 +55,11 @@ class Scope {
   // even for initialisers that ignore it) during init; looked up and checked during apply.
   Array param(const std::string& name, const initializers::Initializer& init, const Shape& shape,
               DType dtype = DType::f32);
+  // A variable of another collection (e.g. "batch_stats"), created with `init(shape, dtype)`
+  // during init — which, unlike param, draws no key, as Flax's Module.variable — and looked up
+  // during apply. (Updating it during apply, Flax's mutable=, is not supported yet.)
+  Array variable(const std::string& collection, const std::string& name,
+                 const std::function<Array()>& init);
   // A key from rng stream `stream` (falls back to 'params' when the stream is absent, as Flax
   // does); a missing stream is a ValueError naming the module path.
   random::Key make_rng(const std::string& stream);
