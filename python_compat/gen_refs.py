@@ -37,6 +37,7 @@ import jax  # noqa: E402
 import flax  # noqa: E402
 import optax  # noqa: E402
 
+import problems_nn  # noqa: E402
 import problems_random  # noqa: E402
 import problems_remat  # noqa: E402
 import refs_writer  # noqa: E402
@@ -61,6 +62,9 @@ TARGETS: list[Target] = [
     # No randomness in the remat problems; generated in JAX's default (partitionable) mode.
     Target("remat", "remat", "remat.json", True, problems_remat.cases, 4_000_000,
            lambda: problems_remat.SKIPPED),
+    # Module problems (linen/NNX init, grads, remat, LayerNorm, Dropout); JAX's default mode.
+    Target("nn", "nn", "nn.json", True, problems_nn.cases, 4_000_000,
+           lambda: problems_nn.SKIPPED),
 ]
 
 # split(key(0), 4) in each threefry mode (docs/jax-flax-semantics.md §1.6): a self-test
