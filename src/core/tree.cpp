@@ -143,4 +143,26 @@ Tree Tree::with_leaves(std::span<const Array> leaves) const {
   return out;
 }
 
+Tree tree_map(const Tree& tree, const std::function<Array(const Array&)>& fn) {
+  std::vector<Array> out;
+  for (const auto& [path, leaf] : tree.flatten())
+    out.push_back(fn(leaf));
+  return tree.with_leaves(out);
+}
+
+Tree tree_map(const Tree& a, const Tree& b,
+              const std::function<Array(const Array&, const Array&)>& fn) {
+  const auto la = a.flatten(), lb = b.flatten();
+  std::vector<Array> out;
+  for (std::size_t i = 0; i < la.size(); ++i) {
+    if (i >= lb.size() || la[i].first != lb[i].first)
+      throw ValueError(
+          detail::str("tree_map: the trees differ in structure at \"", la[i].first, "\""));
+    out.push_back(fn(la[i].second, lb[i].second));
+  }
+  if (la.size() != lb.size())
+    throw ValueError("tree_map: the trees have different numbers of leaves");
+  return a.with_leaves(out);
+}
+
 }  // namespace flaxpp

@@ -4,6 +4,7 @@
 // which is the order jax.tree_util flattens dicts in.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -52,5 +53,10 @@ class Tree {
   Array leaf_;
   std::vector<std::pair<std::string, Tree>> items_;  // sorted by key when a dict
 };
+
+// jax.tree.map over the leaves of one tree, or of several trees of the same structure.
+Tree tree_map(const Tree& tree, const std::function<Array(const Array&)>& fn);
+Tree tree_map(const Tree& a, const Tree& b,
+              const std::function<Array(const Array&, const Array&)>& fn);
 
 }  // namespace flaxpp

@@ -97,6 +97,7 @@ class ProblemRegistry {
 void register_random_problems(ProblemRegistry& registry);
 void register_remat_problems(ProblemRegistry& registry);
 void register_nn_problems(ProblemRegistry& registry);
+void register_train_problems(ProblemRegistry& registry);
 
 struct Tolerance {
   double rtol = 1e-5;

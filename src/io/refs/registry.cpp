@@ -11,6 +11,7 @@ const ProblemRegistry& ProblemRegistry::builtin() {
     register_random_problems(r);
     register_remat_problems(r);
     register_nn_problems(r);
+    register_train_problems(r);
     return r;
   }();
   return registry;

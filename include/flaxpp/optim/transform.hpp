@@ -1,0 +1,63 @@
+// flaxpp/optim/transform.hpp — optax's gradient transformations: each an (init, update) pair
+// over trees, with its state a Tree too ({"count": i32[], "mu": <tree>, ...}; a chain's state
+// is {"0": ..., "1": ...}). Formulas and defaults follow optax 0.2.8 to the operation.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "flaxpp/core/tree.hpp"
+#include "flaxpp/optim/schedule.hpp"
+
+namespace flaxpp::optim {
+
+struct GradientTransformation {
+  std::function<Tree(const Tree& params)> init;
+  // (updates, state, params) -> (new updates, new state)
+  std::function<std::pair<Tree, Tree>(const Tree& updates, const Tree& state, const Tree& params)>
+      update;
+};
+
+GradientTransformation chain(std::vector<GradientTransformation> transforms);
+GradientTransformation identity();
+// updates * step_size.
+GradientTransformation scale(double step_size);
+// updates * (-learning_rate) (or * schedule(count), negated).
+GradientTransformation scale_by_learning_rate(const LearningRate& learning_rate,
+                                              bool flip_sign = true);
+// Momentum: t = g + decay * t; updates = t (or g + decay * t with nesterov).
+GradientTransformation trace(double decay, bool nesterov = false);
+GradientTransformation scale_by_adam(double b1 = 0.9, double b2 = 0.999, double eps = 1e-8,
+                                     double eps_root = 0.0, bool nesterov = false);
+GradientTransformation add_decayed_weights(double weight_decay);
+GradientTransformation scale_by_rms(double decay = 0.9, double eps = 1e-8,
+                                    double initial_scale = 0.0, bool eps_in_sqrt = true,
+                                    bool bias_correction = false);
+GradientTransformation scale_by_stddev(double decay = 0.9, double eps = 1e-8,
+                                       double initial_scale = 0.0);
+// Rescales all updates together when their global norm exceeds max_norm.
+GradientTransformation clip_by_global_norm(double max_norm);
+
+// The optimisers (optax.sgd, adam, adamw, rmsprop) with optax's defaults.
+GradientTransformation sgd(const LearningRate& learning_rate,
+                           std::optional<double> momentum = std::nullopt, bool nesterov = false);
+GradientTransformation adam(const LearningRate& learning_rate, double b1 = 0.9, double b2 = 0.999,
+                            double eps = 1e-8, double eps_root = 0.0, bool nesterov = false);
+GradientTransformation adamw(const LearningRate& learning_rate, double b1 = 0.9, double b2 = 0.999,
+                             double eps = 1e-8, double eps_root = 0.0, double weight_decay = 1e-4,
+                             bool nesterov = false);
+GradientTransformation rmsprop(const LearningRate& learning_rate, double decay = 0.9,
+                               double eps = 1e-8, double initial_scale = 0.0,
+                               bool eps_in_sqrt = true, bool centered = false,
+                               std::optional<double> momentum = std::nullopt, bool nesterov = false,
+                               bool bias_correction = false);
+
+// optax.global_norm: sqrt of the sum of squares of every leaf.
+Array global_norm(const Tree& updates);
+// optax.apply_updates: params + updates, in the params' dtypes.
+Tree apply_updates(const Tree& params, const Tree& updates);
+
+}  // namespace flaxpp::optim

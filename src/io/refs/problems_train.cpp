@@ -1,0 +1,82 @@
+// Reference problem train_mlp (refs-format.md, "Training (optax)"): a linen MLP (optionally
+// lifted by remat) trained with an optax optimiser on batches taken in order, cycling.
+#include "flaxpp/io/optimizer_spec.hpp"
+#include "flaxpp/io/policy_spec.hpp"
+#include "flaxpp/io/refs.hpp"
+#include "flaxpp/nn/mlp.hpp"
+#include "flaxpp/nn/remat.hpp"
+#include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/optim/losses.hpp"
+#include "flaxpp/transforms/autodiff.hpp"
+
+namespace flaxpp::refs {
+namespace {
+
+// Rows (start + j) mod N for j < bs of a (N, ...) array, as a new host array.
+template <class T>
+Array take_rows(const Array& a, std::int64_t start, std::int64_t bs) {
+  const std::int64_t n = a.shape()[0], row = a.size() / std::max<std::int64_t>(n, 1);
+  const std::span<const T> v = a.host_span<T>();
+  std::vector<T> out;
+  out.reserve(static_cast<std::size_t>(bs * row));
+  for (std::int64_t j = 0; j < bs; ++j) {
+    const std::int64_t r = (start + j) % n;
+    out.insert(out.end(), v.begin() + r * row, v.begin() + (r + 1) * row);
+  }
+  std::vector<std::int64_t> dims = a.shape().dims();
+  dims[0] = bs;
+  return Array::from_vector(out, Shape(dims));
+}
+
+template <class Model>
+Tree train(const Model& model, const Array& x, const Array& y,
+           const optim::GradientTransformation& tx, std::int64_t steps, std::int64_t bs,
+           const random::Key& key) {
+  Tree params = model.init(key, take_rows<float>(x, 0, bs))["params"];
+  Tree opt_state = tx.init(params);
+  std::vector<float> losses;
+  for (std::int64_t i = 0; i < steps; ++i) {
+    const Array xb = take_rows<float>(x, i * bs, bs), yb = take_rows<std::int32_t>(y, i * bs, bs);
+    auto [loss, grads] = value_and_grad([&](const Tree& p) {
+      return mean(optim::softmax_cross_entropy_with_integer_labels(
+          model.apply(nn::Variables{{"params", p}}, xb), yb));
+    })(params);
+    losses.push_back(loss.template to_vector<float>()[0]);
+    auto [updates, state] = tx.update(grads, opt_state, params);
+    params = optim::apply_updates(params, updates);
+    opt_state = std::move(state);
+  }
+  return Tree{{"losses", Array::from_vector(losses, Shape{steps})}, {"params", params}};
+}
+
+}  // namespace
+
+void register_train_problems(ProblemRegistry& registry) {
+  registry.add("train_mlp", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    const Array x = in.array("x"), y = in.array("y");
+    if (x.dtype() != DType::f32 || x.rank() != 2)
+      throw InputError(detail::str(in.path(), ".x: expected float32 [N, D], got ", x.aval()));
+    if (y.dtype() != DType::i32 || y.shape() != Shape{x.shape()[0]})
+      throw InputError(
+          detail::str(in.path(), ".y: expected int32 labels [", x.shape()[0], "], got ", y.aval()));
+    const std::int64_t steps = in.integer("steps"), bs = in.integer("batch_size");
+    if (steps < 1 || bs < 1 || x.shape()[0] < 1)
+      throw InputError(detail::str(in.path(), ": steps, batch_size and N must be >= 1"));
+    optim::GradientTransformation tx;
+    std::optional<PolicyPtr> policy;
+    try {
+      tx = io::optimizer_from_spec(in.raw("optimizer"), in.path() + ".optimizer");
+      if (!in.has("policy"))
+        throw InputError(detail::str(in.path(), ".policy: missing (a policy spec or \"none\")"));
+      policy = io::policy_from_spec(in.raw("policy"), in.path() + ".policy");
+    } catch (const ParseError& e) {
+      throw InputError(e.what());
+    }
+    const nn::MLP mlp{.features = in.int_list("features")};
+    const random::Key key = random::key(in.integer("seed"), cx.mode);
+    return policy ? train(remat<nn::MLP>(*policy)(mlp), x, y, tx, steps, bs, key)
+                  : train(nn::Model(mlp), x, y, tx, steps, bs, key);
+  });
+}
+
+}  // namespace flaxpp::refs
