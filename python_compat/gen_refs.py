@@ -40,6 +40,7 @@ import optax  # noqa: E402
 import problems_nn  # noqa: E402
 import problems_random  # noqa: E402
 import problems_remat  # noqa: E402
+import problems_train  # noqa: E402
 import refs_writer  # noqa: E402
 
 
@@ -65,6 +66,9 @@ TARGETS: list[Target] = [
     # Module problems (linen/NNX init, grads, remat, LayerNorm, Dropout); JAX's default mode.
     Target("nn", "nn", "nn.json", True, problems_nn.cases, 4_000_000,
            lambda: problems_nn.SKIPPED),
+    # Training trajectories (train_mlp: linen MLP + optax); JAX's default mode.
+    Target("train", "train", "train.json", True, problems_train.cases, 3_000_000,
+           lambda: problems_train.SKIPPED),
 ]
 
 # split(key(0), 4) in each threefry mode (docs/jax-flax-semantics.md §1.6): a self-test

@@ -26,7 +26,10 @@ Tree zeros_like_tree(const Tree& t) {
 }
 // bias_correction: moment / (1 - decay ** count), the divisor in float32.
 Tree bias_correction(const Tree& moment, double decay, std::int64_t count) {
-  const float divisor = 1.0f - std::pow(round_to_float32(decay), static_cast<float>(count));
+  // decay ** count as XLA computes it on CPU: the correctly rounded float32 power.
+  const float power_f32 = round_to_float32(
+      std::pow(static_cast<double>(round_to_float32(decay)), static_cast<double>(count)));
+  const float divisor = 1.0f - power_f32;
   return tree_map(moment, [divisor](const Array& t) { return t / static_cast<double>(divisor); });
 }
 // update_moment: (1 - decay) * g**order + decay * t.
@@ -139,43 +142,68 @@ GradientTransformation add_decayed_weights(double weight_decay) {
           }};
 }
 
+// The rms scaling of optax: rsqrt(n + eps) with eps_in_sqrt, else 1 / (sqrt(n) + eps).
+Array rms_scaling(const Array& n, double eps, bool eps_in_sqrt) {
+  return eps_in_sqrt ? lax::rsqrt(n + eps) : 1.0 / (sqrt(n) + eps);
+}
+
+Tree full_like_tree(const Tree& t, double value) {
+  return tree_map(
+      t, [value](const Array& p) { return Array::full(p.shape(), value, p.dtype(), p.device()); });
+}
+
 GradientTransformation scale_by_rms(double decay, double eps, double initial_scale,
                                     bool eps_in_sqrt, bool bias_correct) {
-  return {[initial_scale](const Tree& params) {
-            return Tree{{"count", count_array(0)},
-                        {"nu", tree_map(params, [initial_scale](const Array& p) {
-                           return Array::full(p.shape(), initial_scale, p.dtype(), p.device());
-                         })}};
+  // The state has a count only with bias correction, as optax's ScaleByRmsState.
+  return {[=](const Tree& params) {
+            Tree state{{"nu", full_like_tree(params, initial_scale)}};
+            if (bias_correct) state.set("count", count_array(0));
+            return state;
           },
           [=](const Tree& u, const Tree& s, const Tree&) {
             const Tree nu = update_moment(u, s["nu"], decay, 2);
-            const std::int64_t count_inc = safe_increment(count_of(s));
-            const Tree nu_hat = bias_correct ? bias_correction(nu, decay, count_inc) : nu;
+            Tree new_state{{"nu", nu}};
+            Tree nu_hat = nu;
+            if (bias_correct) {
+              const std::int64_t count_inc = safe_increment(count_of(s));
+              nu_hat = bias_correction(nu, decay, count_inc);
+              new_state.set("count", count_array(count_inc));
+            }
             const Tree updates =
-                tree_map(u, nu_hat, [eps, eps_in_sqrt](const Array& g, const Array& n) {
-                  return eps_in_sqrt ? g * lax::rsqrt(n + eps) : g / (sqrt(n) + eps);
+                tree_map(nu_hat, u, [eps, eps_in_sqrt](const Array& n, const Array& g) {
+                  return rms_scaling(n, eps, eps_in_sqrt) * g;
                 });
-            return std::pair{updates, Tree{{"count", count_array(count_inc)}, {"nu", nu}}};
+            return std::pair{updates, new_state};
           }};
 }
 
-GradientTransformation scale_by_stddev(double decay, double eps, double initial_scale) {
-  return {[initial_scale](const Tree& params) {
-            return Tree{{"mu", zeros_like_tree(params)},
-                        {"nu", tree_map(params, [initial_scale](const Array& p) {
-                           return Array::full(p.shape(), initial_scale, p.dtype(), p.device());
-                         })}};
-          },
-          [=](const Tree& u, const Tree& s, const Tree&) {
-            const Tree mu = update_moment(u, s["mu"], decay, 1);
-            const Tree nu = update_moment(u, s["nu"], decay, 2);
-            const Tree mu_nu = tree_map(mu, nu, [eps](const Array& m, const Array& n) {
-              return lax::rsqrt(n - square(m) + eps);
+GradientTransformation scale_by_stddev(double decay, double eps, double initial_scale,
+                                       bool eps_in_sqrt, bool bias_correct) {
+  return {
+      [=](const Tree& params) {
+        Tree state{{"mu", zeros_like_tree(params)}, {"nu", full_like_tree(params, initial_scale)}};
+        if (bias_correct) state.set("count", count_array(0));
+        return state;
+      },
+      [=](const Tree& u, const Tree& s, const Tree&) {
+        const Tree mu = update_moment(u, s["mu"], decay, 1);
+        const Tree nu = update_moment(u, s["nu"], decay, 2);
+        Tree new_state{{"mu", mu}, {"nu", nu}};
+        Tree mu_hat = mu, nu_hat = nu;
+        if (bias_correct) {
+          const std::int64_t count_inc = safe_increment(count_of(s));
+          mu_hat = bias_correction(mu, decay, count_inc);
+          nu_hat = bias_correction(nu, decay, count_inc);
+          new_state.set("count", count_array(count_inc));
+        }
+        const Tree scaling =
+            tree_map(mu_hat, nu_hat, [eps, eps_in_sqrt](const Array& m, const Array& n) {
+              return rms_scaling(n - square(m), eps, eps_in_sqrt);
             });
-            return std::pair{
-                tree_map(u, mu_nu, [](const Array& g, const Array& r) { return g * r; }),
-                Tree{{"mu", mu}, {"nu", nu}}};
-          }};
+        return std::pair{
+            tree_map(scaling, u, [](const Array& sc, const Array& g) { return sc * g; }),
+            new_state};
+      }};
 }
 
 Array global_norm(const Tree& updates) {
@@ -225,7 +253,7 @@ GradientTransformation rmsprop(const LearningRate& learning_rate, double decay, 
                                double initial_scale, bool eps_in_sqrt, bool centered,
                                std::optional<double> momentum, bool nesterov,
                                bool bias_correction) {
-  return chain({centered ? scale_by_stddev(decay, eps, initial_scale)
+  return chain({centered ? scale_by_stddev(decay, eps, initial_scale, eps_in_sqrt, bias_correction)
                          : scale_by_rms(decay, eps, initial_scale, eps_in_sqrt, bias_correction),
                 scale_by_learning_rate(learning_rate),
                 momentum ? trace(*momentum, nesterov) : identity()});

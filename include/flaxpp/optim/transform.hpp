@@ -36,8 +36,10 @@ GradientTransformation add_decayed_weights(double weight_decay);
 GradientTransformation scale_by_rms(double decay = 0.9, double eps = 1e-8,
                                     double initial_scale = 0.0, bool eps_in_sqrt = true,
                                     bool bias_correction = false);
+// Centered RMS (rmsprop's centered=true): scales by rsqrt(E[g^2] - E[g]^2 + eps).
 GradientTransformation scale_by_stddev(double decay = 0.9, double eps = 1e-8,
-                                       double initial_scale = 0.0);
+                                       double initial_scale = 0.0, bool eps_in_sqrt = true,
+                                       bool bias_correction = false);
 // Rescales all updates together when their global norm exceeds max_norm.
 GradientTransformation clip_by_global_norm(double max_norm);
 
