@@ -15,6 +15,9 @@ constexpr const char* kUsage =
     "commands:\n"
     "  check FILE... [--device cpu|cuda] [--verbose]\n"
     "      run reference cases (format flaxpp.refs/1) and compare with JAX/Flax's outputs\n"
+    "  train CONFIG.json [--max-steps N]\n"
+    "      train an MLP classifier (see examples/digits.json); ends with \"test accuracy: "
+    "0.NNNN\"\n"
     "  residuals FUNCTION [--policy SPEC] [-N rows] [-d dim]\n"
     "      the values a checkpointed function saves for its backward pass, with bytes and peak\n"
     "\n"
@@ -32,6 +35,7 @@ int main(int argc, char** argv) {
   try {
     if (command == "check") return flaxpp::cli::check_command(args);
     if (command == "residuals") return flaxpp::cli::residuals_command(args);
+    if (command == "train") return flaxpp::cli::train_command(args);
   } catch (const flaxpp::Error& e) {
     std::cerr << "flaxpp " << command << ": " << e.what() << "\n";
     return 2;

@@ -8,8 +8,9 @@ namespace flaxpp::nn {
 Array MLP::operator()(Scope& s, const Array& x) const {
   if (features.empty())
     throw ValueError(detail::str("MLP at ", s.path_str(), ": features is empty"));
-  Array (*act)(const Array&) =
-      activation != nullptr ? activation : +[](const Array& v) { return relu(v); };
+  const std::function<Array(const Array&)> act =
+      activation ? activation
+                 : std::function<Array(const Array&)>([](const Array& v) { return relu(v); });
   Array h = x;
   for (std::size_t i = 0; i < features.size(); ++i) {
     h = s(Dense{.features = features[i]}, h);

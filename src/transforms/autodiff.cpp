@@ -315,12 +315,12 @@ void backward_region(const Region& r, Cotangents& cts) {
 // The joint function of a traced graph: (primals, output cotangents) -> (outputs, the non-zero
 // input cotangents). `nonzero` records which inputs got a cotangent.
 std::vector<Array> joint(const ir::Graph& g, std::span<const Array> in,
-                         std::vector<bool>& nonzero) {
+                         const std::vector<bool>& differentiable, std::vector<bool>& nonzero) {
   const std::size_t n = g.invars.size();
   std::vector<TapeItem> tape;
   TangentSet tangents;
   for (std::size_t i = 0; i < n; ++i)
-    tangents.add(in[i]);
+    if (differentiable[i]) tangents.add(in[i]);
   std::vector<Array> results = replay(g, in.subspan(0, n), tape, tangents);
   Cotangents cts;
   for (std::size_t j = 0; j < results.size(); ++j)
@@ -334,7 +334,7 @@ std::vector<Array> joint(const ir::Graph& g, std::span<const Array> in,
   }
   nonzero.assign(n, false);
   for (std::size_t i = 0; i < n; ++i) {
-    const Array ct = cts.get(in[i]);
+    const Array ct = differentiable[i] ? cts.get(in[i]) : Array();
     if (!ct.valid()) continue;
     nonzero[i] = true;
     results.push_back(ct);
@@ -344,10 +344,9 @@ std::vector<Array> joint(const ir::Graph& g, std::span<const Array> in,
 
 }  // namespace
 
-namespace {
-
 // A function split for reverse mode: the forward graph (primals -> outputs, known
 // cotangents, residuals) and the backward graph (residuals, cotangents -> input cotangents).
+// Built once for given input avals; immutable afterwards, so calls share it.
 struct Linearized {
   transforms::PartialEvalResult pe;
   std::vector<bool> nonzero;  // per primal: has a cotangent
@@ -355,7 +354,14 @@ struct Linearized {
   std::vector<AVal> primal_avals, output_avals;
 };
 
-Linearized linearize(const ArrayFn& f, std::span<const AVal> primal_avals) {
+namespace {
+
+Linearized linearize(const ArrayFn& f, std::span<const AVal> primal_avals,
+                     std::vector<bool> differentiable) {
+  if (differentiable.empty()) differentiable.assign(primal_avals.size(), true);
+  if (differentiable.size() != primal_avals.size())
+    throw ValueError(detail::str("vjp: the differentiable mask has ", differentiable.size(),
+                                 " entries for ", primal_avals.size(), " inputs"));
   Linearized lin;
   lin.primal_avals.assign(primal_avals.begin(), primal_avals.end());
   const ir::Graph g = make_graph(f, primal_avals);
@@ -364,8 +370,9 @@ Linearized linearize(const ArrayFn& f, std::span<const AVal> primal_avals) {
     lin.output_avals.push_back(g.aval(a));
   std::vector<AVal> joint_avals = lin.primal_avals;
   joint_avals.insert(joint_avals.end(), lin.output_avals.begin(), lin.output_avals.end());
-  ir::Graph j =
-      make_graph([&](std::span<const Array> in) { return joint(g, in, lin.nonzero); }, joint_avals);
+  ir::Graph j = make_graph(
+      [&](std::span<const Array> in) { return joint(g, in, differentiable, lin.nonzero); },
+      joint_avals);
   transforms::dce(j);
   std::vector<bool> unknown(joint_avals.size(), false);
   std::fill(unknown.begin() + static_cast<std::ptrdiff_t>(primal_avals.size()), unknown.end(),
@@ -378,80 +385,94 @@ Linearized linearize(const ArrayFn& f, std::span<const AVal> primal_avals) {
   return lin;
 }
 
+// What one call's backward pass needs: the shared linearisation and this call's residuals.
+struct Backward {
+  std::shared_ptr<const Linearized> lin;
+  std::vector<Array> residuals, known_cts;
+  bool spent = false;
+
+  std::vector<Array> run(std::span<const Array> cotangents, bool release) {
+    if (spent)
+      throw ValueError(
+          "vjp: the backward pass was already run with backward_once, which frees its residuals");
+    const auto& out_avals = lin->output_avals;
+    if (cotangents.size() != out_avals.size())
+      throw ValueError(detail::str("vjp backward: expected ", out_avals.size(), " cotangents, got ",
+                                   cotangents.size()));
+    std::vector<Array> args = release ? std::move(residuals) : residuals;
+    spent = release;
+    for (std::size_t k = 0; k < cotangents.size(); ++k) {
+      if (cotangents[k].aval() != out_avals[k])
+        throw ValueError(detail::str("vjp backward: cotangent ", k, " must be ", out_avals[k],
+                                     " like the output, got ", cotangents[k].aval()));
+      args.push_back(cotangents[k]);
+    }
+    const std::vector<Array> unknown_out = eval_graph(lin->pe.unknown, std::move(args));
+    // Input cotangents: from the backward graph or the forward part, zeros where none flowed.
+    std::vector<Array> input_cts;
+    std::size_t next_unknown = 0, next_known = 0, slot = out_avals.size();
+    for (std::size_t i = 0; i < lin->primal_avals.size(); ++i) {
+      if (!lin->nonzero[i]) {
+        input_cts.push_back(
+            Array::full(lin->primal_avals[i].shape, 0.0, lin->primal_avals[i].dtype));
+        continue;
+      }
+      input_cts.push_back(lin->pe.output_known[slot] ? known_cts[next_known++]
+                                                     : unknown_out[next_unknown++]);
+      ++slot;
+    }
+    return input_cts;
+  }
+};
+
 }  // namespace
+
+CompiledVjp::CompiledVjp(const ArrayFn& f, std::span<const AVal> avals,
+                         std::vector<bool> differentiable)
+    : lin_(std::make_shared<const Linearized>(linearize(f, avals, std::move(differentiable)))) {}
+
+VjpResult CompiledVjp::operator()(std::span<const Array> primals) const {
+  if (primals.size() != lin_->primal_avals.size())
+    throw ValueError(detail::str("compiled vjp: traced for ", lin_->primal_avals.size(),
+                                 " inputs, called with ", primals.size()));
+  for (std::size_t i = 0; i < primals.size(); ++i)
+    if (primals[i].aval() != lin_->primal_avals[i])
+      throw ValueError(detail::str("compiled vjp: input ", i, " was traced as ",
+                                   lin_->primal_avals[i], ", got ", primals[i].aval(),
+                                   "; trace again for new shapes"));
+  // Forward: outputs, cotangents that need no cotangent input (e.g. constants), residuals.
+  std::vector<Array> known_out = eval_graph(lin_->pe.known, primals);
+  const std::size_t num_known = known_out.size() - lin_->pe.num_residuals;
+  auto state = std::make_shared<Backward>();
+  state->lin = lin_;
+  state->residuals.assign(
+      std::make_move_iterator(known_out.begin() + static_cast<std::ptrdiff_t>(num_known)),
+      std::make_move_iterator(known_out.end()));
+  state->known_cts.assign(known_out.begin() + static_cast<std::ptrdiff_t>(lin_->num_outputs),
+                          known_out.begin() + static_cast<std::ptrdiff_t>(num_known));
+  VjpResult result;
+  result.outputs.assign(known_out.begin(),
+                        known_out.begin() + static_cast<std::ptrdiff_t>(lin_->num_outputs));
+  for (const Array& r : state->residuals)
+    result.residual_bytes += r.nbytes();
+  result.backward_graph = std::shared_ptr<const ir::Graph>(lin_, &lin_->pe.unknown);
+  result.backward = [state](std::span<const Array> cts) { return state->run(cts, false); };
+  result.backward_once = [state](std::span<const Array> cts) { return state->run(cts, true); };
+  return result;
+}
 
 VjpResult vjp(const ArrayFn& f, std::span<const Array> primals) {
   std::vector<AVal> avals;
   for (const Array& p : primals)
     avals.push_back(p.aval());
-  Linearized lin = linearize(f, avals);
-  // Forward: outputs, cotangents that need no cotangent input (e.g. constants), residuals.
-  std::vector<Array> known_out = eval_graph(lin.pe.known, primals);
-  const std::size_t num_known = known_out.size() - lin.pe.num_residuals;
-  std::vector<Array> residuals(known_out.begin() + static_cast<std::ptrdiff_t>(num_known),
-                               known_out.end());
-  std::vector<Array> known_cts(known_out.begin() + static_cast<std::ptrdiff_t>(lin.num_outputs),
-                               known_out.begin() + static_cast<std::ptrdiff_t>(num_known));
-
-  VjpResult result;
-  result.outputs.assign(known_out.begin(),
-                        known_out.begin() + static_cast<std::ptrdiff_t>(lin.num_outputs));
-  for (const Array& r : residuals)
-    result.residual_bytes += r.nbytes();
-  // What the backward pass needs, shared by the two backward functions.
-  struct Backward {
-    std::shared_ptr<const ir::Graph> graph;
-    std::vector<Array> residuals, known_cts;
-    std::vector<bool> output_known, nonzero;
-    std::vector<AVal> primal_avals, out_avals;
-    bool spent = false;
-
-    std::vector<Array> run(std::span<const Array> cotangents, bool release) {
-      if (spent)
-        throw ValueError(
-            "vjp: the backward pass was already run with backward_once, which frees its residuals");
-      if (cotangents.size() != out_avals.size())
-        throw ValueError(detail::str("vjp backward: expected ", out_avals.size(),
-                                     " cotangents, got ", cotangents.size()));
-      std::vector<Array> args = release ? std::move(residuals) : residuals;
-      spent = release;
-      for (std::size_t k = 0; k < cotangents.size(); ++k) {
-        if (cotangents[k].aval() != out_avals[k])
-          throw ValueError(detail::str("vjp backward: cotangent ", k, " must be ", out_avals[k],
-                                       " like the output, got ", cotangents[k].aval()));
-        args.push_back(cotangents[k]);
-      }
-      const std::vector<Array> unknown_out = eval_graph(*graph, std::move(args));
-      // Input cotangents: from the backward graph or the forward part, zeros where none flowed.
-      std::vector<Array> input_cts;
-      std::size_t next_unknown = 0, next_known = 0, slot = out_avals.size();
-      for (std::size_t i = 0; i < primal_avals.size(); ++i) {
-        if (!nonzero[i]) {
-          input_cts.push_back(Array::full(primal_avals[i].shape, 0.0, primal_avals[i].dtype));
-          continue;
-        }
-        input_cts.push_back(output_known[slot] ? known_cts[next_known++]
-                                               : unknown_out[next_unknown++]);
-        ++slot;
-      }
-      return input_cts;
-    }
-  };
-  auto state = std::make_shared<Backward>(
-      Backward{std::make_shared<const ir::Graph>(std::move(lin.pe.unknown)), std::move(residuals),
-               std::move(known_cts), std::move(lin.pe.output_known), std::move(lin.nonzero),
-               std::move(lin.primal_avals), std::move(lin.output_avals)});
-  result.backward_graph = state->graph;
-  result.backward = [state](std::span<const Array> cts) { return state->run(cts, false); };
-  result.backward_once = [state](std::span<const Array> cts) { return state->run(cts, true); };
-  return result;
+  return CompiledVjp(f, avals)(primals);
 }
 
 std::vector<SavedResidual> saved_residuals(const ArrayFn& f, std::span<const Array> args) {
   std::vector<AVal> avals;
   for (const Array& a : args)
     avals.push_back(a.aval());
-  const Linearized lin = linearize(f, avals);
+  const Linearized lin = linearize(f, avals, {});
   const ir::Graph& known = lin.pe.known;
   std::unordered_map<ir::VarId, const ir::Eqn*> producer;
   for (const ir::Eqn& e : known.eqns)

@@ -46,5 +46,32 @@ expect "residuals" 0 'f32\[5,4\] output of dot_general' -- "$flaxpp" residuals c
 expect "residuals, named" 0 "named 'a'" -- "$flaxpp" residuals named_dot_policy --policy '{"name": "save_only_these_names", "names": ["a"]}'
 expect "residuals, bad policy" 2 'unknown checkpoint policy' -- "$flaxpp" residuals checkpoint_dot_policy --policy dots_savable
 
+# flaxpp train: a small synthetic data set (3 separable classes), an uninterrupted run, and a
+# run stopped after 7 steps then resumed; both must end with the same checkpoint, byte for byte.
+python_free_csv() {
+  echo "a,b,label"
+  for i in $(seq 0 59); do echo "$((i % 3 * 5 + i % 2)),$((i % 3 * 3 - i % 4)),$((i % 3))"; done
+}
+python_free_csv >"$dir/toy.csv"
+train_config() {  # train_config OUTPUT_DIR
+  printf '{"data": {"path": "%s", "label_column": "label", "test_fraction": 0.25}, "model": {"features": [8, 3], "policy": "nothing_saveable"}, "optimizer": {"name": "adam", "learning_rate": 0.01}, "epochs": 3, "batch_size": 8, "seed": 5, "output_dir": "%s"}' "$dir/toy.csv" "$1"
+}
+train_config "$dir/full" >"$dir/full.json"
+train_config "$dir/resumed" >"$dir/resumed.json"
+expect "train to the end" 0 '^test accuracy: [01]\.[0-9]{4}$' -- "$flaxpp" train "$dir/full.json"
+expect "train stops with a checkpoint" 0 'stopped at step 7: checkpoint saved' -- "$flaxpp" train "$dir/resumed.json" --max-steps 7
+expect "train resumes" 0 'resuming from .* at step 7' -- "$flaxpp" train "$dir/resumed.json"
+if cmp -s "$dir/full/checkpoint.json" "$dir/resumed/checkpoint.json"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+  echo "FAIL resumed training: its final checkpoint differs from the uninterrupted run's"
+fi
+for f in metrics.csv curves.png; do
+  if [ -s "$dir/full/$f" ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL train wrote no $f"; fi
+done
+printf '{"data": {"path": "%s"}, "model": {"features": [3]}, "optimizer": {"name": "sgd", "learning_rate": 0.1}, "epochs": 1, "learning_rate": 3}' "$dir/toy.csv" >"$dir/bad.json"
+expect "a malformed config names the key" 2 '\$\.learning_rate: unknown key; accepted keys:' -- "$flaxpp" train "$dir/bad.json"
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

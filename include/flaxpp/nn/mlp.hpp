@@ -2,6 +2,7 @@
 // unless activate_final), children Dense_0, Dense_1, ... as a Flax compact module names them.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "flaxpp/nn/dense.hpp"
@@ -11,7 +12,7 @@ namespace flaxpp::nn {
 struct MLP {
   static constexpr const char* name = "MLP";
   std::vector<std::int64_t> features{};
-  Array (*activation)(const Array&) = nullptr;  // nullptr: relu
+  std::function<Array(const Array&)> activation{};  // empty: relu
   bool activate_final = false;
 
   Array operator()(Scope& s, const Array& x) const;

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <ostream>
 #include <span>
 #include <string>
@@ -37,6 +38,20 @@ struct VjpResult {
 
 // jax.vjp(f, *primals).
 VjpResult vjp(const ArrayFn& f, std::span<const Array> primals);
+
+struct Linearized;
+// f's forward and backward graphs, traced once for the given input avals and replayed by
+// each call without tracing again (what jax.jit does for a train step). Inputs marked false
+// in `differentiable` (e.g. the batch) get no cotangent (zeros are returned for them).
+class CompiledVjp {
+ public:
+  CompiledVjp(const ArrayFn& f, std::span<const AVal> avals, std::vector<bool> differentiable = {});
+  // The same as vjp(f, primals); the primals must have the traced avals.
+  VjpResult operator()(std::span<const Array> primals) const;
+
+ private:
+  std::shared_ptr<const Linearized> lin_;
+};
 
 // One value vjp(f) keeps between the forward and the backward pass, described as
 // jax.ad_checkpoint.saved_residuals describes it.
