@@ -4,6 +4,8 @@
 // printed summary and exit code of check_files.
 #include <doctest/doctest.h>
 
+#include "harness/temp_dir.hpp"
+
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -39,32 +41,7 @@ bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
-// A fresh directory under the system temp directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device entropy;
-    const auto base = std::filesystem::temp_directory_path();
-    do {
-      path_ = base / ("flaxpp_test_check_" + std::to_string(entropy()) + std::to_string(entropy()));
-    } while (!std::filesystem::create_directory(path_));
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string write(const std::string& name, const std::string& text) const {
-    const auto file = path_ / name;
-    std::ofstream(file, std::ios::binary) << text;
-    return file.string();
-  }
-
- private:
-  std::filesystem::path path_;
-};
+using flaxpp::testing::TempDir;
 
 Json uint32_json(std::vector<std::int64_t> shape, std::vector<std::uint32_t> data) {
   return Json{{"dtype", "uint32"}, {"shape", std::move(shape)}, {"data", std::move(data)}};

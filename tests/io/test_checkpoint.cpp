@@ -2,7 +2,9 @@
 // checkpoint written by real Flax, corrupt and truncated files, atomic writes, and training
 // that resumes from a checkpoint exactly where it stopped.
 #include <doctest/doctest.h>
+
 #include <unistd.h>
+#include "harness/temp_dir.hpp"
 
 #include <bit>
 #include <cmath>
@@ -44,30 +46,7 @@ std::string error_of(F&& f) {
   return {};
 }
 
-// A fresh directory under the system temp directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device entropy;
-    const auto base = fs::temp_directory_path();
-    do {
-      path_ = base / ("flaxpp_test_ckpt_" + std::to_string(entropy()) + std::to_string(entropy()));
-    } while (!fs::create_directory(path_));
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ignored);
-    fs::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using flaxpp::testing::TempDir;
 
 std::string read_bytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

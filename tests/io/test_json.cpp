@@ -3,6 +3,8 @@
 // that names its JSON path.
 #include <doctest/doctest.h>
 
+#include "harness/temp_dir.hpp"
+
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -47,32 +49,7 @@ std::string parse_error_of(F&& f) {
   return {};
 }
 
-// A fresh directory under the system temp directory, removed with everything in it.
-class TempDir {
- public:
-  TempDir() {
-    std::random_device entropy;
-    const auto base = std::filesystem::temp_directory_path();
-    do {
-      path_ = base / ("flaxpp_test_json_" + std::to_string(entropy()) + std::to_string(entropy()));
-    } while (!std::filesystem::create_directory(path_));
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string write(const std::string& name, const std::string& text) const {
-    const auto file = path_ / name;
-    std::ofstream(file, std::ios::binary) << text;
-    return file.string();
-  }
-
- private:
-  std::filesystem::path path_;
-};
+using flaxpp::testing::TempDir;
 
 // A float32 or float64 array's values widened to double.
 std::vector<double> as_doubles(const Array& a) {
