@@ -321,11 +321,13 @@ int train_command(const std::vector<std::string>& args) {
         data::epoch_batches(n, c.batch_size, static_cast<std::uint64_t>(c.seed), epoch, false);
     const auto epoch_start = std::chrono::steady_clock::now();
     double loss_sum = 0;
+    float batch_accuracy = 0;  // of a recent batch, measured every 10th step
     std::int64_t done = 0;
     for (std::size_t b = static_cast<std::size_t>(state.step % steps_per_epoch); b < batches.size();
          ++b) {
       const data::Dataset batch = data::take(train_set, batches[b]);
       loss_sum += step(state, batch.x, batch.y);
+      if (done % 10 == 0) batch_accuracy = step.evaluate(state.params, batch.x, batch.y).second;
       ++done;
       const double secs =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
@@ -334,12 +336,13 @@ int train_command(const std::vector<std::string>& args) {
                                              static_cast<std::int64_t>(b) - 1) *
                          static_cast<double>(c.batch_size) / std::max(rate, 1e-9);
       const int filled = static_cast<int>(20 * (b + 1) / batches.size());
-      std::fprintf(stderr,
-                   "\repoch %lld/%lld [%s%s] %zu/%zu loss %.4f  %.0f samples/s  ETA %.0fs   ",
-                   static_cast<long long>(epoch + 1), static_cast<long long>(c.epochs),
-                   std::string(static_cast<std::size_t>(filled), '#').c_str(),
-                   std::string(static_cast<std::size_t>(20 - filled), '.').c_str(), b + 1,
-                   batches.size(), loss_sum / static_cast<double>(done), rate, eta);
+      std::fprintf(
+          stderr,
+          "\repoch %lld/%lld [%s%s] %zu/%zu loss %.4f acc %.3f  %.0f samples/s  ETA %.0fs   ",
+          static_cast<long long>(epoch + 1), static_cast<long long>(c.epochs),
+          std::string(static_cast<std::size_t>(filled), '#').c_str(),
+          std::string(static_cast<std::size_t>(20 - filled), '.').c_str(), b + 1, batches.size(),
+          loss_sum / static_cast<double>(done), static_cast<double>(batch_accuracy), rate, eta);
       if (g_interrupted || (max_steps >= 0 && state.step >= max_steps)) {
         stopped = true;
         break;

@@ -67,6 +67,22 @@ else
   failed=$((failed + 1))
   echo "FAIL resumed training: its final checkpoint differs from the uninterrupted run's"
 fi
+# A run killed at an arbitrary moment (SIGKILL: no chance to save) resumes from its last
+# atomic epoch checkpoint and still ends exactly where the uninterrupted run ends.
+train_config "$dir/killed" | sed 's/"epochs": 3/"epochs": 60/' >"$dir/killed.json"
+train_config "$dir/long" | sed 's/"epochs": 3/"epochs": 60/' >"$dir/long.json"
+"$flaxpp" train "$dir/long.json" >/dev/null 2>&1
+"$flaxpp" train "$dir/killed.json" >/dev/null 2>&1 &
+sleep 0.3
+kill -9 $! 2>/dev/null
+wait $! 2>/dev/null
+expect "train resumes after kill -9" 0 '^test accuracy: ' -- "$flaxpp" train "$dir/killed.json"
+if cmp -s "$dir/long/checkpoint.json" "$dir/killed/checkpoint.json"; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+  echo "FAIL training killed and resumed: its final checkpoint differs from the uninterrupted run's"
+fi
 for f in metrics.csv curves.png; do
   if [ -s "$dir/full/$f" ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL train wrote no $f"; fi
 done
