@@ -51,10 +51,9 @@ void check_supported(const Tree& tree, std::string_view format_name) {
   }
 }
 
-std::string raw_bytes(const Array& array) {
-  const Array host = array.to(Device::cpu());
-  const auto* data = static_cast<const char*>(host.buffer().data());
-  return std::string(data, static_cast<std::size_t>(host.nbytes()));
+std::string_view raw_bytes(const Array& host) {
+  FLAXPP_ASSERT(host.device() == Device::cpu(), "raw_bytes needs a host array");
+  return {static_cast<const char*>(host.buffer().data()), static_cast<std::size_t>(host.nbytes())};
 }
 
 std::string check_raw(std::string_view bytes, const Shape& shape, DType dtype) {

@@ -20,8 +20,9 @@ void check_supported(const Tree& tree, std::string_view format_name);
 std::string describe_path(const std::string& path);
 std::string join_path(const std::string& prefix, std::string_view key);
 
-// The array's elements as row-major little-endian bytes (copied to the host when needed).
-std::string raw_bytes(const Array& array);
+// The array's elements as row-major little-endian bytes: a view into `host`, which must be a
+// CPU array (see Array::to) that outlives the view.
+std::string_view raw_bytes(const Array& host);
 // An array of `shape` and `dtype` from row-major little-endian bytes. Returns an empty string
 // on success, else the problem (a wrong byte count, a bool byte other than 0 or 1).
 std::string check_raw(std::string_view bytes, const Shape& shape, DType dtype);

@@ -24,18 +24,21 @@ constexpr std::string_view kChunkedKey = "__msgpack_chunked_array__";
 // _ndarray_to_bytes: packb((shape, dtype.name, arr.tobytes("C")), use_bin_type=True).
 void write_ndarray(mp::Writer& out, const std::vector<std::int64_t>& dims, DType dtype,
                    std::string_view data) {
-  mp::Writer payload;
-  payload.array_header(3);
-  payload.array_header(dims.size());
+  // Everything but the data goes through a small buffer, so the data is copied only once.
+  mp::Writer head;
+  head.array_header(3);
+  head.array_header(dims.size());
   for (const std::int64_t d : dims)
-    payload.integer(d);
-  payload.str(dtype_name(dtype));
-  payload.bin(data);
-  out.ext(kExtNdarray, payload.bytes());
+    head.integer(d);
+  head.str(dtype_name(dtype));
+  head.bin_header(data.size());
+  out.ext_header(kExtNdarray, head.bytes().size() + data.size());
+  out.raw(head.bytes());
+  out.raw(data);
 }
 
 // _chunk: flat chunks of max(1, MAX_CHUNK_SIZE / itemsize) elements, keys in Flax's order.
-void write_chunked(mp::Writer& out, const Array& array, const std::string& data,
+void write_chunked(mp::Writer& out, const Array& array, std::string_view data,
                    std::int64_t max_chunk_bytes) {
   const auto item = static_cast<std::int64_t>(itemsize(array.dtype()));
   const std::int64_t chunk = std::max<std::int64_t>(1, max_chunk_bytes / item);
@@ -55,16 +58,16 @@ void write_chunked(mp::Writer& out, const Array& array, const std::string& data,
   for (std::int64_t c = 0; c < n_chunks; ++c) {
     const std::int64_t begin = c * chunk, len = std::min(chunk, size - begin);
     out.str(std::to_string(c));
-    write_ndarray(out, {len}, array.dtype(),
-                  std::string_view(data).substr(static_cast<std::size_t>(begin * item),
-                                                static_cast<std::size_t>(len * item)));
+    write_ndarray(
+        out, {len}, array.dtype(),
+        data.substr(static_cast<std::size_t>(begin * item), static_cast<std::size_t>(len * item)));
   }
 }
 
 void write_tree(mp::Writer& out, const Tree& tree, std::int64_t max_chunk_bytes) {
   if (tree.is_leaf()) {
-    const Array& array = tree.array();
-    const std::string data = leaves::raw_bytes(array);
+    const Array array = tree.array().to(Device::cpu());
+    const std::string_view data = leaves::raw_bytes(array);
     if (array.nbytes() > max_chunk_bytes) {
       write_chunked(out, array, data, max_chunk_bytes);
     } else {
@@ -221,7 +224,7 @@ class TreeReader {
              detail::str("chunk ", i, " has dtype ", dtype_name(part.dtype()), ", chunk 0 has ",
                          dtype_name(dtype)));
       dtype = part.dtype();
-      data += leaves::raw_bytes(part);
+      data += leaves::raw_bytes(part);  // read_ext_array returns host arrays
     }
     if (const std::string problem = leaves::check_raw(data, shape, dtype); !problem.empty())
       fail(v, path, "the chunks do not make up the array's shape: " + problem);

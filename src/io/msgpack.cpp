@@ -321,8 +321,12 @@ void Writer::str(std::string_view s) {
 }
 
 void Writer::bin(std::string_view b) {
-  length(b.size(), 0xc4, 0xc5, 0xc6, "a binary");
+  bin_header(b.size());
   out_.append(b);
+}
+
+void Writer::bin_header(std::size_t n) {
+  length(n, 0xc4, 0xc5, 0xc6, "a binary");
 }
 
 void Writer::array_header(std::size_t n) {
@@ -342,14 +346,17 @@ void Writer::map_header(std::size_t n) {
 }
 
 void Writer::ext(std::int8_t type, std::string_view payload) {
-  const std::size_t n = payload.size();
+  ext_header(type, payload.size());
+  out_.append(payload);
+}
+
+void Writer::ext_header(std::int8_t type, std::size_t n) {
   if (n == 1 || n == 2 || n == 4 || n == 8 || n == 16) {
     put_byte(static_cast<std::uint8_t>(0xd4 + std::countr_zero(n)));
   } else {
     length(n, 0xc7, 0xc8, 0xc9, "an ext payload");
   }
   put_byte(static_cast<std::uint8_t>(type));
-  out_.append(payload);
 }
 
 }  // namespace flaxpp::io::msgpack

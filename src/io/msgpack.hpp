@@ -66,6 +66,10 @@ class Writer {
   void array_header(std::size_t n);
   void map_header(std::size_t n);
   void ext(std::int8_t type, std::string_view payload);
+  // Headers alone, for a payload appended with raw() (large data is then copied only once).
+  void bin_header(std::size_t n);
+  void ext_header(std::int8_t type, std::size_t n);
+  void raw(std::string_view bytes) { out_.append(bytes); }
 
   const std::string& bytes() const { return out_; }
   std::string take() { return std::move(out_); }

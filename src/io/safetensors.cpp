@@ -160,13 +160,13 @@ std::string to_safetensors(const Tree& tree) {
   Json metadata{{"format", "flaxpp.checkpoint/1"}};
   if (!empty_dicts.empty()) metadata[std::string(kEmptyDictsKey)] = Json(empty_dicts).dump();
   header[std::string(kMetadataKey)] = std::move(metadata);
-  std::string data;
+  std::uint64_t data_bytes = 0;
   for (const auto& [name, array] : arrays) {
-    const std::uint64_t begin = data.size();
-    data += leaves::raw_bytes(array);
+    const std::uint64_t begin = data_bytes;
+    data_bytes += static_cast<std::uint64_t>(array.nbytes());
     header[name] = Json{{"dtype", code_of(array.dtype())},
                         {"shape", array.shape().dims()},
-                        {"data_offsets", {begin, data.size()}}};
+                        {"data_offsets", {begin, data_bytes}}};
   }
   std::string text;
   try {
@@ -178,11 +178,12 @@ std::string to_safetensors(const Tree& tree) {
   // Pad with spaces so the data section starts 8-byte aligned, as the reference writer does.
   text.append((8 - text.size() % 8) % 8, ' ');
   std::string out;
-  out.reserve(8 + text.size() + data.size());
+  out.reserve(8 + text.size() + data_bytes);
   for (int i = 0; i < 8; ++i)
     out.push_back(static_cast<char>(static_cast<std::uint64_t>(text.size()) >> (8 * i)));
   out += text;
-  out += data;
+  for (const auto& [name, array] : arrays)
+    out += leaves::raw_bytes(array.to(Device::cpu()));
   return out;
 }
 
