@@ -4,6 +4,7 @@
 // printed summary and exit code of check_files.
 #include <doctest/doctest.h>
 
+#include "harness/errors.hpp"
 #include "harness/temp_dir.hpp"
 
 #include <cmath>
@@ -37,10 +38,8 @@ using flaxpp::refs::FileResult;
 using flaxpp::refs::Json;
 using flaxpp::refs::Tolerance;
 
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
+using flaxpp::testing::has;
+using flaxpp::testing::parse_error_of;
 using flaxpp::testing::TempDir;
 
 Json uint32_json(std::vector<std::int64_t> shape, std::vector<std::uint32_t> data) {

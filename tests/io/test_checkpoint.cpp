@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <unistd.h>
+#include "harness/errors.hpp"
 #include "harness/temp_dir.hpp"
 
 #include <bit>
@@ -35,17 +36,8 @@ constexpr CheckpointFormat kFormats[] = {CheckpointFormat::json, CheckpointForma
 
 const std::string kFixtures = std::string(FLAXPP_SOURCE_DIR) + "/tests/io/fixtures/";
 
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const ParseError& e) {
-    return e.what();
-  }
-  FAIL("expected a flaxpp::ParseError, nothing was thrown");
-  return {};
-}
-
+using flaxpp::testing::has;
+using flaxpp::testing::parse_error_of;
 using flaxpp::testing::TempDir;
 
 std::string read_bytes(const std::string& path) {
@@ -266,7 +258,7 @@ TEST_CASE("Flax msgpack: every truncation is a ParseError naming the file and th
   for (std::size_t n = 0; n < bytes.size(); ++n) {
     CAPTURE(n);
     const std::string msg =
-        error_of([&] { io::from_flax_msgpack(bytes.substr(0, n), "c.msgpack"); });
+        parse_error_of([&] { io::from_flax_msgpack(bytes.substr(0, n), "c.msgpack"); });
     CHECK(msg.starts_with("c.msgpack: "));
     CHECK((n == 0 ? msg.find("empty") : msg.find("truncated")) != std::string::npos);
   }
@@ -294,7 +286,7 @@ std::string array_payload(std::vector<std::int64_t> dims, const std::string& nam
   });
 }
 std::string flax_error(const std::string& bytes) {
-  return error_of([&] { io::from_flax_msgpack(bytes, "c.msgpack"); });
+  return parse_error_of([&] { io::from_flax_msgpack(bytes, "c.msgpack"); });
 }
 }  // namespace
 
@@ -378,7 +370,8 @@ std::string safetensors_with(const std::string& header, const std::string& data)
   return out + header + data;
 }
 std::string st_error(const std::string& header, const std::string& data) {
-  return error_of([&] { io::from_safetensors(safetensors_with(header, data), "c.safetensors"); });
+  return parse_error_of(
+      [&] { io::from_safetensors(safetensors_with(header, data), "c.safetensors"); });
 }
 }  // namespace
 
@@ -387,7 +380,7 @@ TEST_CASE("safetensors: truncated and corrupt files are ParseErrors that say wha
   for (std::size_t n = 0; n < bytes.size(); ++n) {
     CAPTURE(n);
     const std::string msg =
-        error_of([&] { io::from_safetensors(bytes.substr(0, n), "c.safetensors"); });
+        parse_error_of([&] { io::from_safetensors(bytes.substr(0, n), "c.safetensors"); });
     CHECK(msg.starts_with("c.safetensors: "));
     CHECK(msg.find("truncated") != std::string::npos);
   }
@@ -412,7 +405,7 @@ TEST_CASE("safetensors: truncated and corrupt files are ParseErrors that say wha
                  eight)
             .find("clashes with the tensor \"a\"") != std::string::npos);
   CHECK(st_error("{not json", "").find("header is not valid JSON") != std::string::npos);
-  CHECK(error_of([] {
+  CHECK(parse_error_of([] {
           io::from_safetensors(std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8) + "{}");
         }).find("the header length says 9223372036854775807 bytes, but only 2 follow it") !=
         std::string::npos);
@@ -424,22 +417,22 @@ TEST_CASE("flaxpp JSON: truncated files and other JSON are ParseErrors naming th
   const std::size_t last_brace = good.rfind('}');
   for (std::size_t n = 0; n < last_brace; n += 7) {
     CAPTURE(n);
-    CHECK(error_of([&] {
+    CHECK(parse_error_of([&] {
             io::decode_checkpoint(good.substr(0, n), CheckpointFormat::json, "c.json");
           }).starts_with("c.json: not valid JSON"));
   }
   write_bytes(dir / "refs.json", R"({"format": "flaxpp.refs/1", "tree": {}})");
-  CHECK(error_of([&] {
+  CHECK(parse_error_of([&] {
           io::load_checkpoint(dir / "refs.json");
         }).find("\"format\" is the string \"flaxpp.refs/1\"; expected \"flaxpp.checkpoint/1\"") !=
         std::string::npos);
   write_bytes(
       dir / "bad.json",
       R"({"format": "flaxpp.checkpoint/1", "tree": {"w": {"dtype": "float32", "shape": [2], "data": [1]}}})");
-  CHECK(error_of([&] {
+  CHECK(parse_error_of([&] {
           io::load_checkpoint(dir / "bad.json");
         }).starts_with(dir / "bad.json: $.tree.w.data: has 1 values, but shape [2] needs 2"));
-  CHECK(error_of([&] {
+  CHECK(parse_error_of([&] {
           io::load_checkpoint(dir / "missing.msgpack");
         }).find("cannot open the file for reading") != std::string::npos);
 }

@@ -3,6 +3,7 @@
 // that names its JSON path.
 #include <doctest/doctest.h>
 
+#include "harness/errors.hpp"
 #include "harness/temp_dir.hpp"
 
 #include <bit>
@@ -33,22 +34,8 @@ using flaxpp::io::read_json_file;
 using flaxpp::io::tree_from_json;
 using flaxpp::io::tree_to_json;
 
-bool has(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
-
-// The message of the ParseError that `f` throws (the test fails when it throws nothing).
-template <class F>
-std::string parse_error_of(F&& f) {
-  try {
-    f();
-  } catch (const ParseError& e) {
-    return e.what();
-  }
-  FAIL("expected a flaxpp::ParseError, nothing was thrown");
-  return {};
-}
-
+using flaxpp::testing::has;
+using flaxpp::testing::parse_error_of;
 using flaxpp::testing::TempDir;
 
 // A float32 or float64 array's values widened to double.
