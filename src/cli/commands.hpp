@@ -10,5 +10,6 @@ namespace flaxpp::cli {
 int check_command(const std::vector<std::string>& args);
 int residuals_command(const std::vector<std::string>& args);
 int train_command(const std::vector<std::string>& args);
+int bench_command(const std::vector<std::string>& args);
 
 }  // namespace flaxpp::cli

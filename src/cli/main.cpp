@@ -18,6 +18,8 @@ constexpr const char* kUsage =
     "  train CONFIG.json [--max-steps N]\n"
     "      train an MLP classifier (see examples/digits.json); ends with \"test accuracy: "
     "0.NNNN\"\n"
+    "  bench [--grid default|large] [--out FILE.jsonl]\n"
+    "      time MLP training steps per width and remat policy (JSON lines; compare with JAX)\n"
     "  residuals FUNCTION [--policy SPEC] [-N rows] [-d dim]\n"
     "      the values a checkpointed function saves for its backward pass, with bytes and peak\n"
     "\n"
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
     if (command == "check") return flaxpp::cli::check_command(args);
     if (command == "residuals") return flaxpp::cli::residuals_command(args);
     if (command == "train") return flaxpp::cli::train_command(args);
+    if (command == "bench") return flaxpp::cli::bench_command(args);
   } catch (const flaxpp::Error& e) {
     std::cerr << "flaxpp " << command << ": " << e.what() << "\n";
     return 2;

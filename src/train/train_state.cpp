@@ -7,14 +7,17 @@
 namespace flaxpp::train {
 
 Tree TrainState::to_tree() const {
-  return Tree{{"params", params}, {"opt_state", opt_state}, {"step", Array::scalar(static_cast<std::int32_t>(step))}};
+  return Tree{{"params", params},
+              {"opt_state", opt_state},
+              {"step", Array::scalar(static_cast<std::int32_t>(step))}};
 }
 
 TrainState TrainState::from_tree(const Tree& tree) {
   for (const char* key : {"params", "opt_state", "step"})
     if (!tree.contains(key))
-      throw ValueError(detail::str("a train-state checkpoint needs \"params\", \"opt_state\" and \"step\"; \"", key,
-                                   "\" is missing"));
+      throw ValueError(
+          detail::str("a train-state checkpoint needs \"params\", \"opt_state\" and \"step\"; \"",
+                      key, "\" is missing"));
   return {tree["params"], tree["opt_state"], tree["step"].array().to_vector<std::int32_t>()[0]};
 }
 
@@ -24,17 +27,20 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   inputs.push_back(x);
   inputs.push_back(y);
   std::string key;
-  for (const Array& a : inputs) key += a.aval().str() + ";";
+  for (const Array& a : inputs)
+    key += a.aval().str() + ";";
   auto it = compiled_.find(key);
   if (it == compiled_.end()) {
     const Tree structure = state.params;
     const ApplyFn apply = apply_;
     const ArrayFn loss = [structure, apply, n](std::span<const Array> in) {
       const Tree params = structure.with_leaves(in.subspan(0, n));
-      return std::vector<Array>{mean(optim::softmax_cross_entropy_with_integer_labels(apply(params, in[n]), in[n + 1]))};
+      return std::vector<Array>{
+          mean(optim::softmax_cross_entropy_with_integer_labels(apply(params, in[n]), in[n + 1]))};
     };
     std::vector<AVal> avals;
-    for (const Array& a : inputs) avals.push_back(a.aval());
+    for (const Array& a : inputs)
+      avals.push_back(a.aval());
     std::vector<bool> differentiable(inputs.size(), true);
     differentiable[n] = differentiable[n + 1] = false;  // the batch
     it = compiled_.emplace(key, CompiledVjp(loss, avals, differentiable)).first;
@@ -44,17 +50,25 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   const Array one = Array::full(Shape{}, 1.0, r.outputs[0].dtype());
   std::vector<Array> cts = r.backward_once(std::span<const Array>(&one, 1));
   cts.resize(n);
-  const Tree grads = state.params.with_leaves(cts);
-  auto [updates, opt_state] = tx_.update(grads, state.opt_state, state.params);
+  // The gradients are released as soon as the optimiser has turned them into updates, so the
+  // update's peak holds params, updates and new params, not the gradients too.
+  Tree updates, opt_state;
+  {
+    const Tree grads = state.params.with_leaves(cts);
+    cts.clear();
+    std::tie(updates, opt_state) = tx_.update(grads, state.opt_state, state.params);
+  }
   state.params = optim::apply_updates(state.params, updates);
   state.opt_state = std::move(opt_state);
   ++state.step;
   return r.outputs[0].to_vector<float>()[0];
 }
 
-std::pair<float, float> ClassifierStep::evaluate(const Tree& params, const Array& x, const Array& y) const {
+std::pair<float, float> ClassifierStep::evaluate(const Tree& params, const Array& x,
+                                                 const Array& y) const {
   const Array logits = apply_(params, x);
-  const float loss = mean(optim::softmax_cross_entropy_with_integer_labels(logits, y)).to_vector<float>()[0];
+  const float loss =
+      mean(optim::softmax_cross_entropy_with_integer_labels(logits, y)).to_vector<float>()[0];
   return {loss, optim::accuracy(logits, y).to_vector<float>()[0]};
 }
 

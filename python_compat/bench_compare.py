@@ -1,0 +1,154 @@
+"""Compare `flaxpp bench` and `bench_jax.py` results: a markdown table and two plots.
+
+Usage (from the repository root)::
+
+    python_compat/.venv/bin/python python_compat/bench_compare.py FLAXPP.jsonl JAX.jsonl \
+        [--out-dir docs/bench]
+
+Rows are joined on (backend, width, depth, batch, dtype, policy); rows present in only one
+file are listed on stderr and left out of the table (the plots show every row). Writes
+``OUT_DIR/table.md`` (also printed to stdout), ``OUT_DIR/step_time.png`` (median step time vs
+width, log y) and ``OUT_DIR/peak_memory.png`` (peak MiB vs width), one line per
+(framework, policy), one panel per (backend, depth, batch, dtype) group.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections import defaultdict
+
+KEY = ("backend", "width", "depth", "batch", "dtype", "policy")
+MIB = float(2 ** 20)
+POLICY_ORDER = {"none": 0, "dots_with_no_batch_dims_saveable": 1, "nothing_saveable": 2}
+
+
+def load(path: str) -> list[dict]:
+    rows = []
+    with open(path) as f:
+        for n, line in enumerate(f, 1):
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as e:
+                raise SystemExit(f"{path}:{n}: not JSON: {e}")
+    return rows
+
+
+def index(rows: list[dict], path: str) -> dict:
+    out = {}
+    for r in rows:
+        k = tuple(r[c] for c in KEY)
+        if k in out:
+            print(f"warning: {path}: duplicate row {k}; keeping the last", file=sys.stderr)
+        out[k] = r
+    return out
+
+
+def sort_key(k):
+    backend, width, depth, batch, dtype, policy = k
+    return (backend, dtype, depth, batch, width, POLICY_ORDER.get(policy, 99), policy)
+
+
+def fmt(v, spec: str) -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def ratio(a, b):
+    return None if a is None or b in (None, 0) else a / b
+
+
+def table(fpp: dict, jx: dict) -> str:
+    keys = sorted(set(fpp) & set(jx), key=sort_key)
+    backends = sorted({k[0] for k in keys})
+    dtypes = sorted({k[4] for k in keys})
+    lines = [f"Backend: {', '.join(backends) or 'n/a'}; dtype: {', '.join(dtypes) or 'n/a'}. "
+             "Step times are medians; ratios > 1 mean flaxpp is slower / uses more memory.",
+             "",
+             "| width | depth | batch | policy | flaxpp ms | JAX ms | time ratio flaxpp/JAX "
+             "| flaxpp step/floor | flaxpp peak MiB | JAX peak MiB | peak ratio |",
+             "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for k in keys:
+        a, b = fpp[k], jx[k]
+        pa = a.get("peak_bytes")
+        pb = b.get("peak_bytes")
+        lines.append(
+            f"| {k[1]} | {k[2]} | {k[3]} | {k[5]} | {fmt(a.get('step_ms'), '.3f')} "
+            f"| {fmt(b.get('step_ms'), '.3f')} | {fmt(ratio(a.get('step_ms'), b.get('step_ms')), '.2f')} "
+            f"| {fmt(a.get('step_over_floor'), '.2f')} "
+            f"| {fmt(None if pa is None else pa / MIB, '.2f')} "
+            f"| {fmt(None if pb is None else pb / MIB, '.2f')} | {fmt(ratio(pa, pb), '.2f')} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[dict], field: str, scale: float, ylabel: str, title: str, path: str):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = defaultdict(list)  # (backend, depth, batch, dtype) -> rows
+    for r in rows:
+        if r.get(field) is not None:
+            groups[(r["backend"], r["depth"], r["batch"], r["dtype"])].append(r)
+    gkeys = sorted(groups)
+    n = max(1, len(gkeys))
+    fig, axes = plt.subplots(1, n, figsize=(6.5 * n, 4.8), squeeze=False)
+    styles = {"flaxpp": "-", "jax": "--"}
+    markers = {"none": "o", "dots_with_no_batch_dims_saveable": "s", "nothing_saveable": "^"}
+    colors = {}
+    for ax, gk in zip(axes[0], gkeys):
+        lines = defaultdict(list)
+        for r in groups[gk]:
+            lines[(r["framework"], r["policy"])].append((r["width"], r[field] * scale))
+        for (fw, pol) in sorted(lines, key=lambda t: (t[0], POLICY_ORDER.get(t[1], 99))):
+            pts = sorted(lines[(fw, pol)])
+            color = colors.setdefault(pol, f"C{len(colors)}")
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], linestyle=styles.get(fw, ":"),
+                    marker=markers.get(pol, "x"), color=color, label=f"{fw} / {pol}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("width")
+        ax.set_ylabel(ylabel)
+        ax.set_title(f"{title}\n{gk[0]}, depth {gk[1]}, batch {gk[2]}, {gk[3]}")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("flaxpp", help="flaxpp bench JSON lines")
+    ap.add_argument("jax", help="bench_jax.py JSON lines")
+    ap.add_argument("--out-dir", default="docs/bench")
+    args = ap.parse_args(argv)
+
+    fpp_rows, jax_rows = load(args.flaxpp), load(args.jax)
+    fpp, jx = index(fpp_rows, args.flaxpp), index(jax_rows, args.jax)
+    for k in sorted(set(fpp) - set(jx), key=sort_key):
+        print(f"warning: only in {args.flaxpp}: {k}", file=sys.stderr)
+    for k in sorted(set(jx) - set(fpp), key=sort_key):
+        print(f"warning: only in {args.jax}: {k}", file=sys.stderr)
+
+    os.makedirs(args.out_dir, exist_ok=True)
+    md = table(fpp, jx)
+    with open(os.path.join(args.out_dir, "table.md"), "w") as f:
+        f.write(md)
+    sys.stdout.write(md)
+
+    rows = fpp_rows + jax_rows
+    plot(rows, "step_ms", 1.0, "median step time (ms)", "Training step time",
+         os.path.join(args.out_dir, "step_time.png"))
+    plot(rows, "peak_bytes", 1 / MIB, "peak memory (MiB)", "Peak memory",
+         os.path.join(args.out_dir, "peak_memory.png"))
+    print(f"wrote {args.out_dir}/table.md, step_time.png, peak_memory.png", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

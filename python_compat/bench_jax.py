@@ -1,0 +1,176 @@
+"""JAX side of the flaxpp-vs-JAX training-step benchmark (`flaxpp bench`).
+
+Times one jitted SGD training step of an MLP classifier per configuration and writes one
+JSON object per line, with exactly the keys `flaxpp bench` writes:
+
+    framework, backend, width, depth, batch, dtype, policy, steps, step_ms, samples_per_s,
+    gflops, peak_bytes, residual_bytes, gemm_floor_ms, step_over_floor
+
+Model and step (per configuration width W, depth L, batch B, policy P):
+
+* ``MLP(features=[W]*(L-1) + [10])`` -- L Dense layers, relu between them, input x f32[B, W]
+  (standard normal) and labels int32[B] in [0, 10), both from ``numpy.random.default_rng(0)``;
+  parameters from ``init(jax.random.PRNGKey(0), x)``.
+* ``nn.remat(MLP, policy=jax.checkpoint_policies.<P>)`` unless P is ``none``.
+* loss = ``optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()``;
+  ``tx = optax.sgd(0.01)``; step = value_and_grad, ``tx.update``, ``optax.apply_updates``,
+  under ``jax.jit`` without buffer donation.
+
+Measurements:
+
+* The step is compiled once (``jax.jit(step).lower(...).compile()``); then 3 warm-up steps and
+  ``--steps`` (default 20) timed steps, each ended by ``jax.block_until_ready``; the new params
+  and optimiser state feed the next step. ``step_ms`` is the median.
+* ``gflops`` counts ``6 * B * sum(in * out)`` FLOPs per step (2 forward, 4 backward per
+  matmul multiply-add; bias, relu, softmax and the update are not counted).
+* ``peak_bytes`` = ``argument_size_in_bytes + temp_size_in_bytes`` of the compiled step's
+  ``memory_analysis()`` (XLA's buffer assignment: the inputs params, opt_state, x, y plus the
+  temporaries; outputs, aliasing and generated code are not counted).
+* ``residual_bytes`` = sum of the bytes of the residuals
+  ``jax._src.ad_checkpoint.saved_residuals(lambda p, x: loss(p, x, y), params, x)`` reports,
+  leaving out those that are the arguments themselves (description "from the argument ...").
+* ``gemm_floor_ms`` and ``step_over_floor`` are null (flaxpp-only).
+
+Usage (from the repository root)::
+
+    python_compat/.venv/bin/python python_compat/bench_jax.py [--grid default|large]
+        [--steps 20] [--warmup 3] [--platform cpu] [--out FILE.jsonl]
+
+Progress goes to stderr, JSON lines to ``--out`` (default stdout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+
+POLICIES = ("none", "dots_with_no_batch_dims_saveable", "nothing_saveable")
+NUM_CLASSES = 10
+
+
+def grid(name: str):
+    """(width, depth, batch, policy) tuples of a grid."""
+    if name == "default":
+        widths, batches = [64, 256, 512, 1024], [128]
+    elif name == "large":
+        widths, batches = [64, 256, 512, 1024, 2048, 4096], [128, 512]
+    else:
+        raise ValueError(f"unknown grid {name!r}")
+    return [(w, 4, b, p) for b in batches for w in widths for p in POLICIES]
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--grid", choices=("default", "large"), default="default")
+    ap.add_argument("--steps", type=int, default=20, help="timed steps (default 20)")
+    ap.add_argument("--warmup", type=int, default=3, help="warm-up steps (default 3)")
+    ap.add_argument("--platform", default="cpu",
+                    help="JAX_PLATFORMS value (default cpu; e.g. gpu / cuda)")
+    ap.add_argument("--out", default="-", help="JSON-lines output file (default stdout)")
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    # Must be set before jax is imported.
+    os.environ["JAX_PLATFORMS"] = args.platform
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+    from flax import linen as nn
+    from jax._src.ad_checkpoint import saved_residuals
+
+    class MLP(nn.Module):
+        features: tuple
+
+        @nn.compact
+        def __call__(self, x):
+            for i, h in enumerate(self.features):
+                x = nn.Dense(h)(x)
+                if i != len(self.features) - 1:
+                    x = nn.relu(x)
+            return x
+
+    backend = jax.default_backend()
+    print(f"bench_jax: jax {jax.__version__}, backend {backend}, devices {jax.devices()}",
+          file=sys.stderr)
+
+    out = sys.stdout if args.out == "-" else open(args.out, "w")
+    t_all = time.perf_counter()
+    try:
+        for width, depth, batch, policy in grid(args.grid):
+            features = tuple([width] * (depth - 1) + [NUM_CLASSES])
+            cls = MLP if policy == "none" else nn.remat(
+                MLP, policy=getattr(jax.checkpoint_policies, policy))
+            model = cls(features)
+
+            rng = np.random.default_rng(0)
+            x = jnp.asarray(rng.standard_normal((batch, width), dtype=np.float32))
+            y = jnp.asarray(rng.integers(0, NUM_CLASSES, size=batch).astype(np.int32))
+            params = model.init(jax.random.PRNGKey(0), x)["params"]
+            tx = optax.sgd(0.01)
+            opt_state = tx.init(params)
+
+            def loss_fn(p, xb, yb):
+                logits = model.apply({"params": p}, xb)
+                return optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
+
+            def step(p, s, xb, yb):
+                loss, grads = jax.value_and_grad(loss_fn)(p, xb, yb)
+                updates, s = tx.update(grads, s, p)
+                return optax.apply_updates(p, updates), s, loss
+
+            t0 = time.perf_counter()
+            compiled = jax.jit(step).lower(params, opt_state, x, y).compile()
+            compile_s = time.perf_counter() - t0
+            mem = compiled.memory_analysis()
+            peak_bytes = int(mem.argument_size_in_bytes + mem.temp_size_in_bytes)
+
+            res = saved_residuals(lambda p, xb: loss_fn(p, xb, y), params, x)
+            residual_bytes = int(sum(
+                int(np.prod(aval.shape)) * aval.dtype.itemsize
+                for aval, desc in res if not desc.startswith("from the argument")))
+
+            p, s = params, opt_state
+            for _ in range(args.warmup):
+                p, s, loss = jax.block_until_ready(compiled(p, s, x, y))
+            times = []
+            for _ in range(args.steps):
+                t0 = time.perf_counter()
+                p, s, loss = jax.block_until_ready(compiled(p, s, x, y))
+                times.append(time.perf_counter() - t0)
+            med = statistics.median(times)
+
+            flops = 6 * batch * sum(i * o for i, o in zip((width,) + features[:-1], features))
+            row = {
+                "framework": "jax", "backend": backend, "width": width, "depth": depth,
+                "batch": batch, "dtype": "float32", "policy": policy, "steps": args.steps,
+                "step_ms": med * 1e3, "samples_per_s": batch / med,
+                "gflops": flops / med / 1e9, "peak_bytes": peak_bytes,
+                "residual_bytes": residual_bytes, "gemm_floor_ms": None,
+                "step_over_floor": None,
+            }
+            out.write(json.dumps(row) + "\n")
+            out.flush()
+            print(f"  W={width:5d} L={depth} B={batch:4d} {policy:33s} "
+                  f"{med * 1e3:9.3f} ms  {flops / med / 1e9:7.2f} GFLOP/s  "
+                  f"peak {peak_bytes / 2**20:8.2f} MiB (arg {mem.argument_size_in_bytes}, "
+                  f"temp {mem.temp_size_in_bytes}, out {mem.output_size_in_bytes})  "
+                  f"residuals {residual_bytes / 2**20:.2f} MiB  compile {compile_s:.2f} s  "
+                  f"loss {float(loss):.4f}", file=sys.stderr)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    print(f"bench_jax: done in {time.perf_counter() - t_all:.1f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

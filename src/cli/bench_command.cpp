@@ -1,0 +1,211 @@
+// `flaxpp bench [--grid default|large] [--out FILE.jsonl]`: MLP classifier training steps over a
+// grid of width, depth, batch and remat policy; per configuration the median step time,
+// samples/s, achieved FLOP/s, peak and residual bytes, and the GEMM floor (the no-remat step's
+// matrix products alone, through the same BLAS) — one JSON line each, the schema that
+// python_compat/bench_jax.py writes for JAX.
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <random>
+
+#include "cli/commands.hpp"
+#include "flaxpp/core/backend.hpp"
+#include "flaxpp/io/json.hpp"
+#include "flaxpp/ir/lax.hpp"
+#include "flaxpp/nn/mlp.hpp"
+#include "flaxpp/nn/remat.hpp"
+#include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/optim/losses.hpp"
+#include "flaxpp/train/train_state.hpp"
+
+namespace flaxpp::cli {
+namespace {
+
+constexpr const char* kBenchUsage =
+    "usage: flaxpp bench [--grid default|large] [--out FILE.jsonl] [--steps N]\n"
+    "  Times MLP classifier training steps (SGD) on the CPU for each width, depth, batch and "
+    "remat\n"
+    "  policy of the grid and writes one JSON line per configuration (median step time, "
+    "samples/s,\n"
+    "  GFLOP/s, peak and residual bytes, GEMM floor). python_compat/bench_jax.py writes the same\n"
+    "  lines for JAX; python_compat/bench_compare.py turns both into a table and plots.\n";
+
+struct Config {
+  std::int64_t width, depth, batch;
+  std::string policy;
+};
+
+using Clock = std::chrono::steady_clock;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+Array random_f32(const Shape& shape, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<std::size_t>(shape.size()));
+  for (float& x : v)
+    x = dist(gen);
+  return Array::from_vector(v, shape);
+}
+
+// Layer (in, out) sizes of the benchmark MLP: depth Dense layers, width W, 10 classes.
+std::vector<std::pair<std::int64_t, std::int64_t>> layers(const Config& c) {
+  std::vector<std::pair<std::int64_t, std::int64_t>> out;
+  for (std::int64_t l = 0; l < c.depth; ++l)
+    out.emplace_back(c.width, l + 1 == c.depth ? 10 : c.width);
+  return out;
+}
+
+// The no-remat step's matrix products alone: per layer the forward dot, the weight cotangent
+// and (except for the first layer) the input cotangent.
+double gemm_floor_ms(const Config& c, std::int64_t repeats) {
+  std::vector<std::array<Array, 2>> operands;
+  std::vector<ir::DotDimensionNumbers> dims;
+  std::uint32_t seed = 7;
+  const auto ls = layers(c);
+  for (std::size_t l = 0; l < ls.size(); ++l) {
+    const auto [in, out] = ls[l];
+    operands.push_back(
+        {random_f32(Shape{c.batch, in}, seed++), random_f32(Shape{in, out}, seed++)});
+    dims.push_back({{1}, {0}, {}, {}});  // x @ W
+    operands.push_back(
+        {random_f32(Shape{c.batch, in}, seed++), random_f32(Shape{c.batch, out}, seed++)});
+    dims.push_back({{0}, {0}, {}, {}});  // x^T @ g
+    if (l > 0) {
+      operands.push_back(
+          {random_f32(Shape{c.batch, out}, seed++), random_f32(Shape{in, out}, seed++)});
+      dims.push_back({{1}, {1}, {}, {}});  // g @ W^T
+    }
+  }
+  std::vector<double> times;
+  for (std::int64_t r = 0; r < repeats + 2; ++r) {
+    const auto t0 = Clock::now();
+    for (std::size_t i = 0; i < operands.size(); ++i)
+      (void)lax::dot_general(operands[i][0], operands[i][1], dims[i]);
+    if (r >= 2)
+      times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return median(times);
+}
+
+io::Json run(const Config& c, std::int64_t steps) {
+  const nn::MLP mlp{.features = [&] {
+    std::vector<std::int64_t> f;
+    for (const auto& [in, out] : layers(c))
+      f.push_back(out);
+    return f;
+  }()};
+  const Array x = random_f32(Shape{c.batch, c.width}, 1);
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(c.batch));
+  std::mt19937 gen(2);
+  for (auto& y : labels)
+    y = static_cast<std::int32_t>(gen() % 10);
+  const Array y = Array::from_vector(labels, Shape{c.batch});
+  auto make_apply = [](const auto& model) -> train::ApplyFn {
+    return [model](const Tree& p, const Array& in) {
+      return model.apply(nn::Variables{{"params", p}}, in);
+    };
+  };
+  const train::ApplyFn apply =
+      c.policy == "none"
+          ? make_apply(nn::Model(mlp))
+          : make_apply(remat<nn::MLP>(checkpoint_policies::from_name(c.policy))(mlp));
+  train::ClassifierStep step(apply, optim::sgd(0.01));
+  train::TrainState state = step.init(nn::Model(mlp).init(random::key(0), x)["params"]);
+
+  // Residuals that are not arguments, from the residual report of the loss.
+  const Tree structure = state.params;
+  std::vector<Array> args = structure.leaves();
+  const std::size_t n = args.size();
+  args.push_back(x);
+  const ArrayFn loss = [&](std::span<const Array> in) {
+    return std::vector<Array>{mean(optim::softmax_cross_entropy_with_integer_labels(
+        apply(structure.with_leaves(in.subspan(0, n)), in[n]), y))};
+  };
+  std::int64_t residual_bytes = 0;
+  for (const SavedResidual& r : saved_residuals(loss, args))
+    if (r.kind != SavedResidual::Kind::argument && r.kind != SavedResidual::Kind::constant)
+      residual_bytes += r.aval.shape.size() * static_cast<std::int64_t>(itemsize(r.aval.dtype));
+  args.clear();
+
+  for (int i = 0; i < 3; ++i)
+    (void)step(state, x, y);  // warm-up (the first traces)
+  Backend& cpu = backend(Device::cpu());
+  cpu.reset_peak_memory();
+  std::vector<double> times;
+  for (std::int64_t i = 0; i < steps; ++i) {
+    const auto t0 = Clock::now();
+    (void)step(state, x, y);
+    times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  // The peak of the timed steps, read before the GEMM floor allocates its own operands.
+  const std::int64_t peak_bytes = cpu.memory_stats().peak_bytes;
+  const double ms = median(times);
+  double flops = 0;
+  for (const auto& [in, out] : layers(c))
+    flops += 6.0 * static_cast<double>(c.batch * in * out);
+  const double floor = gemm_floor_ms(c, steps);
+  return io::Json{{"framework", "flaxpp"},
+                  {"backend", "cpu"},
+                  {"width", c.width},
+                  {"depth", c.depth},
+                  {"batch", c.batch},
+                  {"dtype", "float32"},
+                  {"policy", c.policy},
+                  {"steps", steps},
+                  {"step_ms", ms},
+                  {"samples_per_s", static_cast<double>(c.batch) / (ms / 1000.0)},
+                  {"gflops", flops / (ms / 1000.0) / 1e9},
+                  {"peak_bytes", peak_bytes},
+                  {"residual_bytes", residual_bytes},
+                  {"gemm_floor_ms", floor},
+                  {"step_over_floor", ms / floor}};
+}
+
+}  // namespace
+
+int bench_command(const std::vector<std::string>& args) {
+  std::string grid = "default", out_path;
+  std::int64_t steps = 20;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--help" || args[i] == "-h") {
+      std::cout << kBenchUsage;
+      return 0;
+    } else if (args[i] == "--grid" && i + 1 < args.size()) {
+      grid = args[++i];
+    } else if (args[i] == "--out" && i + 1 < args.size()) {
+      out_path = args[++i];
+    } else if (args[i] == "--steps" && i + 1 < args.size()) {
+      steps = std::max<std::int64_t>(1, std::stoll(args[++i]));
+    } else {
+      std::cerr << "flaxpp bench: unknown argument " << args[i] << "\n" << kBenchUsage;
+      return 2;
+    }
+  }
+  if (grid != "default" && grid != "large") {
+    std::cerr << "flaxpp bench: --grid is default or large, got " << grid << "\n";
+    return 2;
+  }
+  std::vector<std::int64_t> widths{64, 256, 512, 1024}, batches{128};
+  if (grid == "large") {
+    widths.insert(widths.end(), {2048, 4096});
+    batches.push_back(512);
+  }
+  std::ofstream file;
+  if (!out_path.empty()) file.open(out_path);
+  std::ostream& out = out_path.empty() ? std::cout : file;
+  for (std::int64_t batch : batches)
+    for (std::int64_t width : widths)
+      for (const char* policy : {"none", "dots_with_no_batch_dims_saveable", "nothing_saveable"}) {
+        std::cerr << "bench: width " << width << " depth 4 batch " << batch << " policy " << policy
+                  << "\n";
+        out << run({width, 4, batch, policy}, steps).dump() << std::endl;
+      }
+  return 0;
+}
+
+}  // namespace flaxpp::cli
