@@ -89,5 +89,15 @@ done
 printf '{"data": {"path": "%s"}, "model": {"features": [3]}, "optimizer": {"name": "sgd", "learning_rate": 0.1}, "epochs": 1, "learning_rate": 3}' "$dir/toy.csv" >"$dir/bad.json"
 expect "a malformed config names the key" 2 '\$\.learning_rate: unknown key; accepted keys:' -- "$flaxpp" train "$dir/bad.json"
 
+# flaxpp bench: one timed step per configuration; 12 JSON lines with the schema bench_jax.py shares.
+expect "bench runs the default grid" 0 '' -- "$flaxpp" bench --steps 1 --out "$dir/bench.jsonl"
+if [ "$(grep -c '"framework":"flaxpp"' "$dir/bench.jsonl")" -eq 12 ] &&
+   [ "$(grep -c '"gemm_floor_ms"' "$dir/bench.jsonl")" -eq 12 ]; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+  echo "FAIL bench: expected 12 JSON lines with the shared keys"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
