@@ -86,17 +86,8 @@ def main(argv=None) -> int:
     import optax
     from flax import linen as nn
     from jax._src.ad_checkpoint import saved_residuals
-
-    class MLP(nn.Module):
-        features: tuple
-
-        @nn.compact
-        def __call__(self, x):
-            for i, h in enumerate(self.features):
-                x = nn.Dense(h)(x)
-                if i != len(self.features) - 1:
-                    x = nn.relu(x)
-            return x
+    # The reference cases' MLP (Dense, relu between layers), so both sides time one model.
+    from problems_nn import MLP
 
     backend = jax.default_backend()
     print(f"bench_jax: jax {jax.__version__}, backend {backend}, devices {jax.devices()}",

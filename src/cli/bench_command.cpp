@@ -14,10 +14,10 @@
 #include "flaxpp/io/json.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/nn/mlp.hpp"
-#include "flaxpp/nn/remat.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/losses.hpp"
 #include "flaxpp/train/train_state.hpp"
+#include "flaxpp/transforms/checkpoint.hpp"
 
 namespace flaxpp::cli {
 namespace {
@@ -105,15 +105,10 @@ io::Json run(const Config& c, std::int64_t steps) {
   for (auto& y : labels)
     y = static_cast<std::int32_t>(gen() % 10);
   const Array y = Array::from_vector(labels, Shape{c.batch});
-  auto make_apply = [](const auto& model) -> train::ApplyFn {
-    return [model](const Tree& p, const Array& in) {
-      return model.apply(nn::Variables{{"params", p}}, in);
-    };
-  };
-  const train::ApplyFn apply =
-      c.policy == "none"
-          ? make_apply(nn::Model(mlp))
-          : make_apply(remat<nn::MLP>(checkpoint_policies::from_name(c.policy))(mlp));
+  const std::optional<PolicyPtr> policy =
+      c.policy == "none" ? std::nullopt
+                         : std::optional<PolicyPtr>(checkpoint_policies::from_name(c.policy));
+  const train::ApplyFn apply = train::mlp_apply(mlp, policy);
   train::ClassifierStep step(apply, optim::sgd(0.01));
   train::TrainState state = step.init(nn::Model(mlp).init(random::key(0), x)["params"]);
 

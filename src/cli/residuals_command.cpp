@@ -8,7 +8,7 @@
 #include "cli/commands.hpp"
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/io/policy_spec.hpp"
-#include "flaxpp/ops/activations.hpp"
+#include "flaxpp/io/refs.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 
@@ -24,14 +24,6 @@ constexpr const char* kResidualsUsage =
     "        '{\"name\": \"save_only_these_names\", \"names\": [\"a\"]}' (default "
     "nothing_saveable)\n"
     "  -N, -d: x is f32[N,d], w1 and w2 f32[d,d] (default 5 and 4)\n";
-
-std::vector<Array> dot_f(std::span<const Array> a) {
-  return {sum(power(matmul(relu(matmul(a[2], a[0])), a[1]), 2))};
-}
-std::vector<Array> named_g(std::span<const Array> a) {
-  const Array r = checkpoint_name(relu(checkpoint_name(matmul(a[2], a[0]), "a")), "b");
-  return {sum(power(checkpoint_name(matmul(r, a[1]), "c"), 2))};
-}
 
 std::int64_t bytes_of(const AVal& a) {
   return a.shape.size() * static_cast<std::int64_t>(itemsize(a.dtype));
@@ -72,9 +64,9 @@ int residuals_command(const std::vector<std::string>& args) {
   }
   ArrayFn fn;
   if (function == "checkpoint_dot_policy") {
-    fn = dot_f;
+    fn = refs::dot_policy_f;
   } else if (function == "named_dot_policy") {
-    fn = named_g;
+    fn = refs::named_dot_policy_g;
   } else {
     std::cerr << "flaxpp residuals: unknown function \"" << function << "\"\n" << kResidualsUsage;
     return 2;

@@ -20,7 +20,6 @@
 #include "flaxpp/io/png.hpp"
 #include "flaxpp/io/policy_spec.hpp"
 #include "flaxpp/nn/mlp.hpp"
-#include "flaxpp/nn/remat.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/train/train_state.hpp"
 
@@ -284,18 +283,7 @@ int train_command(const std::vector<std::string>& args) {
   const nn::MLP body{.features = c.features, .activation = [act = c.activation](const Array& x) {
                        return activate(act, x);
                      }};
-  train::ApplyFn apply;
-  auto make_apply = [](const auto& model) -> train::ApplyFn {
-    return [model](const Tree& params, const Array& x) {
-      return model.apply(nn::Variables{{"params", params}}, x);
-    };
-  };
-  if (c.policy) {
-    apply = make_apply(remat<nn::MLP>(*c.policy)(body));
-  } else {
-    apply = make_apply(nn::Model(body));
-  }
-  train::ClassifierStep step(apply, c.tx);
+  train::ClassifierStep step(train::mlp_apply(body, c.policy), c.tx);
 
   train::TrainState state;
   std::vector<EpochMetrics> history;

@@ -1,6 +1,7 @@
 // TrainState and the compiled classifier step.
 #include "flaxpp/train/train_state.hpp"
 
+#include "flaxpp/nn/remat.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/losses.hpp"
 
@@ -19,6 +20,15 @@ TrainState TrainState::from_tree(const Tree& tree) {
           detail::str("a train-state checkpoint needs \"params\", \"opt_state\" and \"step\"; \"",
                       key, "\" is missing"));
   return {tree["params"], tree["opt_state"], tree["step"].array().to_vector<std::int32_t>()[0]};
+}
+
+ApplyFn mlp_apply(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy) {
+  auto apply_of = [](const auto& model) -> ApplyFn {
+    return [model](const Tree& params, const Array& x) {
+      return model.apply(nn::Variables{{"params", params}}, x);
+    };
+  };
+  return policy ? apply_of(remat<nn::MLP>(*policy)(mlp)) : apply_of(nn::Model(mlp));
 }
 
 float ClassifierStep::operator()(TrainState& state, const Array& x, const Array& y) {

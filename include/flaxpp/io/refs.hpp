@@ -8,6 +8,7 @@
 #include <functional>
 #include <iosfwd>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -98,6 +99,12 @@ void register_random_problems(ProblemRegistry& registry);
 void register_remat_problems(ProblemRegistry& registry);
 void register_nn_problems(ProblemRegistry& registry);
 void register_train_problems(ProblemRegistry& registry);
+
+// The remat family's functions of (w1, w2, x) (refs-format.md, "The seed problems"):
+// f = sum((relu(x @ w1) @ w2) ** 2), and g, the same with checkpoint_name "a" (x @ w1),
+// "b" (relu) and "c" (@ w2).
+std::vector<Array> dot_policy_f(std::span<const Array> w1_w2_x);
+std::vector<Array> named_dot_policy_g(std::span<const Array> w1_w2_x);
 
 struct Tolerance {
   double rtol = 1e-5;

@@ -6,11 +6,14 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "flaxpp/core/tree.hpp"
+#include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/optim/transform.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
+#include "flaxpp/transforms/checkpoint.hpp"
 
 namespace flaxpp::train {
 
@@ -27,11 +30,16 @@ struct TrainState {
 // Logits of a model for a batch: apply(params, x).
 using ApplyFn = std::function<Array(const Tree& params, const Array& x)>;
 
+// The apply of an MLP, lifted by remat<nn::MLP>(*policy) when a policy is given (Flax's
+// nn.remat(MLP, policy=...)); its params are those nn::Model(mlp).init creates.
+ApplyFn mlp_apply(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy);
+
 // One optimisation step of mean softmax cross-entropy with integer labels:
 // value_and_grad, tx.update, apply_updates.
 class ClassifierStep {
  public:
-  ClassifierStep(ApplyFn apply, optim::GradientTransformation tx) : apply_(std::move(apply)), tx_(std::move(tx)) {}
+  ClassifierStep(ApplyFn apply, optim::GradientTransformation tx)
+      : apply_(std::move(apply)), tx_(std::move(tx)) {}
 
   TrainState init(const Tree& params) const { return {params, tx_.init(params), 0}; }
   // Updates `state` in place; returns the loss before the update.

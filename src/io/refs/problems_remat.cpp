@@ -9,7 +9,6 @@
 #include "flaxpp/transforms/checkpoint.hpp"
 
 namespace flaxpp::refs {
-namespace {
 
 std::vector<Array> dot_policy_f(std::span<const Array> a) {
   return {sum(power(matmul(relu(matmul(a[2], a[0])), a[1]), 2))};
@@ -20,6 +19,8 @@ std::vector<Array> named_dot_policy_g(std::span<const Array> a) {
   const Array r = checkpoint_name(relu(h), "b");
   return {sum(power(checkpoint_name(matmul(r, a[1]), "c"), 2))};
 }
+
+namespace {
 
 // w1 f32[d,d], w2 f32[d,d], x f32[N,d], on the case's device.
 std::vector<Array> weights_and_x(const Inputs& in, const CaseContext& cx) {

@@ -4,10 +4,7 @@
 #include "flaxpp/io/policy_spec.hpp"
 #include "flaxpp/io/refs.hpp"
 #include "flaxpp/nn/mlp.hpp"
-#include "flaxpp/nn/remat.hpp"
-#include "flaxpp/ops/numpy.hpp"
-#include "flaxpp/optim/losses.hpp"
-#include "flaxpp/transforms/autodiff.hpp"
+#include "flaxpp/train/train_state.hpp"
 
 namespace flaxpp::refs {
 namespace {
@@ -28,25 +25,17 @@ Array take_rows(const Array& a, std::int64_t start, std::int64_t bs) {
   return Array::from_vector(out, Shape(dims));
 }
 
-template <class Model>
-Tree train(const Model& model, const Array& x, const Array& y,
-           const optim::GradientTransformation& tx, std::int64_t steps, std::int64_t bs,
-           const random::Key& key) {
-  Tree params = model.init(key, take_rows<float>(x, 0, bs))["params"];
-  Tree opt_state = tx.init(params);
+Tree train_mlp(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy, const Array& x,
+               const Array& y, const optim::GradientTransformation& tx, std::int64_t steps,
+               std::int64_t bs, const random::Key& key) {
+  train::ClassifierStep step(train::mlp_apply(mlp, policy), tx);
+  train::TrainState state =
+      step.init(nn::Model(mlp).init(key, take_rows<float>(x, 0, bs))["params"]);
   std::vector<float> losses;
-  for (std::int64_t i = 0; i < steps; ++i) {
-    const Array xb = take_rows<float>(x, i * bs, bs), yb = take_rows<std::int32_t>(y, i * bs, bs);
-    auto [loss, grads] = value_and_grad([&](const Tree& p) {
-      return mean(optim::softmax_cross_entropy_with_integer_labels(
-          model.apply(nn::Variables{{"params", p}}, xb), yb));
-    })(params);
-    losses.push_back(loss.template to_vector<float>()[0]);
-    auto [updates, state] = tx.update(grads, opt_state, params);
-    params = optim::apply_updates(params, updates);
-    opt_state = std::move(state);
-  }
-  return Tree{{"losses", Array::from_vector(losses, Shape{steps})}, {"params", params}};
+  for (std::int64_t i = 0; i < steps; ++i)
+    losses.push_back(
+        step(state, take_rows<float>(x, i * bs, bs), take_rows<std::int32_t>(y, i * bs, bs)));
+  return Tree{{"losses", Array::from_vector(losses, Shape{steps})}, {"params", state.params}};
 }
 
 }  // namespace
@@ -74,8 +63,7 @@ void register_train_problems(ProblemRegistry& registry) {
     }
     const nn::MLP mlp{.features = in.int_list("features")};
     const random::Key key = random::key(in.integer("seed"), cx.mode);
-    return policy ? train(remat<nn::MLP>(*policy)(mlp), x, y, tx, steps, bs, key)
-                  : train(nn::Model(mlp), x, y, tx, steps, bs, key);
+    return train_mlp(mlp, policy, x, y, tx, steps, bs, key);
   });
 }
 
