@@ -3,10 +3,19 @@
 #include <vector>
 
 #include "backend/cpu/cpu_eval.hpp"
+#include "backend/eval_impl.hpp"
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/ir/primitive.hpp"
 
-namespace flaxpp::ir {
+namespace flaxpp {
+
+void backend_impl::throw_unsupported_dtype(const ir::Primitive& prim, DType dtype, Device device) {
+  throw ValueError(detail::str(prim.name(), ": the ", device,
+                               " backend does not implement it for dtype ", dtype_name(dtype),
+                               "; convert the operands with convert_element_type first"));
+}
+
+namespace ir {
 namespace {
 
 // Where `prim` runs: the device of its non-0-d inputs, which must agree. 0-d inputs (scalar
@@ -64,4 +73,5 @@ std::vector<Array> eval_primitive(const Primitive& prim, std::span<const Array> 
   return results;
 }
 
-}  // namespace flaxpp::ir
+}  // namespace ir
+}  // namespace flaxpp

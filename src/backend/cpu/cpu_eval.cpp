@@ -13,12 +13,6 @@
 
 namespace flaxpp::cpu {
 
-void throw_unsupported_dtype(const ir::Primitive& prim, DType dtype) {
-  throw ValueError(detail::str(prim.name(), ": the CPU backend does not implement it for dtype ",
-                               dtype_name(dtype),
-                               "; convert the operands with convert_element_type first"));
-}
-
 namespace {
 
 // The storage type of a functor's result: comparisons return bool, stored as one byte.

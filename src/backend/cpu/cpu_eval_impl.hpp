@@ -1,13 +1,16 @@
-// Private to the CPU backend's primitive evaluation: result buffers, dtype dispatch, and the
-// entry points of the primitive families that live in their own files.
+// Private to the CPU backend's primitive evaluation: the shared helpers (eval_impl.hpp,
+// layout_plan.hpp) on the CPU, and the entry points of the families in their own files.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
+#include "backend/eval_impl.hpp"
+#include "backend/layout_plan.hpp"
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/core/aval.hpp"
 #include "flaxpp/core/backend.hpp"
@@ -17,79 +20,33 @@
 
 namespace flaxpp::cpu {
 
-// One primitive's evaluation: its inputs, params and the aval of its single result.
-using EvalFn = Array (*)(const ir::Primitive& prim, std::span<const Array> inputs,
-                         const ir::Params& params, const AVal& out);
+using backend_impl::EvalFn;
+using backend_impl::in_data;
+using backend_impl::kAll;
+using backend_impl::kBool;
+using backend_impl::kFloat;
+using backend_impl::kInt;
+using backend_impl::kNumeric;
 
-// A new, uninitialised CPU buffer for one result: write it through data<T>(), then wrap it.
-class Output {
+// A new, uninitialised CPU buffer for one result.
+class Output : public backend_impl::Output {
  public:
-  explicit Output(const AVal& aval)
-      : aval_(aval),
-        buffer_(
-            backend(Device::cpu())
-                .allocate(aval.shape.size() * static_cast<std::int64_t>(itemsize(aval.dtype)))) {}
-  template <class T>
-  T* data() const {
-    return static_cast<T*>(buffer_->data());
-  }
-  Array array() const { return Array(buffer_, aval_.shape, aval_.dtype); }
-
- private:
-  AVal aval_;
-  std::shared_ptr<Buffer> buffer_;
+  explicit Output(const AVal& aval) : backend_impl::Output(aval, Device::cpu()) {}
 };
 
-// The elements of a concrete CPU array whose dtype has storage type T (std::uint8_t for bool).
-template <class T>
-const T* in_data(const Array& a) {
-  return static_cast<const T*>(a.buffer().data());
+[[noreturn]] inline void throw_unsupported_dtype(const ir::Primitive& prim, DType dtype) {
+  backend_impl::throw_unsupported_dtype(prim, dtype, Device::cpu());
 }
 
-// Dtype families a primitive's CPU implementation accepts.
-inline constexpr unsigned kFloat = 1;  // f32, f64
-inline constexpr unsigned kInt = 2;    // i32, u32
-inline constexpr unsigned kBool = 4;
-inline constexpr unsigned kNumeric = kFloat | kInt;
-inline constexpr unsigned kAll = kFloat | kInt | kBool;
-
-[[noreturn]] void throw_unsupported_dtype(const ir::Primitive& prim, DType dtype);
-
-// Calls f(TypeTag<Storage>{}) for `dtype` when it is in the families kAllowed, else throws
-// ValueError naming the primitive and dtype. Only allowed types are instantiated.
+// backend_impl::visit_dtype on the CPU.
 template <unsigned kAllowed, class F>
 Array visit_dtype(const ir::Primitive& prim, DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32:
-      if constexpr ((kAllowed & kFloat) != 0) return f(TypeTag<float>{});
-      break;
-    case DType::f64:
-      if constexpr ((kAllowed & kFloat) != 0) return f(TypeTag<double>{});
-      break;
-    case DType::i32:
-      if constexpr ((kAllowed & kInt) != 0) return f(TypeTag<std::int32_t>{});
-      break;
-    case DType::u32:
-      if constexpr ((kAllowed & kInt) != 0) return f(TypeTag<std::uint32_t>{});
-      break;
-    case DType::bool_:
-      if constexpr ((kAllowed & kBool) != 0) return f(TypeTag<std::uint8_t>{});
-      break;
-    case DType::bf16:
-    case DType::f16:
-      break;
-  }
-  throw_unsupported_dtype(prim, dtype);
+  return backend_impl::visit_dtype<kAllowed>(prim, dtype, Device::cpu(), std::forward<F>(f));
 }
 
-// Row-major strides, in elements, of an array of `dims`.
-std::vector<std::int64_t> row_major_strides(std::span<const std::int64_t> dims);
-
-// Writes the row-major array of `out_dims` whose element (i_0, ..., i_r) is
-// in[i_0 * in_strides[0] + ... + i_r * in_strides[r]], for elements of `itemsize` bytes (1, 4
-// or 8). Broadcasting (stride 0) and any axis permutation are special cases.
-void gather_strided(const void* in, std::span<const std::int64_t> out_dims,
-                    std::span<const std::int64_t> in_strides, std::size_t itemsize, void* out);
+// Writes `copy`'s result (row-major) from `in`, for elements of `itemsize` bytes (1, 4 or 8).
+void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::size_t itemsize,
+                    void* out);
 
 // Families with their own files.
 Array eval_broadcast_in_dim(const ir::Primitive& prim, std::span<const Array> inputs,

@@ -1,21 +1,11 @@
 // CPU evaluation of the layout primitives — broadcast_in_dim, reshape, transpose — and the
-// strided gather they (and dot_general's operand permutation) are built on.
+// strided gather (of layout_plan.hpp's plans) they and dot_general's operand permutation use.
 #include <algorithm>
 #include <cstring>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
 
 namespace flaxpp::cpu {
-
-std::vector<std::int64_t> row_major_strides(std::span<const std::int64_t> dims) {
-  std::vector<std::int64_t> strides(dims.size());
-  std::int64_t stride = 1;
-  for (std::size_t k = dims.size(); k-- > 0;) {
-    strides[k] = stride;
-    stride *= dims[k];
-  }
-  return strides;
-}
 
 namespace {
 
@@ -77,25 +67,12 @@ void gather_strided_t(const T* in, std::span<const std::int64_t> dims,
 
 }  // namespace
 
-void gather_strided(const void* in, std::span<const std::int64_t> out_dims,
-                    std::span<const std::int64_t> in_strides, std::size_t itemsize, void* out) {
-  std::int64_t total = 1;
-  for (const std::int64_t d : out_dims)
-    total *= d;
-  if (total == 0) return;
-  // Simplify: drop size-1 axes, and merge an axis into the one before it when the pair walks
-  // the input like a single axis (e.g. an identity permutation becomes one contiguous run).
-  std::vector<std::int64_t> dims, strides;
-  for (std::size_t k = 0; k < out_dims.size(); ++k) {
-    if (out_dims[k] == 1) continue;
-    if (!dims.empty() && strides.back() == in_strides[k] * out_dims[k]) {
-      dims.back() *= out_dims[k];
-      strides.back() = in_strides[k];
-    } else {
-      dims.push_back(out_dims[k]);
-      strides.push_back(in_strides[k]);
-    }
-  }
+void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::size_t itemsize,
+                    void* out) {
+  if (copy.size() == 0) return;
+  const backend_impl::StridedCopy simple = backend_impl::simplify(copy);
+  const std::vector<std::int64_t>& dims = simple.dims;
+  const std::vector<std::int64_t>& strides = simple.strides;
   switch (itemsize) {
     case 1:
       return gather_strided_t(static_cast<const std::uint8_t*>(in), dims, strides,
@@ -113,29 +90,24 @@ void gather_strided(const void* in, std::span<const std::int64_t> out_dims,
 
 namespace {
 
-// The result of gathering `x` with the given strides (one per result axis) into `out`.
-Array gather(const ir::Primitive& prim, const Array& x, std::span<const std::int64_t> strides,
+// The result of `copy` applied to `x`.
+Array gather(const ir::Primitive& prim, const Array& x, const backend_impl::StridedCopy& copy,
              const AVal& out) {
   return visit_dtype<kAll>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
     const Output o(out);
-    gather_strided(in_data<T>(x), out.shape.dims(), strides, sizeof(T), o.data<T>());
+    gather_strided(in_data<T>(x), copy, sizeof(T), o.data<T>());
     return o.array();
   });
 }
 
 }  // namespace
 
-// Result axis broadcast_dimensions[i] walks operand axis i; every other result axis, and any
-// axis where the operand has size 1, repeats (stride 0).
 Array eval_broadcast_in_dim(const ir::Primitive& prim, std::span<const Array> inputs,
                             const ir::Params& params, const AVal& out) {
   const Array& x = inputs[0];
   const auto& bdims = params.get<std::vector<std::int64_t>>("broadcast_dimensions");
-  const std::vector<std::int64_t> x_strides = row_major_strides(x.shape().dims());
-  std::vector<std::int64_t> strides(out.shape.dims().size(), 0);
-  for (std::size_t i = 0; i < bdims.size(); ++i)
-    if (x.shape().dims()[i] != 1) strides[static_cast<std::size_t>(bdims[i])] = x_strides[i];
-  return gather(prim, x, strides, out);
+  return gather(prim, x, backend_impl::broadcast_copy(x.shape().dims(), bdims, out.shape.dims()),
+                out);
 }
 
 // Row-major order is kept, so the bytes are the operand's. (Copied: Array offers no way to
@@ -150,16 +122,11 @@ Array eval_reshape(const ir::Primitive& prim, std::span<const Array> inputs,
   });
 }
 
-// Result axis i walks operand axis permutation[i].
 Array eval_transpose(const ir::Primitive& prim, std::span<const Array> inputs,
                      const ir::Params& params, const AVal& out) {
   const Array& x = inputs[0];
   const auto& perm = params.get<std::vector<std::int64_t>>("permutation");
-  const std::vector<std::int64_t> x_strides = row_major_strides(x.shape().dims());
-  std::vector<std::int64_t> strides(perm.size());
-  for (std::size_t i = 0; i < perm.size(); ++i)
-    strides[i] = x_strides[static_cast<std::size_t>(perm[i])];
-  return gather(prim, x, strides, out);
+  return gather(prim, x, backend_impl::transpose_copy(x.shape().dims(), perm), out);
 }
 
 }  // namespace flaxpp::cpu

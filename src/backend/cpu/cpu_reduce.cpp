@@ -27,12 +27,6 @@ T reduce_contiguous(Op op, const T* x, std::int64_t n, T init) {
   return result;
 }
 
-// A run of adjacent operand axes that are all reduced or all kept, merged into one.
-struct Group {
-  std::int64_t size;
-  bool reduced;
-};
-
 // Reduces x over `axes` into `out` (x's shape without those axes), starting from init.
 // The operand is read once in row-major order; each step handles its innermost group
 // either as a contiguous reduction (reduced) or as an elementwise accumulation into a
@@ -45,18 +39,8 @@ Array reduce(const Array& x, const std::vector<std::int64_t>& axes, const AVal& 
   std::fill(ys, ys + out.shape.size(), init);
   if (x.size() == 0) return o.array();
 
-  std::vector<Group> groups;
-  for (std::size_t k = 0; k < x.shape().dims().size(); ++k) {
-    const std::int64_t d = x.shape().dims()[k];
-    const bool reduced = std::find(axes.begin(), axes.end(), std::int64_t(k)) != axes.end();
-    if (d == 1) continue;
-    if (!groups.empty() && groups.back().reduced == reduced) {
-      groups.back().size *= d;
-    } else {
-      groups.push_back({d, reduced});
-    }
-  }
-  if (groups.empty()) groups.push_back({1, false});  // a single element
+  const std::vector<backend_impl::ReduceGroup> groups =
+      backend_impl::reduce_groups(x.shape().dims(), axes);
 
   // Result strides of the groups (0 for reduced ones), in row-major order of the kept ones.
   std::vector<std::int64_t> out_strides(groups.size(), 0);
@@ -68,7 +52,7 @@ Array reduce(const Array& x, const std::vector<std::int64_t>& axes, const AVal& 
   }
 
   const T* xs = in_data<T>(x);
-  const Group inner = groups.back();
+  const backend_impl::ReduceGroup inner = groups.back();
   const std::size_t outer_rank = groups.size() - 1;
   const std::int64_t outer = x.size() / inner.size;
   std::vector<std::int64_t> index(outer_rank, 0);

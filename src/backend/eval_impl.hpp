@@ -1,0 +1,89 @@
+// Private to the backends' primitive evaluation: result buffers on any device, the dtype
+// families a primitive accepts, and dtype dispatch. Each backend's table maps a primitive to
+// an EvalFn built from these.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "flaxpp/core/array.hpp"
+#include "flaxpp/core/aval.hpp"
+#include "flaxpp/core/backend.hpp"
+#include "flaxpp/core/dtype.hpp"
+#include "flaxpp/ir/params.hpp"
+#include "flaxpp/ir/primitive.hpp"
+
+namespace flaxpp::backend_impl {
+
+// One primitive's evaluation: its inputs (on the backend's device), params and the aval of
+// its single result.
+using EvalFn = Array (*)(const ir::Primitive& prim, std::span<const Array> inputs,
+                         const ir::Params& params, const AVal& out);
+
+// A new, uninitialised buffer for one result on `device`: write it through data<T>(), then
+// wrap it.
+class Output {
+ public:
+  Output(const AVal& aval, Device device)
+      : aval_(aval),
+        buffer_(backend(device).allocate(aval.shape.size() *
+                                         static_cast<std::int64_t>(itemsize(aval.dtype)))) {}
+  template <class T>
+  T* data() const {
+    return static_cast<T*>(buffer_->data());
+  }
+  Array array() const { return Array(buffer_, aval_.shape, aval_.dtype); }
+
+ private:
+  AVal aval_;
+  std::shared_ptr<Buffer> buffer_;
+};
+
+// The elements of a concrete array whose dtype has storage type T (std::uint8_t for bool).
+// The pointer is in the memory of the array's device.
+template <class T>
+const T* in_data(const Array& a) {
+  return static_cast<const T*>(a.buffer().data());
+}
+
+// Dtype families a primitive's implementation accepts.
+inline constexpr unsigned kFloat = 1;  // f32, f64
+inline constexpr unsigned kInt = 2;    // i32, u32
+inline constexpr unsigned kBool = 4;
+inline constexpr unsigned kHalf = 8;  // bf16, f16: storage types only the CUDA backend has
+inline constexpr unsigned kNumeric = kFloat | kInt;
+inline constexpr unsigned kAll = kFloat | kInt | kBool;
+
+// ValueError: `prim` is not implemented for `dtype` on `device`'s backend.
+[[noreturn]] void throw_unsupported_dtype(const ir::Primitive& prim, DType dtype, Device device);
+
+// Calls f(TypeTag<Storage>{}) for `dtype` when it is in the families kAllowed (bf16 and f16
+// excepted: backends that store them dispatch those first), else throws ValueError naming
+// the primitive, dtype and device. Only allowed types are instantiated.
+template <unsigned kAllowed, class F>
+Array visit_dtype(const ir::Primitive& prim, DType dtype, Device device, F&& f) {
+  switch (dtype) {
+    case DType::f32:
+      if constexpr ((kAllowed & kFloat) != 0) return f(TypeTag<float>{});
+      break;
+    case DType::f64:
+      if constexpr ((kAllowed & kFloat) != 0) return f(TypeTag<double>{});
+      break;
+    case DType::i32:
+      if constexpr ((kAllowed & kInt) != 0) return f(TypeTag<std::int32_t>{});
+      break;
+    case DType::u32:
+      if constexpr ((kAllowed & kInt) != 0) return f(TypeTag<std::uint32_t>{});
+      break;
+    case DType::bool_:
+      if constexpr ((kAllowed & kBool) != 0) return f(TypeTag<std::uint8_t>{});
+      break;
+    case DType::bf16:
+    case DType::f16:
+      break;
+  }
+  throw_unsupported_dtype(prim, dtype, device);
+}
+
+}  // namespace flaxpp::backend_impl

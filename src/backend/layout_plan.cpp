@@ -1,0 +1,145 @@
+// The layout plans shared by the backends (layout_plan.hpp).
+#include "backend/layout_plan.hpp"
+
+#include <algorithm>
+
+namespace flaxpp::backend_impl {
+
+std::vector<std::int64_t> row_major_strides(std::span<const std::int64_t> dims) {
+  std::vector<std::int64_t> strides(dims.size());
+  std::int64_t stride = 1;
+  for (std::size_t k = dims.size(); k-- > 0;) {
+    strides[k] = stride;
+    stride *= dims[k];
+  }
+  return strides;
+}
+
+std::int64_t StridedCopy::size() const {
+  std::int64_t total = 1;
+  for (const std::int64_t d : dims)
+    total *= d;
+  return total;
+}
+
+StridedCopy simplify(const StridedCopy& copy) {
+  StridedCopy out;
+  for (std::size_t k = 0; k < copy.dims.size(); ++k) {
+    if (copy.dims[k] == 1) continue;
+    if (!out.dims.empty() && out.strides.back() == copy.strides[k] * copy.dims[k]) {
+      out.dims.back() *= copy.dims[k];
+      out.strides.back() = copy.strides[k];
+    } else {
+      out.dims.push_back(copy.dims[k]);
+      out.strides.push_back(copy.strides[k]);
+    }
+  }
+  return out;
+}
+
+StridedCopy broadcast_copy(std::span<const std::int64_t> operand_dims,
+                           std::span<const std::int64_t> broadcast_dimensions,
+                           std::span<const std::int64_t> out_dims) {
+  const std::vector<std::int64_t> operand_strides = row_major_strides(operand_dims);
+  StridedCopy copy{{out_dims.begin(), out_dims.end()}, std::vector<std::int64_t>(out_dims.size())};
+  for (std::size_t i = 0; i < broadcast_dimensions.size(); ++i)
+    if (operand_dims[i] != 1)
+      copy.strides[static_cast<std::size_t>(broadcast_dimensions[i])] = operand_strides[i];
+  return copy;
+}
+
+StridedCopy transpose_copy(std::span<const std::int64_t> operand_dims,
+                           std::span<const std::int64_t> permutation) {
+  const std::vector<std::int64_t> operand_strides = row_major_strides(operand_dims);
+  StridedCopy copy;
+  for (const std::int64_t axis : permutation) {
+    copy.dims.push_back(operand_dims[static_cast<std::size_t>(axis)]);
+    copy.strides.push_back(operand_strides[static_cast<std::size_t>(axis)]);
+  }
+  return copy;
+}
+
+std::vector<ReduceGroup> reduce_groups(std::span<const std::int64_t> operand_dims,
+                                       std::span<const std::int64_t> axes) {
+  std::vector<ReduceGroup> groups;
+  for (std::size_t k = 0; k < operand_dims.size(); ++k) {
+    const std::int64_t d = operand_dims[k];
+    const bool reduced = std::find(axes.begin(), axes.end(), std::int64_t(k)) != axes.end();
+    if (d == 1) continue;
+    if (!groups.empty() && groups.back().reduced == reduced) {
+      groups.back().size *= d;
+    } else {
+      groups.push_back({d, reduced});
+    }
+  }
+  if (groups.empty()) groups.push_back({1, false});
+  return groups;
+}
+
+namespace {
+
+std::int64_t product(std::span<const std::int64_t> dims, const std::vector<std::int64_t>& axes) {
+  std::int64_t p = 1;
+  for (const std::int64_t a : axes)
+    p *= dims[static_cast<std::size_t>(a)];
+  return p;
+}
+
+// Axes of a rank-`rank` operand that are neither batch nor contracting, ascending (the
+// order in which they appear in the result).
+std::vector<std::int64_t> free_axes(std::size_t rank, const std::vector<std::int64_t>& batch,
+                                    const std::vector<std::int64_t>& contracting) {
+  std::vector<std::int64_t> free;
+  for (std::int64_t a = 0; a < static_cast<std::int64_t>(rank); ++a)
+    if (std::find(batch.begin(), batch.end(), a) == batch.end() &&
+        std::find(contracting.begin(), contracting.end(), a) == contracting.end())
+      free.push_back(a);
+  return free;
+}
+
+std::vector<std::int64_t> concat(const std::vector<std::int64_t>& a,
+                                 const std::vector<std::int64_t>& b,
+                                 const std::vector<std::int64_t>& c) {
+  std::vector<std::int64_t> out(a);
+  out.insert(out.end(), b.begin(), b.end());
+  out.insert(out.end(), c.begin(), c.end());
+  return out;
+}
+
+bool is_identity(const std::vector<std::int64_t>& order) {
+  for (std::size_t i = 0; i < order.size(); ++i)
+    if (order[i] != static_cast<std::int64_t>(i)) return false;
+  return true;
+}
+
+// The operand as (batch, rows, cols) matrices: no copy when its memory is already in that
+// order or in (batch, cols, rows) order; otherwise the gather that permutes it there.
+MatrixOperand matrix_operand(std::span<const std::int64_t> dims,
+                             const std::vector<std::int64_t>& batch,
+                             const std::vector<std::int64_t>& rows,
+                             const std::vector<std::int64_t>& cols) {
+  const std::vector<std::int64_t> order = concat(batch, rows, cols);
+  if (is_identity(order)) return {};
+  if (is_identity(concat(batch, cols, rows))) return {.transposed = true};
+  return {.needs_permute = true, .permute = transpose_copy(dims, order)};
+}
+
+}  // namespace
+
+DotPlan plan_dot(std::span<const std::int64_t> lhs_dims, std::span<const std::int64_t> rhs_dims,
+                 const ir::DotDimensionNumbers& dn) {
+  const std::vector<std::int64_t> lhs_free =
+      free_axes(lhs_dims.size(), dn.lhs_batch, dn.lhs_contracting);
+  const std::vector<std::int64_t> rhs_free =
+      free_axes(rhs_dims.size(), dn.rhs_batch, dn.rhs_contracting);
+  DotPlan plan;
+  plan.batch = product(lhs_dims, dn.lhs_batch);
+  plan.m = product(lhs_dims, lhs_free);
+  plan.k = product(lhs_dims, dn.lhs_contracting);
+  plan.n = product(rhs_dims, rhs_free);
+  plan.lhs = matrix_operand(lhs_dims, dn.lhs_batch, lhs_free, dn.lhs_contracting);
+  plan.rhs = matrix_operand(rhs_dims, dn.rhs_batch, dn.rhs_contracting, rhs_free);
+  return plan;
+}
+
+}  // namespace flaxpp::backend_impl
