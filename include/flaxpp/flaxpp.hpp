@@ -6,6 +6,7 @@
 #include "flaxpp/core/device.hpp"
 #include "flaxpp/core/dtype.hpp"
 #include "flaxpp/core/error.hpp"
+#include "flaxpp/core/precision.hpp"
 #include "flaxpp/core/shape.hpp"
 #include "flaxpp/core/tree.hpp"
 #include "flaxpp/data/dataset.hpp"

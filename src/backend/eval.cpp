@@ -4,6 +4,9 @@
 
 #include "backend/cpu/cpu_eval.hpp"
 #include "backend/eval_impl.hpp"
+#ifdef FLAXPP_WITH_CUDA
+#include "backend/cuda/cuda_eval.hpp"
+#endif
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/ir/primitive.hpp"
 
@@ -18,21 +21,23 @@ void backend_impl::throw_unsupported_dtype(const ir::Primitive& prim, DType dtyp
 namespace ir {
 namespace {
 
-// Where `prim` runs: the device of its non-0-d inputs, which must agree. 0-d inputs (scalar
-// literals) follow the others; when every input is 0-d, the first one decides.
+// Where `prim` runs: on the GPU its inputs are on, else on the CPU. Host (CPU) inputs join a
+// computation on a GPU — they are copied there, as JAX moves uncommitted arrays — so
+// constants and host-made values mix with device arrays; inputs on two different GPUs are
+// an error.
 Device pick_device(const Primitive& prim, std::span<const Array> inputs) {
   if (inputs.empty()) return default_device();
-  const Array* first = nullptr;
+  const Array* gpu = nullptr;
   for (const Array& x : inputs) {
-    if (x.rank() == 0) continue;
-    if (first == nullptr) {
-      first = &x;
-    } else if (x.device() != first->device()) {
-      throw ValueError(detail::str(prim.name(), ": inputs on ", first->device(), " and ",
-                                   x.device(), "; move them with to() first"));
+    if (x.device().kind == DeviceKind::cpu) continue;
+    if (gpu == nullptr) {
+      gpu = &x;
+    } else if (x.device() != gpu->device()) {
+      throw ValueError(detail::str(prim.name(), ": inputs on ", gpu->device(), " and ", x.device(),
+                                   "; move them to one device with to() first"));
     }
   }
-  return (first != nullptr ? *first : inputs[0]).device();
+  return gpu != nullptr ? gpu->device() : Device::cpu();
 }
 
 }  // namespace
@@ -52,7 +57,7 @@ std::vector<Array> eval_primitive(const Primitive& prim, std::span<const Array> 
   const Device device = pick_device(prim, inputs);
   std::vector<Array> on_device(inputs.begin(), inputs.end());
   for (Array& x : on_device)
-    x = x.to(device);  // only 0-d inputs can be elsewhere
+    x = x.to(device);  // host inputs of a GPU computation
 
   std::vector<Array> results;
   switch (device.kind) {
@@ -60,9 +65,13 @@ std::vector<Array> eval_primitive(const Primitive& prim, std::span<const Array> 
       results = cpu::eval(prim, on_device, params, out_avals);
       break;
     case DeviceKind::cuda:
-      throw DeviceError(detail::str(prim.name(),
-                                    " has no CUDA implementation yet; compute on the CPU "
-                                    "(FLAXPP_DEVICE=cpu)"));
+#ifdef FLAXPP_WITH_CUDA
+      results = cuda::eval(prim, on_device, params, out_avals);
+      break;
+#else
+      // backend() refuses CUDA devices in a CPU-only build, so no array can live on one.
+      FLAXPP_ASSERT(false, prim.name(), ": a CUDA array in a build without CUDA");
+#endif
   }
 
   FLAXPP_ASSERT(results.size() == out_avals.size(), prim.name(), ": ", results.size(),

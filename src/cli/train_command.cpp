@@ -147,8 +147,14 @@ Config read_config(const std::string& file) {
   c.epochs = top.integer("epochs", 10, 1);
   c.batch_size = top.integer("batch_size", 32, 1);
   c.seed = top.integer("seed", 0, std::numeric_limits<std::int64_t>::min());
-  const std::string device = top.string("device", "cpu");
-  set_default_device(Device::parse(device));
+  // "auto": the default device (FLAXPP_DEVICE, else the GPU when one is present, else the CPU).
+  if (const std::string device = top.string("device", "auto"); device != "auto") {
+    try {
+      set_default_device(Device::parse(device));
+    } catch (const ValueError& e) {
+      throw ParseError(detail::str("$.device: ", e.what(), ", or auto"));
+    }
+  }
   c.output_dir = top.string("output_dir", "runs/train");
   const std::string format = top.string("checkpoint_format", "json");
   if (format != "json" && format != "safetensors" && format != "msgpack")
@@ -279,6 +285,7 @@ int train_command(const std::vector<std::string>& args) {
       data::train_test_split(all, c.test_fraction, static_cast<std::uint64_t>(c.seed));
   const std::int64_t n = train_set.x.shape()[0];
   const std::int64_t steps_per_epoch = (n + c.batch_size - 1) / c.batch_size;
+  std::cout << "training on " << default_device() << "\n";
 
   const nn::MLP body{.features = c.features, .activation = [act = c.activation](const Array& x) {
                        return activate(act, x);
@@ -290,7 +297,10 @@ int train_command(const std::vector<std::string>& args) {
   const fs::path metrics_file = c.output_dir / "metrics.csv",
                  curves_file = c.output_dir / "curves.png";
   if (c.resume && fs::exists(c.checkpoint)) {
-    state = train::TrainState::from_tree(io::load_checkpoint(c.checkpoint.string()));
+    // Checkpoints load into host memory; training continues on the default device.
+    state = train::TrainState::from_tree(
+        tree_map(io::load_checkpoint(c.checkpoint.string()),
+                 [](const Array& a) { return a.to(default_device()); }));
     history = read_metrics(metrics_file);
     std::cout << "resuming from " << c.checkpoint.string() << " at step " << state.step << "\n";
   } else {

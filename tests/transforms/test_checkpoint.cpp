@@ -249,14 +249,14 @@ TEST_CASE("checkpoint: nested checkpoints follow JAX's outer-policy rule") {
 TEST_CASE(
     "checkpoint: offloaded residuals sit in the pinned_host pool between forward and backward") {
   const auto args = inputs(64, 32);
-  Backend& cpu = backend(Device::cpu());
-  const std::int64_t host0 = cpu.memory_stats(MemoryKind::pinned_host).live_bytes;
+  Backend& dev = backend(default_device());
+  const std::int64_t host0 = dev.memory_stats(MemoryKind::pinned_host).live_bytes;
   {
     const VjpResult r = vjp(checkpoint(f, cp::offload_dot_with_no_batch_dims()), args);
     // Both dot outputs, f32[64,32] each, were copied to host memory.
-    CHECK(cpu.memory_stats(MemoryKind::pinned_host).live_bytes - host0 == 2 * 64 * 32 * 4);
+    CHECK(dev.memory_stats(MemoryKind::pinned_host).live_bytes - host0 == 2 * 64 * 32 * 4);
     const std::vector<Array> ct{Array::scalar(1.0f)};
     (void)r.backward(ct);
   }
-  CHECK(cpu.memory_stats(MemoryKind::pinned_host).live_bytes == host0);
+  CHECK(dev.memory_stats(MemoryKind::pinned_host).live_bytes == host0);
 }

@@ -54,9 +54,9 @@ Run run(const PolicyPtr& policy) {
   for (const SavedResidual& r : saved_residuals(loss, params))
     if (r.kind != SavedResidual::Kind::argument && r.kind != SavedResidual::Kind::constant)
       new_residuals += r.aval.shape.size() * 4;
-  Backend& cpu = backend(Device::cpu());
-  const std::int64_t live0 = cpu.memory_stats().live_bytes;
-  cpu.reset_peak_memory();
+  Backend& dev = backend(default_device());
+  const std::int64_t live0 = dev.memory_stats().live_bytes;
+  dev.reset_peak_memory();
   Run out;
   out.new_residual_bytes = new_residuals;
   {
@@ -71,7 +71,7 @@ Run run(const PolicyPtr& policy) {
       out.grads.push_back(gr.to_vector<float>());
     }
   }
-  out.peak = cpu.memory_stats().peak_bytes - live0;
+  out.peak = dev.memory_stats().peak_bytes - live0;
   return out;
 }
 

@@ -71,18 +71,18 @@ TEST_CASE("eval_graph: each intermediate is released after its last use") {
         return std::vector<Array>{y};
       },
       std::vector<AVal>{x.aval()});
-  Backend& cpu = backend(Device::cpu());
-  const std::int64_t live0 = cpu.memory_stats().live_bytes;
-  cpu.reset_peak_memory();
+  Backend& dev = backend(default_device());
+  const std::int64_t live0 = dev.memory_stats().live_bytes;
+  dev.reset_peak_memory();
   const Array y = eval_graph(g, std::span<const Array>(&x, 1))[0];
-  CHECK(cpu.memory_stats().peak_bytes - live0 <= 2 * x.nbytes());
-  CHECK(cpu.memory_stats().live_bytes - live0 == y.nbytes());
+  CHECK(dev.memory_stats().peak_bytes - live0 <= 2 * x.nbytes());
+  CHECK(dev.memory_stats().live_bytes - live0 == y.nbytes());
 }
 
 TEST_CASE("vjp: between forward and backward only the residuals are alive") {
   const Array x = Array::full(Shape{256, 256}, 0.25, DType::f32);
-  Backend& cpu = backend(Device::cpu());
-  const std::int64_t live0 = cpu.memory_stats().live_bytes;
+  Backend& dev = backend(default_device());
+  const std::int64_t live0 = dev.memory_stats().live_bytes;
   const VjpResult r = vjp(
       [](std::span<const Array> v) {
         Array y = v[0];
@@ -94,7 +94,7 @@ TEST_CASE("vjp: between forward and backward only the residuals are alive") {
   // The 4 exp outputs are the residuals (sum's VJP needs nothing). (tanh would save two per
   // step, ans and the known factor 1 - ans of its VJP, exactly as JAX's partial evaluation does.)
   CHECK(r.residual_bytes == 4 * x.nbytes());
-  CHECK(cpu.memory_stats().live_bytes - live0 == r.residual_bytes + r.outputs[0].nbytes());
+  CHECK(dev.memory_stats().live_bytes - live0 == r.residual_bytes + r.outputs[0].nbytes());
 }
 
 TEST_CASE("tracing: reading values of a traced array is a clear error") {

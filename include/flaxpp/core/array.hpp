@@ -37,12 +37,15 @@ class Array {
   // A traced value of the given abstract value.
   static Array traced(std::shared_ptr<Tracer> tracer, AVal aval);
 
-  // Copies `bytes` of host data laid out row-major into a new array on `device`.
+  // Creation copies host data into a new array on `device`: by default the default device,
+  // as jnp.array does (default_device(): the GPU when one is present).
+  // from_host_bytes: host data laid out row-major, shape.size() elements of dtype.
   static Array from_host_bytes(const void* data, Shape shape, DType dtype, Device device);
   template <class T>
-  static Array from_vector(std::span<const T> data, Shape shape, Device device = Device::cpu());
+  static Array from_vector(std::span<const T> data, Shape shape, Device device = default_device());
   template <class T>
-  static Array from_vector(const std::vector<T>& data, Shape shape, Device device = Device::cpu()) {
+  static Array from_vector(const std::vector<T>& data, Shape shape,
+                           Device device = default_device()) {
     if constexpr (std::is_same_v<T, bool>) {
       // std::vector<bool> is packed and has no span view.
       const std::vector<std::uint8_t> bytes(data.begin(), data.end());
@@ -53,11 +56,11 @@ class Array {
     }
   }
   template <class T>
-  static Array scalar(T value, Device device = Device::cpu()) {
+  static Array scalar(T value, Device device = default_device()) {
     return from_vector(std::span<const T>(&value, 1), Shape{}, device);
   }
   // shape.size() copies of `value` converted to dtype.
-  static Array full(Shape shape, double value, DType dtype, Device device = Device::cpu());
+  static Array full(Shape shape, double value, DType dtype, Device device = default_device());
 
   bool valid() const { return buffer_ != nullptr || tracer_ != nullptr; }
   bool is_traced() const { return tracer_ != nullptr; }

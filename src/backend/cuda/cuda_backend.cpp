@@ -30,8 +30,25 @@ CudaBackend::CudaBackend(int index) : Backend(Device::cuda(index)), index_(index
 
 CudaBackend::~CudaBackend() {
   // Destructors never throw: report and go on.
+  if (blas_ != nullptr && cublasDestroy(blas_) != CUBLAS_STATUS_SUCCESS)
+    std::fprintf(stderr, "flaxpp: cublasDestroy failed on cuda:%d\n", index_);
   if (stream_ != nullptr && cudaStreamDestroy(stream_) != cudaSuccess)
     std::fprintf(stderr, "flaxpp: cudaStreamDestroy failed on cuda:%d\n", index_);
+}
+
+cublasHandle_t CudaBackend::blas() {
+  std::call_once(blas_once_, [this] {
+    FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
+    cublasHandle_t handle = nullptr;
+    FLAXPP_CUBLAS_CHECK(cublasCreate(&handle));
+    if (const cublasStatus_t status = cublasSetStream(handle, stream_);
+        status != CUBLAS_STATUS_SUCCESS) {
+      (void)cublasDestroy(handle);
+      throw_cublas_error(status, "cublasSetStream", __FILE__, __LINE__);
+    }
+    blas_ = handle;
+  });
+  return blas_;
 }
 
 void* CudaBackend::allocate_impl(std::int64_t bytes, MemoryKind kind) {

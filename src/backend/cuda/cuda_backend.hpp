@@ -1,9 +1,13 @@
 // The CUDA backend's memory: device buffers from the stream-ordered allocator (a
 // cudaMemPool per device, cudaMallocAsync on the backend's stream), pinned host buffers for
-// offloaded residuals (cudaMallocHost). Never managed memory.
+// offloaded residuals (cudaMallocHost). Never managed memory. Primitives run on the same
+// stream (cuda_eval.hpp), so stream order alone makes allocation, compute and free safe.
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+
+#include <mutex>
 
 #include "flaxpp/core/backend.hpp"
 
@@ -18,6 +22,8 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   cudaStream_t stream() const { return stream_; }
+  // This device's cuBLAS handle, bound to stream(); created on first use.
+  cublasHandle_t blas();
   // High-water mark of the pool's used memory since the last reset_pool_peak(), as the
   // driver reports it (cudaMemPoolAttrUsedMemHigh): allocator rounding included.
   std::int64_t pool_used_high() const;
@@ -34,6 +40,8 @@ class CudaBackend final : public Backend {
   int index_;
   cudaStream_t stream_ = nullptr;
   cudaMemPool_t pool_ = nullptr;
+  std::once_flag blas_once_;
+  cublasHandle_t blas_ = nullptr;
 };
 
 }  // namespace flaxpp::cuda

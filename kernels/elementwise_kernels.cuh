@@ -1,0 +1,68 @@
+// kernels/elementwise_kernels.cuh — the CUDA kernels of the elementwise primitives: each
+// applies one functor of elementwise.hpp (the very code the CPU backend runs) per element,
+// in a grid-stride loop. 16-bit floats are read into float, computed, and rounded back.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda_launch.cuh"
+#include "elementwise.hpp"
+
+namespace flaxpp::kernels {
+
+// out[i] = op(x[i], y[i]); a 0-d operand (x_scalar / y_scalar) is read at index 0.
+template <class Op, class T, class S>
+__global__ void binary_kernel(Op op, const T* x, bool x_scalar, const T* y, bool y_scalar, S* out,
+                              std::int64_t n) {
+  using C = compute_t<T>;
+  for (std::int64_t i = grid_index(); i < n; i += grid_stride())
+    out[i] =
+        store_as<S>(op(static_cast<C>(x[x_scalar ? 0 : i]), static_cast<C>(y[y_scalar ? 0 : i])));
+}
+
+// out[i] = op(x[i]).
+template <class Op, class T>
+__global__ void unary_kernel(Op op, const T* x, T* out, std::int64_t n) {
+  using C = compute_t<T>;
+  for (std::int64_t i = grid_index(); i < n; i += grid_stride())
+    out[i] = store_as<T>(op(static_cast<C>(x[i])));
+}
+
+// convert_element_type: through float for 16-bit types on either side.
+template <class From, class To>
+__global__ void convert_kernel(const From* x, To* out, std::int64_t n) {
+  using FromC = compute_t<From>;
+  // Bool is stored as a byte but converts with bool semantics (x != 0).
+  using ToValue = std::conditional_t<std::is_same_v<To, std::uint8_t>, bool, compute_t<To>>;
+  const Convert<ToValue> convert;
+  for (std::int64_t i = grid_index(); i < n; i += grid_stride())
+    out[i] = store_as<To>(convert(static_cast<FromC>(x[i])));
+}
+
+// select_n with up to kMaxSelectCases cases: out[i] = cases[clamp(which[i])][i]. `which` is
+// bool (bytes) or int32, read at index 0 for every element when 0-d; out-of-range values
+// pick the first or last case, as XLA does.
+inline constexpr int kMaxSelectCases = 8;
+template <class T>
+struct SelectCases {
+  const T* data[kMaxSelectCases];
+  int count;
+};
+template <class W, class T>
+__global__ void select_n_kernel(const W* which, bool which_scalar, SelectCases<T> cases, T* out,
+                                std::int64_t n) {
+  for (std::int64_t i = grid_index(); i < n; i += grid_stride()) {
+    std::int64_t w = static_cast<std::int64_t>(which[which_scalar ? 0 : i]);
+    w = w < 0 ? 0 : (w >= cases.count ? cases.count - 1 : w);
+    out[i] = cases.data[w][i];
+  }
+}
+
+// out[i] = value.
+template <class T>
+__global__ void fill_kernel(T value, T* out, std::int64_t n) {
+  for (std::int64_t i = grid_index(); i < n; i += grid_stride())
+    out[i] = value;
+}
+
+}  // namespace flaxpp::kernels

@@ -1,0 +1,55 @@
+// kernels/gather_kernel.cuh — the strided gather of layout_plan.hpp on the GPU: broadcast,
+// transpose and dot_general's operand permutation. One thread per result element; the plan
+// arrives simplified (size-1 axes dropped, runs merged), so most calls have rank 1 or 2.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda_launch.cuh"
+
+namespace flaxpp::kernels {
+
+inline constexpr int kMaxGatherRank = 8;
+
+// The gather's result dims and operand strides, passed by value.
+struct GatherGeometry {
+  std::int64_t dims[kMaxGatherRank];
+  std::int64_t strides[kMaxGatherRank];
+  int rank;
+};
+
+// out[i] = in[offset of i's coordinates]; T is any storage type of the element's size.
+template <class T>
+__global__ void gather_kernel(const T* in, GatherGeometry g, T* out, std::int64_t n) {
+  for (std::int64_t i = grid_index(); i < n; i += grid_stride()) {
+    std::int64_t rest = i, offset = 0;
+    for (int k = g.rank - 1; k >= 0; --k) {
+      offset += (rest % g.dims[k]) * g.strides[k];
+      rest /= g.dims[k];
+    }
+    out[i] = in[offset];
+  }
+}
+
+// A 2-D transpose out(rows, cols) = in(cols, rows) read through a padded shared-memory
+// tile, so that both the reads and the writes are coalesced.
+inline constexpr int kTransposeTile = 32;
+inline constexpr int kTransposeRows = 8;
+template <class T>
+__global__ void transpose_2d_kernel(const T* in, std::int64_t rows, std::int64_t cols, T* out) {
+  __shared__ T tile[kTransposeTile][kTransposeTile + 1];
+  const std::int64_t c0 = static_cast<std::int64_t>(blockIdx.x) * kTransposeTile;
+  const std::int64_t r0 = static_cast<std::int64_t>(blockIdx.y) * kTransposeTile;
+  // Read in(c, r) for c in the tile's columns of out, r in its rows: in is (cols, rows).
+  for (int j = threadIdx.y; j < kTransposeTile; j += kTransposeRows) {
+    const std::int64_t c = c0 + j, r = r0 + threadIdx.x;
+    if (c < cols && r < rows) tile[j][threadIdx.x] = in[c * rows + r];
+  }
+  __syncthreads();
+  for (int j = threadIdx.y; j < kTransposeTile; j += kTransposeRows) {
+    const std::int64_t r = r0 + j, c = c0 + threadIdx.x;
+    if (r < rows && c < cols) out[r * cols + c] = tile[threadIdx.x][j];
+  }
+}
+
+}  // namespace flaxpp::kernels

@@ -1,0 +1,202 @@
+// CUDA evaluation of the lax primitives: the dispatch table, and the elementwise, select_n,
+// convert and identity families, whose math is kernels/elementwise.hpp's functors — the same
+// code the CPU backend runs — applied by the kernels of kernels/elementwise_kernels.cuh.
+#include <type_traits>
+#include <unordered_map>
+
+#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cuda_eval.hpp"
+#include "backend/cuda/cuda_eval_impl.hpp"
+#include "flaxpp/core/error.hpp"
+#include "flaxpp/ir/lax.hpp"
+#include "kernels/elementwise_kernels.cuh"
+
+namespace flaxpp::cuda {
+
+CudaBackend& backend_of(const Array& a) {
+  return static_cast<CudaBackend&>(backend(a.device()));
+}
+
+void check_launch(const char* kernel) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    throw DeviceError(detail::str("CUDA kernel ", kernel, " (or an earlier one) failed: ",
+                                  cudaGetErrorName(err), " (", cudaGetErrorString(err), ")"));
+}
+
+namespace {
+
+using kernels::compute_t;
+using kernels::grid_blocks;
+using kernels::kBlockThreads;
+
+// The storage type of a functor's result on elements T: comparisons give bool, stored as one
+// byte; everything else is stored as T (16-bit floats round back from float).
+template <class Op, class T>
+using result_storage_t =
+    std::conditional_t<std::is_same_v<decltype(Op{}(compute_t<T>{}, compute_t<T>{})), bool>,
+                       std::uint8_t, T>;
+
+template <unsigned kAllowed, class Op>
+Array binary(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& /*params*/,
+             const AVal& out) {
+  const Array& x = in[0];
+  const Array& y = in[1];
+  return visit_dtype<kAllowed>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
+    using S = result_storage_t<Op, T>;
+    const Output o(out, x.device());
+    const std::int64_t n = out.shape.size();
+    if (n > 0) {
+      kernels::binary_kernel<<<grid_blocks(n), kBlockThreads, 0, backend_of(x).stream()>>>(
+          Op{}, in_data<T>(x), x.rank() == 0, in_data<T>(y), y.rank() == 0, o.data<S>(), n);
+      check_launch(prim.name().c_str());
+    }
+    return o.array();
+  });
+}
+
+template <unsigned kAllowed, class Op>
+Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op) {
+  return visit_dtype<kAllowed>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
+    const Output o(out, x.device());
+    const std::int64_t n = out.shape.size();
+    if (n > 0) {
+      kernels::unary_kernel<<<grid_blocks(n), kBlockThreads, 0, backend_of(x).stream()>>>(
+          op, in_data<T>(x), o.data<T>(), n);
+      check_launch(prim.name().c_str());
+    }
+    return o.array();
+  });
+}
+
+template <unsigned kAllowed, class Op>
+Array unary(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& /*params*/,
+            const AVal& out) {
+  return map_unary<kAllowed>(prim, in[0], out, Op{});
+}
+
+Array integer_pow(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
+                  const AVal& out) {
+  return map_unary<kNumeric | kHalf>(prim, in[0], out,
+                                     kernels::IntegerPow{params.get<std::int64_t>("y")});
+}
+
+// stop_gradient and name: the value itself (arrays are immutable, so sharing is safe).
+Array identity(const ir::Primitive& /*prim*/, std::span<const Array> in,
+               const ir::Params& /*params*/, const AVal& /*out*/) {
+  return in[0];
+}
+
+// select_n(which, case_0, ..., case_{n-1}); a 0-d `which` picks for every element.
+Array select_n(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& /*params*/,
+               const AVal& out) {
+  const Array& which = in[0];
+  const std::span<const Array> cases = in.subspan(1);
+  if (which.dtype() != DType::bool_ && which.dtype() != DType::i32)
+    backend_impl::throw_unsupported_dtype(prim, which.dtype(), which.device());
+  if (cases.size() == 1) return cases[0];
+  if (cases.size() > static_cast<std::size_t>(kernels::kMaxSelectCases))
+    throw ValueError(detail::str("select_n: ", cases.size(),
+                                 " cases; the CUDA backend takes at most ",
+                                 kernels::kMaxSelectCases, ". Nest select_n calls instead"));
+  const Device device = cases[0].device();
+  return visit_dtype<kAll | kHalf>(prim, out.dtype, device, [&]<class T>(TypeTag<T>) {
+    kernels::SelectCases<T> cs{};
+    cs.count = static_cast<int>(cases.size());
+    for (std::size_t i = 0; i < cases.size(); ++i)
+      cs.data[i] = in_data<T>(cases[i]);
+    const Output o(out, device);
+    const std::int64_t n = out.shape.size();
+    if (n == 0) return o.array();
+    const cudaStream_t stream = backend_of(cases[0]).stream();
+    const bool scalar = which.rank() == 0;
+    if (which.dtype() == DType::bool_) {
+      kernels::select_n_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(
+          in_data<std::uint8_t>(which), scalar, cs, o.data<T>(), n);
+    } else {
+      kernels::select_n_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(
+          in_data<std::int32_t>(which), scalar, cs, o.data<T>(), n);
+    }
+    check_launch("select_n");
+    return o.array();
+  });
+}
+
+Array convert_element_type(const ir::Primitive& prim, std::span<const Array> in,
+                           const ir::Params& /*params*/, const AVal& out) {
+  const Array& x = in[0];
+  if (x.dtype() == out.dtype) return x;
+  return visit_dtype<kAll | kHalf>(prim, x.dtype(), x.device(), [&]<class From>(TypeTag<From>) {
+    return visit_dtype<kAll | kHalf>(prim, out.dtype, x.device(), [&]<class To>(TypeTag<To>) {
+      const Output o(out, x.device());
+      const std::int64_t n = out.shape.size();
+      if (n > 0) {
+        kernels::convert_kernel<<<grid_blocks(n), kBlockThreads, 0, backend_of(x).stream()>>>(
+            in_data<From>(x), o.data<To>(), n);
+        check_launch("convert_element_type");
+      }
+      return o.array();
+    });
+  });
+}
+
+using Table = std::unordered_map<const ir::Primitive*, EvalFn>;
+
+const Table& table() {
+  namespace k = kernels;
+  constexpr unsigned kNum = kNumeric | kHalf;
+  constexpr unsigned kFp = kFloat | kHalf;
+  constexpr unsigned kAny = kAll | kHalf;
+  static const Table t = {
+      {&lax::add_p, binary<kNum, k::Add>},
+      {&lax::sub_p, binary<kNum, k::Sub>},
+      {&lax::mul_p, binary<kNum, k::Mul>},
+      {&lax::div_p, binary<kNum, k::Div>},
+      {&lax::max_p, binary<kNum, k::Max>},
+      {&lax::min_p, binary<kNum, k::Min>},
+      {&lax::eq_p, binary<kAny, k::Eq>},
+      {&lax::ne_p, binary<kAny, k::Ne>},
+      {&lax::lt_p, binary<kAny, k::Lt>},
+      {&lax::le_p, binary<kAny, k::Le>},
+      {&lax::gt_p, binary<kAny, k::Gt>},
+      {&lax::ge_p, binary<kAny, k::Ge>},
+      {&lax::neg_p, unary<kNum, k::Neg>},
+      {&lax::abs_p, unary<kNum, k::Abs>},
+      {&lax::sign_p, unary<kNum, k::Sign>},
+      {&lax::exp_p, unary<kFp, k::Exp>},
+      {&lax::log_p, unary<kFp, k::Log>},
+      {&lax::log1p_p, unary<kFp, k::Log1p>},
+      {&lax::tanh_p, unary<kFp, k::Tanh>},
+      {&lax::logistic_p, unary<kFp, k::Logistic>},
+      {&lax::sqrt_p, unary<kFp, k::Sqrt>},
+      {&lax::rsqrt_p, unary<kFp, k::Rsqrt>},
+      {&lax::erf_p, unary<kFp, k::Erf>},
+      {&lax::integer_pow_p, integer_pow},
+      {&lax::select_n_p, select_n},
+      {&lax::convert_element_type_p, convert_element_type},
+      {&lax::stop_gradient_p, identity},
+      {&lax::name_p, identity},
+      {&lax::reduce_sum_p, eval_reduce_sum},
+      {&lax::reduce_max_p, eval_reduce_max},
+      {&lax::broadcast_in_dim_p, eval_broadcast_in_dim},
+      {&lax::reshape_p, eval_reshape},
+      {&lax::transpose_p, eval_transpose},
+      {&lax::dot_general_p, eval_dot_general},
+  };
+  return t;
+}
+
+}  // namespace
+
+std::vector<Array> eval(const ir::Primitive& prim, std::span<const Array> inputs,
+                        const ir::Params& params, std::span<const AVal> out_avals) {
+  const auto it = table().find(&prim);
+  if (it == table().end())
+    throw ValueError(detail::str(prim.name(), ": the CUDA backend has no implementation of it"));
+  FLAXPP_ASSERT(out_avals.size() == 1, prim.name(), " has ", out_avals.size(), " results");
+  // Kernels and cuBLAS run on the current device: make it the inputs' one.
+  FLAXPP_CUDA_CHECK(cudaSetDevice(inputs[0].device().index));
+  return {it->second(prim, inputs, params, out_avals[0])};
+}
+
+}  // namespace flaxpp::cuda

@@ -1,0 +1,23 @@
+// Eager evaluation of the lax primitives on a CUDA device: cuBLAS for dot_general, flaxpp's
+// kernels (kernels/*.cuh) for everything else. Inputs are concrete arrays on that device;
+// kernels are queued on the device backend's stream, which orders them with its allocations
+// and frees, and results are ready whenever a copy to the host reads them.
+#pragma once
+
+#include <span>
+#include <vector>
+
+#include "flaxpp/core/array.hpp"
+#include "flaxpp/core/aval.hpp"
+#include "flaxpp/ir/params.hpp"
+#include "flaxpp/ir/primitive.hpp"
+
+namespace flaxpp::cuda {
+
+// Computes `prim` on `inputs` (arrays on one CUDA device, accepted by the shape rule;
+// `out_avals` is its result) into new arrays on that device. Throws ValueError for a
+// primitive or dtype the CUDA backend does not implement, naming both.
+std::vector<Array> eval(const ir::Primitive& prim, std::span<const Array> inputs,
+                        const ir::Params& params, std::span<const AVal> out_avals);
+
+}  // namespace flaxpp::cuda

@@ -1,0 +1,69 @@
+// Private to the CUDA backend's primitive evaluation: the shared helpers (eval_impl.hpp,
+// layout_plan.hpp) on a CUDA device, dtype dispatch including bf16/f16, and the entry points
+// of the primitive families in their own files.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <span>
+#include <utility>
+
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/eval_impl.hpp"
+#include "backend/layout_plan.hpp"
+#include "flaxpp/core/array.hpp"
+
+namespace flaxpp::cuda {
+
+using backend_impl::EvalFn;
+using backend_impl::in_data;
+using backend_impl::kAll;
+using backend_impl::kBool;
+using backend_impl::kFloat;
+using backend_impl::kHalf;
+using backend_impl::kInt;
+using backend_impl::kNumeric;
+using backend_impl::Output;
+
+// The backend of a CUDA array's device.
+CudaBackend& backend_of(const Array& a);
+
+// backend_impl::visit_dtype on `device`, with bf16 and f16 (stored as __nv_bfloat16 and
+// __half) when kAllowed includes kHalf.
+template <unsigned kAllowed, class F>
+Array visit_dtype(const ir::Primitive& prim, DType dtype, Device device, F&& f) {
+  if constexpr ((kAllowed & kHalf) != 0) {
+    if (dtype == DType::bf16) return f(TypeTag<__nv_bfloat16>{});
+    if (dtype == DType::f16) return f(TypeTag<__half>{});
+  }
+  return backend_impl::visit_dtype<kAllowed & ~kHalf>(prim, dtype, device, std::forward<F>(f));
+}
+
+// Throws DeviceError naming `kernel` when its launch failed (bad configuration, no kernel
+// image for this GPU) or an earlier kernel's error is pending. Errors while it runs surface
+// at the next synchronisation.
+void check_launch(const char* kernel);
+
+// Writes `copy`'s result (row-major) from `in` to `out`, elements of `itemsize` bytes (1, 2,
+// 4 or 8), on `stream`.
+void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::size_t itemsize,
+                    void* out, cudaStream_t stream);
+
+// Families with their own files.
+Array eval_broadcast_in_dim(const ir::Primitive& prim, std::span<const Array> inputs,
+                            const ir::Params& params, const AVal& out);
+Array eval_reshape(const ir::Primitive& prim, std::span<const Array> inputs,
+                   const ir::Params& params, const AVal& out);
+Array eval_transpose(const ir::Primitive& prim, std::span<const Array> inputs,
+                     const ir::Params& params, const AVal& out);
+Array eval_reduce_sum(const ir::Primitive& prim, std::span<const Array> inputs,
+                      const ir::Params& params, const AVal& out);
+Array eval_reduce_max(const ir::Primitive& prim, std::span<const Array> inputs,
+                      const ir::Params& params, const AVal& out);
+Array eval_dot_general(const ir::Primitive& prim, std::span<const Array> inputs,
+                       const ir::Params& params, const AVal& out);
+
+}  // namespace flaxpp::cuda

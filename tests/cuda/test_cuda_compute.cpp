@@ -1,0 +1,254 @@
+// The CUDA backend's compute where the device-independent suites (rerun on the GPU by ctest)
+// cannot reach: shapes big enough for every multi-block kernel path, compared element by
+// element with the CPU backend; bf16/f16 storage with float32 accumulation; the matmul
+// precision setting; host arrays joining GPU computations; remat under every policy with the
+// same gradients as on the CPU. Device selection errors are checked with or without a GPU.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <vector>
+
+#include "flaxpp/core/array.hpp"
+#include "flaxpp/core/precision.hpp"
+#include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ops/activations.hpp"
+#include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/transforms/autodiff.hpp"
+#include "flaxpp/transforms/checkpoint.hpp"
+#include "harness/finite_diff.hpp"
+
+using namespace flaxpp;
+namespace cp = flaxpp::checkpoint_policies;
+
+namespace {
+
+const bool kNoGpu = !is_available(DeviceKind::cuda);
+
+// Values of any host-storable dtype as float64 (exact for every dtype but f64 itself).
+std::vector<double> values(const Array& a) {
+  return astype(a.to(Device::cpu()), DType::f64).to_vector<double>();
+}
+
+// f on CPU inputs and on the same inputs copied to the GPU: every element within
+// rtol * (|cpu| + 1) (0: bit-identical), NaN where the CPU has NaN.
+void check_parity(const std::function<Array(std::span<const Array>)>& f,
+                  const std::vector<Array>& cpu_inputs, double rtol) {
+  std::vector<Array> gpu_inputs;
+  for (const Array& x : cpu_inputs)
+    gpu_inputs.push_back(x.to(Device::cuda(0)));
+  const Array want = f(cpu_inputs);
+  const Array got = f(gpu_inputs);
+  CHECK(got.device() == Device::cuda(0));
+  REQUIRE(got.aval() == want.aval());
+  const std::vector<double> w = values(want), g = values(got);
+  std::size_t bad = 0, first_bad = 0;
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const bool ok =
+        g[i] == w[i] || (std::isnan(w[i]) ? std::isnan(g[i])
+                                          : std::abs(g[i] - w[i]) <= rtol * (std::abs(w[i]) + 1.0));
+    if (!ok && bad++ == 0) first_bad = i;
+  }
+  CHECK_MESSAGE(bad == 0, bad << " of " << w.size() << " elements differ; first at " << first_bad
+                              << ": cuda " << g[first_bad] << ", cpu " << w[first_bad]);
+}
+
+Array random_f32(const Shape& shape, unsigned seed) {
+  return astype(testing::random_f64(shape, seed, -2.0, 2.0), DType::f32);
+}
+
+// float32 -> bfloat16 -> float32 by round-to-nearest-even on the bits (finite values).
+float round_to_bf16(float x) {
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &x, 4);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  bits &= 0xffff0000u;
+  float out = 0;
+  std::memcpy(&out, &bits, 4);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA device selection: a GPU that is not there is a DeviceError naming the devices") {
+  if (!kNoGpu) {
+    CHECK_THROWS_WITH_AS(backend(Device::cuda(1000)), doctest::Contains("available devices"),
+                         DeviceError);
+    return;
+  }
+  CHECK_THROWS_WITH_AS(backend(Device::cuda(0)), doctest::Contains("no CUDA GPU is visible"),
+                       DeviceError);
+  CHECK_THROWS_AS(set_default_device(Device::cuda(0)), DeviceError);
+  CHECK_THROWS_AS(Array::full(Shape{2}, 1.0, DType::f32, Device::cuda(0)), DeviceError);
+}
+
+TEST_CASE("CUDA parity: elementwise kernels over many blocks, 0-d operands included" *
+          doctest::skip(kNoGpu)) {
+  const Array x = random_f32(Shape{1000, 517}, 1);
+  const Array y = random_f32(Shape{1000, 517}, 2);
+  const Array s = Array::scalar(0.75f, Device::cpu());
+  check_parity([](auto v) { return v[0] * v[1] + v[0] / v[1]; }, {x, y}, 0);
+  check_parity([](auto v) { return lax::max(v[0], v[1]) - lax::min(v[1], v[2]); }, {x, y, s}, 0);
+  check_parity([](auto v) { return tanh(v[0]) + exp(v[1]) + log1p(abs(v[0])); }, {x, y}, 1e-6);
+  check_parity([](auto v) { return lax::erf(v[0]) + lax::logistic(v[1]) + lax::rsqrt(abs(v[0])); },
+               {x, y}, 1e-6);
+  check_parity([](auto v) { return where(greater(v[0], v[1]), v[0], square(v[1])); }, {x, y}, 0);
+  check_parity([](auto v) { return astype(astype(v[0] * 1000.0, DType::i32), DType::f32); }, {x},
+               0);
+}
+
+TEST_CASE("CUDA parity: reductions by rows, by columns and through a permutation" *
+          doctest::skip(kNoGpu)) {
+  const Array m = random_f32(Shape{3000, 700}, 3);
+  for (const Axes& axes : {Axes{0}, Axes{1}, Axes{0, 1}}) {
+    check_parity([&](auto v) { return sum(v[0], axes); }, {m}, 1e-5);
+    check_parity([&](auto v) { return max(v[0], axes); }, {m}, 0);
+  }
+  const Array t = random_f32(Shape{7, 300, 50}, 4);
+  for (const Axes& axes : {Axes{1}, Axes{0, 2}, Axes{2}, Axes{0}})
+    check_parity([&](auto v) { return sum(v[0], axes); }, {t}, 1e-5);
+  // Empty reductions: the identity of the operation (0, -inf) for every result element.
+  const Array empty = zeros(Shape{0, 3});
+  check_parity([](auto v) { return sum(v[0], Axes{0}); }, {empty}, 0);
+  check_parity([](auto v) { return max(v[0], Axes{0}); }, {empty}, 0);
+  const Array i = astype(m * 100.0, DType::i32);
+  check_parity([](auto v) { return sum(v[0], Axes{0}); }, {i}, 0);
+}
+
+TEST_CASE("CUDA parity: transposes (tiled and general) and broadcasts" * doctest::skip(kNoGpu)) {
+  const Array m = random_f32(Shape{1000, 700}, 5);
+  check_parity([](auto v) { return transpose(v[0]); }, {m}, 0);
+  const Array t = random_f32(Shape{6, 70, 50, 3}, 6);
+  check_parity([](auto v) { return transpose(v[0], Axes{2, 0, 3, 1}); }, {t}, 0);
+  const Array b = random_f32(Shape{700}, 7);
+  check_parity([](auto v) { return broadcast_to(v[0], Shape{1000, 700}); }, {b}, 0);
+}
+
+TEST_CASE("CUDA parity: dot_general through cuBLAS for every layout, f32 and f64" *
+          doctest::skip(kNoGpu)) {
+  const Array a = random_f32(Shape{300, 200}, 8);
+  const Array b = random_f32(Shape{200, 250}, 9);
+  // float32 by default: no TF32, so results agree with the CPU to float32 rounding.
+  check_parity([](auto v) { return matmul(v[0], v[1]); }, {a, b}, 1e-5);
+  check_parity([](auto v) { return matmul(transpose(v[0]), v[0]); }, {a}, 1e-5);
+  check_parity(
+      [](auto v) {
+        return lax::dot_general(v[0], v[1], ir::DotDimensionNumbers{{0}, {0}, {}, {}});
+      },
+      {a, a}, 1e-5);
+  const Array x = random_f32(Shape{4, 30, 5, 20}, 10);
+  const Array y = random_f32(Shape{5, 20, 4, 40}, 11);
+  // Batch axes 2/0 and contracting axes 3/1: the lhs needs a permutation.
+  check_parity(
+      [](auto v) {
+        return lax::dot_general(v[0], v[1], ir::DotDimensionNumbers{{3}, {1}, {2, 0}, {0, 2}});
+      },
+      {x, y}, 1e-5);
+  const Array d = testing::random_f64(Shape{64, 48}, 12);
+  check_parity([](auto v) { return matmul(v[0], transpose(v[0])); }, {d}, 1e-13);
+}
+
+TEST_CASE("CUDA precision: float32 by default, TF32 only when asked for" * doctest::skip(kNoGpu)) {
+  const Array a = random_f32(Shape{256, 256}, 13);
+  REQUIRE(default_matmul_precision() == MatmulPrecision::float32);
+  check_parity([](auto v) { return matmul(v[0], v[0]); }, {a}, 1e-5);
+  set_default_matmul_precision(MatmulPrecision::tensorfloat32);
+  check_parity([](auto v) { return matmul(v[0], v[0]); }, {a}, 1e-2);
+  set_default_matmul_precision(MatmulPrecision::float32);
+}
+
+TEST_CASE("CUDA bf16 and f16: stored in 16 bits, computed and accumulated in float32" *
+          doctest::skip(kNoGpu)) {
+  const Array x = random_f32(Shape{128, 96}, 14).to(Device::cuda(0));
+  const Array y = random_f32(Shape{96, 64}, 15).to(Device::cuda(0));
+  const std::vector<float> xs = x.to_vector<float>();
+  const Array xb = astype(x, DType::bf16);
+  CHECK(xb.nbytes() == 128 * 96 * 2);
+  const std::vector<float> back = astype(xb, DType::f32).to_vector<float>();
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    REQUIRE(back[i] == round_to_bf16(xs[i]));
+  // bf16 x bf16 with f32 results: products of bf16 values are exact in f32, so the result is
+  // the f32 product of the rounded operands up to the order of the sum.
+  const Array yb = astype(y, DType::bf16);
+  const Array got = lax::dot_general(xb, yb, ir::DotDimensionNumbers{{1}, {0}, {}, {}}, DType::f32);
+  const Array want = matmul(astype(xb, DType::f32), astype(yb, DType::f32)).to(Device::cpu());
+  CHECK(got.dtype() == DType::f32);
+  const std::vector<double> g = values(got), w = values(want);
+  for (std::size_t i = 0; i < g.size(); ++i)
+    REQUIRE(std::abs(g[i] - w[i]) <= 1e-5 * (std::abs(w[i]) + 1));
+  // Elementwise ops and reductions in f16: float math rounded to f16 once per op.
+  const Array xh = astype(x, DType::f16);
+  const Array s = astype(sum(xh * xh, Axes{1}), DType::f32);
+  const Array s_ref = sum(square(astype(xh, DType::f32)), Axes{1});
+  const std::vector<double> sv = values(s), sr = values(s_ref);
+  for (std::size_t i = 0; i < sv.size(); ++i)
+    CHECK(std::abs(sv[i] - sr[i]) <= 2e-3 * (std::abs(sr[i]) + 1));
+}
+
+TEST_CASE("CUDA: host arrays join a GPU computation; the result stays on the GPU" *
+          doctest::skip(kNoGpu)) {
+  const Array gpu = Array::full(Shape{3}, 2.0, DType::f32, Device::cuda(0));
+  const Array host = Array::from_vector(std::vector<float>{1, 2, 3}, Shape{3}, Device::cpu());
+  const Array r = gpu * host;
+  CHECK(r.device() == Device::cuda(0));
+  CHECK(r.to_vector<float>() == std::vector<float>{2, 4, 6});
+}
+
+TEST_CASE("CUDA remat: gradients match the CPU under every policy; peaks order by policy" *
+          doctest::skip(kNoGpu)) {
+  constexpr std::int64_t kLayers = 4, kWidth = 256, kBatch = 128;
+  std::vector<Array> params;
+  for (std::int64_t l = 0; l < kLayers; ++l) {
+    params.push_back(random_f32(Shape{kWidth, kWidth}, 20 + unsigned(l)) * 0.05);
+    params.push_back(random_f32(Shape{kWidth}, 40 + unsigned(l)) * 0.1);
+  }
+  const Array x = random_f32(Shape{kBatch, kWidth}, 60);
+  auto grads_on = [&](Device device, const PolicyPtr& policy, std::int64_t* peak) {
+    std::vector<Array> p;
+    for (const Array& a : params)
+      p.push_back(a.to(device));
+    const Array xd = x.to(device);
+    const ArrayFn layer = [](std::span<const Array> v) {
+      return std::vector<Array>{relu(matmul(v[0], v[1]) + v[2])};
+    };
+    const ArrayFn loss = [&](std::span<const Array> q) {
+      Array h = xd;
+      for (std::int64_t l = 0; l < kLayers; ++l) {
+        const std::vector<Array> args{h, q[2 * l], q[2 * l + 1]};
+        h = policy ? checkpoint(layer, policy)(args)[0] : layer(args)[0];
+      }
+      return std::vector<Array>{sum(square(h))};
+    };
+    Backend& be = backend(device);
+    const std::int64_t live0 = be.memory_stats().live_bytes;
+    be.reset_peak_memory();
+    std::vector<Array> grads;
+    {
+      VjpResult r = vjp(loss, p);
+      const Array one = Array::full(Shape{}, 1.0, DType::f32, device);
+      grads = r.backward_once(std::span<const Array>(&one, 1));
+    }
+    *peak = be.memory_stats().peak_bytes - live0;
+    return grads;
+  };
+  std::int64_t peaks[3] = {0, 0, 0}, cpu_peak = 0;
+  const PolicyPtr policies[3] = {cp::everything_saveable(), cp::dots_with_no_batch_dims_saveable(),
+                                 cp::nothing_saveable()};
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<Array> want = grads_on(Device::cpu(), policies[i], &cpu_peak);
+    const std::vector<Array> got = grads_on(Device::cuda(0), policies[i], &peaks[i]);
+    REQUIRE(got.size() == want.size());
+    for (std::size_t k = 0; k < got.size(); ++k) {
+      const std::vector<double> g = values(got[k]), w = values(want[k]);
+      for (std::size_t j = 0; j < g.size(); ++j)
+        REQUIRE(std::abs(g[j] - w[j]) <= 1e-4 * (std::abs(w[j]) + 1));
+    }
+    // The device allocator sees the same buffers as the CPU pool, so the same peak.
+    CHECK(peaks[i] == cpu_peak);
+  }
+  MESSAGE("device peak bytes: everything " << peaks[0] << ", dots " << peaks[1] << ", nothing "
+                                           << peaks[2]);
+  CHECK(peaks[0] >= peaks[1]);
+  CHECK(peaks[1] > peaks[2]);
+}
