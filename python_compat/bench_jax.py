@@ -23,9 +23,11 @@ Measurements:
   and optimiser state feed the next step. ``step_ms`` is the median.
 * ``gflops`` counts ``6 * B * sum(in * out)`` FLOPs per step (2 forward, 4 backward per
   matmul multiply-add; bias, relu, softmax and the update are not counted).
-* ``peak_bytes`` = ``argument_size_in_bytes + temp_size_in_bytes`` of the compiled step's
-  ``memory_analysis()`` (XLA's buffer assignment: the inputs params, opt_state, x, y plus the
-  temporaries; outputs, aliasing and generated code are not counted).
+* ``peak_bytes`` on CPU = ``argument_size_in_bytes + temp_size_in_bytes`` of the compiled
+  step's ``memory_analysis()`` (XLA's buffer assignment: the inputs params, opt_state, x, y
+  plus the temporaries; outputs, aliasing and generated code are not counted). On a GPU, the
+  device's ``peak_bytes_in_use`` after the timed steps; each configuration then runs in its
+  own process (``--only``), so that the high-water mark is that configuration's.
 * ``residual_bytes`` = sum of the bytes of the residuals
   ``jax._src.ad_checkpoint.saved_residuals(lambda p, x: loss(p, x, y), params, x)`` reports,
   leaving out those that are the arguments themselves (description "from the argument ...").
@@ -34,7 +36,7 @@ Measurements:
 Usage (from the repository root)::
 
     python_compat/.venv/bin/python python_compat/bench_jax.py [--grid default|large]
-        [--steps 20] [--warmup 3] [--platform cpu] [--out FILE.jsonl]
+        [--steps 20] [--warmup 3] [--platform cpu|cuda] [--out FILE.jsonl]
 
 Progress goes to stderr, JSON lines to ``--out`` (default stdout).
 """
@@ -72,6 +74,8 @@ def parse_args(argv=None):
     ap.add_argument("--platform", default="cpu",
                     help="JAX_PLATFORMS value (default cpu; e.g. gpu / cuda)")
     ap.add_argument("--out", default="-", help="JSON-lines output file (default stdout)")
+    ap.add_argument("--only", default=None, metavar="W,L,B,POLICY",
+                    help="run this one configuration (used per process on GPUs)")
     return ap.parse_args(argv)
 
 
@@ -89,14 +93,35 @@ def main(argv=None) -> int:
     # The reference cases' MLP (Dense, relu between layers), so both sides time one model.
     from problems_nn import MLP
 
-    backend = jax.default_backend()
+    backend = {"gpu": "cuda"}.get(jax.default_backend(), jax.default_backend())
     print(f"bench_jax: jax {jax.__version__}, backend {backend}, devices {jax.devices()}",
           file=sys.stderr)
 
     out = sys.stdout if args.out == "-" else open(args.out, "w")
     t_all = time.perf_counter()
+    if args.only:
+        w, d, b, pol = args.only.split(",")
+        configs = [(int(w), int(d), int(b), pol)]
+    else:
+        configs = grid(args.grid)
+    if backend != "cpu" and not args.only:
+        # One process per configuration: the device's peak is then that configuration's.
+        import subprocess
+        try:
+            for width, depth, batch, policy in configs:
+                line = subprocess.run(
+                    [sys.executable, __file__, "--platform", args.platform, "--steps",
+                     str(args.steps), "--warmup", str(args.warmup), "--only",
+                     f"{width},{depth},{batch},{policy}"],
+                    check=True, stdout=subprocess.PIPE, text=True).stdout
+                out.write(line)
+                out.flush()
+        finally:
+            if out is not sys.stdout:
+                out.close()
+        return 0
     try:
-        for width, depth, batch, policy in grid(args.grid):
+        for width, depth, batch, policy in configs:
             features = tuple([width] * (depth - 1) + [NUM_CLASSES])
             cls = MLP if policy == "none" else nn.remat(
                 MLP, policy=getattr(jax.checkpoint_policies, policy))
@@ -138,6 +163,8 @@ def main(argv=None) -> int:
                 p, s, loss = jax.block_until_ready(compiled(p, s, x, y))
                 times.append(time.perf_counter() - t0)
             med = statistics.median(times)
+            if backend != "cpu":
+                peak_bytes = int(jax.devices()[0].memory_stats()["peak_bytes_in_use"])
 
             flops = 6 * batch * sum(i * o for i, o in zip((width,) + features[:-1], features))
             row = {

@@ -1,15 +1,25 @@
 #!/usr/bin/env bash
-# Benchmarks flaxpp and JAX side by side on this machine (CPU): builds flaxpp, runs
-# `flaxpp bench` and python_compat/bench_jax.py over the same grid, and writes the table of
-# ratios and the two plots into docs/bench/. Extra arguments (e.g. --grid large) go to both.
-# Needs the python_compat venv: bash python_compat/setup_venv.sh.
+# Benchmarks flaxpp and JAX side by side on this machine: builds flaxpp, runs `flaxpp bench`
+# and python_compat/bench_jax.py over the same grid, and writes the table of ratios and the
+# two plots into docs/bench/ (docs/bench/gpu/ with --gpu: both sides on the first GPU).
+# Other arguments (e.g. --grid large) go to both. Needs the JAX side: the python_compat venv
+# (bash python_compat/setup_venv.sh), or FLAXPP_BENCH_PYTHON naming a python with JAX.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
-py=python_compat/.venv/bin/python
-[ -x "$py" ] || { echo "run 'bash python_compat/setup_venv.sh' first (JAX side of the benchmark)" >&2; exit 1; }
+py=${FLAXPP_BENCH_PYTHON:-python_compat/.venv/bin/python}
+[ -x "$py" ] || command -v "$py" >/dev/null || { echo "run 'bash python_compat/setup_venv.sh' first (JAX side of the benchmark)" >&2; exit 1; }
+flaxpp_args=(--device cpu) jax_args=(--platform cpu) docs=docs/bench
+args=()
+for a in "$@"; do
+  if [ "$a" = --gpu ]; then
+    flaxpp_args=(--device cuda) jax_args=(--platform cuda) docs=docs/bench/gpu
+  else
+    args+=("$a")
+  fi
+done
 out=${FLAXPP_BUILD_DIR:-build}/bench
-mkdir -p "$out" docs/bench
-"${FLAXPP_BUILD_DIR:-build}/src/flaxpp" bench --out "$out/flaxpp.jsonl" "$@"
-"$py" python_compat/bench_jax.py --out "$out/jax.jsonl" "$@"
-"$py" python_compat/bench_compare.py "$out/flaxpp.jsonl" "$out/jax.jsonl" --out-dir docs/bench
+mkdir -p "$out" "$docs"
+"${FLAXPP_BUILD_DIR:-build}/src/flaxpp" bench "${flaxpp_args[@]}" --out "$out/flaxpp.jsonl" "${args[@]}"
+"$py" python_compat/bench_jax.py "${jax_args[@]}" --out "$out/jax.jsonl" "${args[@]}"
+"$py" python_compat/bench_compare.py "$out/flaxpp.jsonl" "$out/jax.jsonl" --out-dir "$docs"

@@ -74,6 +74,10 @@ class Backend {
   void copy_from_host(const void* src, Buffer& dst, std::int64_t bytes) const;
   void copy(const Buffer& src, Buffer& dst, std::int64_t bytes) const;
 
+  // Waits until all work queued on this backend has finished (a no-op on the CPU, which
+  // computes eagerly). Timing code calls it before reading the clock.
+  virtual void synchronize() const {}
+
   MemoryStats memory_stats(MemoryKind kind = MemoryKind::device) const;
   // Sets every kind's peak to its current live bytes.
   void reset_peak_memory();

@@ -36,6 +36,10 @@ CudaBackend::~CudaBackend() {
     std::fprintf(stderr, "flaxpp: cudaStreamDestroy failed on cuda:%d\n", index_);
 }
 
+void CudaBackend::synchronize() const {
+  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
 cublasHandle_t CudaBackend::blas() {
   std::call_once(blas_once_, [this] {
     FLAXPP_CUDA_CHECK(cudaSetDevice(index_));

@@ -22,6 +22,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   cudaStream_t stream() const { return stream_; }
+  void synchronize() const override;
   // This device's cuBLAS handle, bound to stream(); created on first use.
   cublasHandle_t blas();
   // High-water mark of the pool's used memory since the last reset_pool_peak(), as the
