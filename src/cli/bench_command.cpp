@@ -23,12 +23,13 @@ namespace flaxpp::cli {
 namespace {
 
 constexpr const char* kBenchUsage =
-    "usage: flaxpp bench [--grid default|large] [--out FILE.jsonl] [--steps N] [--device D]\n"
+    "usage: flaxpp bench [--grid default|large] [--width W] [--out FILE.jsonl] [--steps N]\n"
+    "                    [--device D]\n"
     "  Times MLP classifier training steps (SGD) on the device (default: the default device,\n"
     "  FLAXPP_DEVICE, else the GPU if present, else the CPU) for each width, depth, batch and\n"
-    "  remat policy of the grid and writes one JSON line per configuration (median step time, "
-    "samples/s,\n"
-    "  GFLOP/s, peak and residual bytes, GEMM floor). python_compat/bench_jax.py writes the same\n"
+    "  remat policy of the grid (--width: only that width) and writes one JSON line per\n"
+    "  configuration (median step time, samples/s, GFLOP/s, peak and residual bytes, GEMM\n"
+    "  floor). python_compat/bench_jax.py writes the same\n"
     "  lines for JAX; python_compat/bench_compare.py turns both into a table and plots.\n";
 
 struct Config {
@@ -167,7 +168,7 @@ io::Json run(const Config& c, std::int64_t steps) {
 
 int bench_command(const std::vector<std::string>& args) {
   std::string grid = "default", out_path;
-  std::int64_t steps = 20;
+  std::int64_t steps = 20, only_width = 0;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
       std::cout << kBenchUsage;
@@ -176,6 +177,8 @@ int bench_command(const std::vector<std::string>& args) {
       grid = args[++i];
     } else if (args[i] == "--out" && i + 1 < args.size()) {
       out_path = args[++i];
+    } else if (args[i] == "--width" && i + 1 < args.size()) {
+      only_width = std::stoll(args[++i]);
     } else if (args[i] == "--device" && i + 1 < args.size()) {
       set_default_device(Device::parse(args[++i]));
     } else if (args[i] == "--steps" && i + 1 < args.size()) {
@@ -200,6 +203,7 @@ int bench_command(const std::vector<std::string>& args) {
   for (std::int64_t batch : batches)
     for (std::int64_t width : widths)
       for (const char* policy : {"none", "dots_with_no_batch_dims_saveable", "nothing_saveable"}) {
+        if (only_width != 0 && width != only_width) continue;
         std::cerr << "bench: width " << width << " depth 4 batch " << batch << " policy " << policy
                   << "\n";
         out << run({width, 4, batch, policy}, steps).dump() << std::endl;

@@ -113,6 +113,21 @@ Array transpose_lhs(const Array& g, const AVal& x, const Array& y, const DotDime
     return pre[static_cast<std::size_t>(a)] < pre[static_cast<std::size_t>(b)];
   });
   // As JAX: the transposed dot accumulates like the forward one, then returns x's dtype.
+  // dot(g, y) has axes [batch, g's free, y's free]; with the operands swapped the same sums
+  // come out as [batch, y's free, g's free]. When out_axes is exactly that swap — a weight
+  // cotangent x^T g wanted as (in, out) — the swapped product replaces product + transpose,
+  // as XLA's layout assignment would fold the transpose into the matrix product.
+  const std::size_t nb = x_batch.size(), ny = y_contract.size();
+  const std::size_t ng = static_cast<std::size_t>(g.rank()) - nb - ans_y.size();
+  Axes block_swap = range(0, nb);
+  const Axes y_free = range(static_cast<std::int64_t>(nb + ng), ny);
+  const Axes g_free = range(static_cast<std::int64_t>(nb), ng);
+  block_swap.insert(block_swap.end(), y_free.begin(), y_free.end());
+  block_swap.insert(block_swap.end(), g_free.begin(), g_free.end());
+  if (ng > 0 && ny > 0 && out_axes == block_swap)
+    return convert_element_type(
+        dot_general(y, g, DotDimensionNumbers{y_kept, ans_y, y_batch, ans_batch}, preferred),
+        x.dtype);
   return convert_element_type(transpose(dot_general(g, y, dims, preferred), out_axes), x.dtype);
 }
 
