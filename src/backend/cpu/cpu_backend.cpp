@@ -6,18 +6,58 @@
 
 namespace flaxpp::cpu {
 namespace {
-// Alignment for vector loads and BLAS; also the rounding unit of allocation sizes.
+// Alignment for vector loads and BLAS; also the rounding unit of small allocation sizes.
 constexpr std::size_t kAlignment = 64;
-}  // namespace
+// Blocks of at least this size are cached, rounded up to whole pages so that nearby sizes
+// share a free list (malloc serves smaller ones from its own free lists).
+constexpr std::size_t kCachedMin = 64 * 1024;
+constexpr std::size_t kPage = 4096;
+// Beyond this many cached free bytes, freed blocks go back to the system.
+constexpr std::size_t kCacheLimit = std::size_t{1} << 30;
 
-void* CpuBackend::allocate_impl(std::int64_t bytes, MemoryKind /*kind*/) {
+std::size_t rounded_size(std::int64_t bytes) {
+  const auto b = static_cast<std::size_t>(bytes);
+  if (b >= kCachedMin) return (b + kPage - 1) / kPage * kPage;
   // aligned_alloc needs a size that is a multiple of the alignment, and a non-zero one so
   // that every buffer has a distinct address.
-  const auto rounded = (static_cast<std::size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
-  return std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  return b == 0 ? kAlignment : (b + kAlignment - 1) / kAlignment * kAlignment;
 }
 
-void CpuBackend::deallocate_impl(void* data, std::int64_t /*bytes*/, MemoryKind /*kind*/) noexcept {
+}  // namespace
+
+CpuBackend::~CpuBackend() {
+  for (auto& [size, blocks] : cache_)
+    for (void* block : blocks)
+      std::free(block);
+}
+
+void* CpuBackend::allocate_impl(std::int64_t bytes, MemoryKind /*kind*/) {
+  const std::size_t size = rounded_size(bytes);
+  if (size >= kCachedMin) {
+    std::lock_guard lock(cache_mutex_);
+    if (auto it = cache_.find(size); it != cache_.end() && !it->second.empty()) {
+      void* block = it->second.back();
+      it->second.pop_back();
+      cached_bytes_ -= size;
+      return block;
+    }
+  }
+  return std::aligned_alloc(kAlignment, size);
+}
+
+void CpuBackend::deallocate_impl(void* data, std::int64_t bytes, MemoryKind /*kind*/) noexcept {
+  const std::size_t size = rounded_size(bytes);
+  if (size >= kCachedMin) {
+    std::lock_guard lock(cache_mutex_);
+    if (cached_bytes_ + size <= kCacheLimit) {
+      try {
+        cache_[size].push_back(data);
+        cached_bytes_ += size;
+        return;
+      } catch (...) {  // no memory for the list entry: free the block instead
+      }
+    }
+  }
   std::free(data);
 }
 
