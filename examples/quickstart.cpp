@@ -22,6 +22,6 @@ int main() {
   std::cout << "loss " << loss << "\n";
   for (const auto& [path, g] : grads.flatten())
     std::cout << "grad " << path << " " << g << "\n";
-  std::cout << "peak bytes " << backend(Device::cpu()).memory_stats().peak_bytes << "\n";
+  std::cout << "peak bytes " << backend(default_device()).memory_stats().peak_bytes << "\n";
   return 0;
 }

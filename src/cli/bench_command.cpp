@@ -114,20 +114,22 @@ io::Json run(const Config& c, std::int64_t steps) {
   train::ClassifierStep step(apply, optim::sgd(0.01));
   train::TrainState state = step.init(nn::Model(mlp).init(random::key(0), x)["params"]);
 
-  // Residuals that are not arguments, from the residual report of the loss.
-  const Tree structure = state.params;
-  std::vector<Array> args = structure.leaves();
-  const std::size_t n = args.size();
-  args.push_back(x);
-  const ArrayFn loss = [&](std::span<const Array> in) {
-    return std::vector<Array>{mean(optim::softmax_cross_entropy_with_integer_labels(
-        apply(structure.with_leaves(in.subspan(0, n)), in[n]), y))};
-  };
+  // Residuals that are not arguments, from the residual report of the loss. (Scoped: its
+  // copies of the initial parameters must not stay alive during the timed steps.)
   std::int64_t residual_bytes = 0;
-  for (const SavedResidual& r : saved_residuals(loss, args))
-    if (r.kind != SavedResidual::Kind::argument && r.kind != SavedResidual::Kind::constant)
-      residual_bytes += r.aval.shape.size() * static_cast<std::int64_t>(itemsize(r.aval.dtype));
-  args.clear();
+  {
+    const Tree structure = state.params;
+    std::vector<Array> args = structure.leaves();
+    const std::size_t n = args.size();
+    args.push_back(x);
+    const ArrayFn loss = [&](std::span<const Array> in) {
+      return std::vector<Array>{mean(optim::softmax_cross_entropy_with_integer_labels(
+          apply(structure.with_leaves(in.subspan(0, n)), in[n]), y))};
+    };
+    for (const SavedResidual& r : saved_residuals(loss, args))
+      if (r.kind != SavedResidual::Kind::argument && r.kind != SavedResidual::Kind::constant)
+        residual_bytes += r.aval.shape.size() * static_cast<std::int64_t>(itemsize(r.aval.dtype));
+  }
 
   for (int i = 0; i < 3; ++i)
     (void)step(state, x, y);  // warm-up (the first traces)

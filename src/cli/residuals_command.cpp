@@ -92,15 +92,15 @@ int residuals_command(const std::vector<std::string>& args) {
     std::cout << "  " << std::left << std::setw(44) << r.str(names) << std::right << std::setw(12)
               << b << " bytes\n";
   }
-  Backend& cpu = backend(Device::cpu());
-  const std::int64_t live0 = cpu.memory_stats().live_bytes;
-  cpu.reset_peak_memory();
+  Backend& dev = backend(default_device());
+  const std::int64_t live0 = dev.memory_stats().live_bytes;
+  dev.reset_peak_memory();
   {
     const VjpResult r = vjp(h, inputs);
     const Array one = Array::full(Shape{}, 1.0, DType::f32);
     (void)r.backward(std::span<const Array>(&one, 1));
   }
-  const std::int64_t measured = cpu.memory_stats().peak_bytes - live0 + args_bytes;
+  const std::int64_t measured = dev.memory_stats().peak_bytes - live0 + args_bytes;
   std::cout << "saved residuals: " << total << " bytes (" << new_bytes
             << " bytes besides the arguments)\n"
             << "peak during value_and_grad: predicted >= " << args_bytes + new_bytes + grads

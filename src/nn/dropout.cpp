@@ -20,7 +20,7 @@ Array Dropout::operator()(Scope& s, const Array& x) const {
     mask_dims[x.shape().normalize_axis(axis)] = 1;
   const random::Key key = s.make_rng(rng_collection);
   const Array u =
-      random::uniform(key, Shape(mask_dims)).to(x.is_traced() ? Device::cpu() : x.device());
+      random::uniform(key, Shape(mask_dims)).to(x.is_traced() ? default_device() : x.device());
   const Array mask = broadcast_to(lax::lt(u, lax::scalar(keep_prob, DType::f32)), x.shape());
   return lax::select(mask, x / keep_prob, lax::zeros_like(x));
 }
