@@ -75,8 +75,8 @@ Array dot_general_t(const Array& lhs, const Array& rhs, const ir::DotDimensionNu
 
 }  // namespace
 
-Array eval_dot_general(const ir::Primitive& prim, std::span<const Array> inputs,
-                       const ir::Params& params, const AVal& out) {
+Array Families::dot_general(const ir::Primitive& prim, std::span<const Array> inputs,
+                            const ir::Params& params, const AVal& out) {
   const Array& lhs = inputs[0];
   const Array& rhs = inputs[1];
   if (params.has("preferred_element_type") &&

@@ -1,14 +1,13 @@
-// CPU evaluation of the lax primitives: the dispatch table, and the elementwise, select_n,
-// convert and identity families (the math itself is kernels/elementwise.hpp's).
+// CPU evaluation of the lax primitives: the elementwise, select_n and convert families (the
+// math itself is kernels/elementwise.hpp's), and eval() through the shared table.
 #include "backend/cpu/cpu_eval.hpp"
 
 #include <algorithm>
 #include <type_traits>
-#include <unordered_map>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
+#include "backend/eval_table.hpp"
 #include "flaxpp/core/error.hpp"
-#include "flaxpp/ir/lax.hpp"
 #include "kernels/elementwise.hpp"
 
 namespace flaxpp::cpu {
@@ -38,9 +37,11 @@ void binary_loop(Op op, const T* x, bool x_scalar, const T* y, bool y_scalar, S*
   }
 }
 
+}  // namespace
+
 template <unsigned kAllowed, class Op>
-Array binary(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& /*params*/,
-             const AVal& out) {
+Array Families::binary(const ir::Primitive& prim, std::span<const Array> in,
+                       const ir::Params& /*params*/, const AVal& out) {
   const Array& x = in[0];
   const Array& y = in[1];
   return visit_dtype<kAllowed>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
@@ -51,6 +52,8 @@ Array binary(const ir::Primitive& prim, std::span<const Array> in, const ir::Par
     return o.array();
   });
 }
+
+namespace {
 
 // out[i] = op(x[i]); `op` may carry parameters (integer_pow's y).
 template <unsigned kAllowed, class Op>
@@ -66,32 +69,28 @@ Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op o
   });
 }
 
-template <unsigned kAllowed, class Op>
-Array unary(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& /*params*/,
-            const AVal& out) {
-  return map_unary<kAllowed>(prim, in[0], out, Op{});
-}
-
-Array integer_pow(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
-                  const AVal& out) {
-  return map_unary<kNumeric>(prim, in[0], out, kernels::IntegerPow{params.get<std::int64_t>("y")});
-}
-
-// stop_gradient and name: the value itself (arrays are immutable, so sharing is safe).
-Array identity(const ir::Primitive& /*prim*/, std::span<const Array> in,
-               const ir::Params& /*params*/, const AVal& /*out*/) {
-  return in[0];
-}
-
 // Index of the case `which` picks. Out-of-range int32 values are clamped to the first/last
 // case, as XLA's lowering of select_n (a tree of `which < k` selects) resolves them.
 std::size_t case_index(std::int64_t which, std::size_t num_cases) {
   return static_cast<std::size_t>(std::clamp<std::int64_t>(which, 0, std::int64_t(num_cases) - 1));
 }
 
+}  // namespace
+
+template <unsigned kAllowed, class Op>
+Array Families::unary(const ir::Primitive& prim, std::span<const Array> in,
+                      const ir::Params& /*params*/, const AVal& out) {
+  return map_unary<kAllowed>(prim, in[0], out, Op{});
+}
+
+Array Families::integer_pow(const ir::Primitive& prim, std::span<const Array> in,
+                            const ir::Params& params, const AVal& out) {
+  return map_unary<kNumeric>(prim, in[0], out, kernels::IntegerPow{params.get<std::int64_t>("y")});
+}
+
 // select_n(which, case_0, ..., case_{n-1}).
-Array select_n(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& /*params*/,
-               const AVal& out) {
+Array Families::select_n(const ir::Primitive& prim, std::span<const Array> in,
+                         const ir::Params& /*params*/, const AVal& out) {
   const Array& which = in[0];
   const std::span<const Array> cases = in.subspan(1);
   if (which.dtype() != DType::bool_ && which.dtype() != DType::i32)
@@ -125,8 +124,8 @@ Array select_n(const ir::Primitive& prim, std::span<const Array> in, const ir::P
   });
 }
 
-Array convert_element_type(const ir::Primitive& prim, std::span<const Array> in,
-                           const ir::Params& /*params*/, const AVal& out) {
+Array Families::convert_element_type(const ir::Primitive& prim, std::span<const Array> in,
+                                     const ir::Params& /*params*/, const AVal& out) {
   const Array& x = in[0];
   if (x.dtype() == out.dtype) return x;
   return visit_dtype<kAll>(prim, x.dtype(), [&]<class From>(TypeTag<From>) {
@@ -145,58 +144,9 @@ Array convert_element_type(const ir::Primitive& prim, std::span<const Array> in,
   });
 }
 
-using Table = std::unordered_map<const ir::Primitive*, EvalFn>;
-
-const Table& table() {
-  namespace k = kernels;
-  static const Table t = {
-      {&lax::add_p, binary<kNumeric, k::Add>},
-      {&lax::sub_p, binary<kNumeric, k::Sub>},
-      {&lax::mul_p, binary<kNumeric, k::Mul>},
-      {&lax::div_p, binary<kNumeric, k::Div>},
-      {&lax::max_p, binary<kNumeric, k::Max>},
-      {&lax::min_p, binary<kNumeric, k::Min>},
-      {&lax::eq_p, binary<kAll, k::Eq>},
-      {&lax::ne_p, binary<kAll, k::Ne>},
-      {&lax::lt_p, binary<kAll, k::Lt>},
-      {&lax::le_p, binary<kAll, k::Le>},
-      {&lax::gt_p, binary<kAll, k::Gt>},
-      {&lax::ge_p, binary<kAll, k::Ge>},
-      {&lax::neg_p, unary<kNumeric, k::Neg>},
-      {&lax::abs_p, unary<kNumeric, k::Abs>},
-      {&lax::sign_p, unary<kNumeric, k::Sign>},
-      {&lax::exp_p, unary<kFloat, k::Exp>},
-      {&lax::log_p, unary<kFloat, k::Log>},
-      {&lax::log1p_p, unary<kFloat, k::Log1p>},
-      {&lax::tanh_p, unary<kFloat, k::Tanh>},
-      {&lax::logistic_p, unary<kFloat, k::Logistic>},
-      {&lax::sqrt_p, unary<kFloat, k::Sqrt>},
-      {&lax::rsqrt_p, unary<kFloat, k::Rsqrt>},
-      {&lax::erf_p, unary<kFloat, k::Erf>},
-      {&lax::integer_pow_p, integer_pow},
-      {&lax::select_n_p, select_n},
-      {&lax::convert_element_type_p, convert_element_type},
-      {&lax::stop_gradient_p, identity},
-      {&lax::name_p, identity},
-      {&lax::reduce_sum_p, eval_reduce_sum},
-      {&lax::reduce_max_p, eval_reduce_max},
-      {&lax::broadcast_in_dim_p, eval_broadcast_in_dim},
-      {&lax::reshape_p, eval_reshape},
-      {&lax::transpose_p, eval_transpose},
-      {&lax::dot_general_p, eval_dot_general},
-  };
-  return t;
-}
-
-}  // namespace
-
 std::vector<Array> eval(const ir::Primitive& prim, std::span<const Array> inputs,
                         const ir::Params& params, std::span<const AVal> out_avals) {
-  const auto it = table().find(&prim);
-  if (it == table().end())
-    throw ValueError(detail::str(prim.name(), ": the CPU backend has no implementation of it"));
-  FLAXPP_ASSERT(out_avals.size() == 1, prim.name(), " has ", out_avals.size(), " results");
-  return {it->second(prim, inputs, params, out_avals[0])};
+  return backend_impl::eval_with<Families>(prim, inputs, params, out_avals);
 }
 
 }  // namespace flaxpp::cpu

@@ -20,7 +20,6 @@
 
 namespace flaxpp::cpu {
 
-using backend_impl::EvalFn;
 using backend_impl::in_data;
 using backend_impl::kAll;
 using backend_impl::kBool;
@@ -48,18 +47,33 @@ Array visit_dtype(const ir::Primitive& prim, DType dtype, F&& f) {
 void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::size_t itemsize,
                     void* out);
 
-// Families with their own files.
-Array eval_broadcast_in_dim(const ir::Primitive& prim, std::span<const Array> inputs,
-                            const ir::Params& params, const AVal& out);
-Array eval_reshape(const ir::Primitive& prim, std::span<const Array> inputs,
-                   const ir::Params& params, const AVal& out);
-Array eval_transpose(const ir::Primitive& prim, std::span<const Array> inputs,
-                     const ir::Params& params, const AVal& out);
-Array eval_reduce_sum(const ir::Primitive& prim, std::span<const Array> inputs,
+// The CPU's evaluation families for backend_impl::eval_table (eval_table.hpp): the
+// elementwise ones in cpu_eval.cpp, gather in cpu_layout.cpp, reductions in cpu_reduce.cpp,
+// The CPU's evaluation families (eval_table.hpp): the elementwise ones in cpu_eval.cpp,
+// gather in cpu_layout.cpp, reductions in cpu_reduce.cpp, dot_general in cpu_dot_general.cpp.
+struct Families {
+  static constexpr unsigned kNum = kNumeric, kFp = kFloat, kAny = kAll;
+  static constexpr const char* kName = "CPU";
+  template <unsigned kAllowed, class Op>
+  static Array binary(const ir::Primitive& prim, std::span<const Array> in,
                       const ir::Params& params, const AVal& out);
-Array eval_reduce_max(const ir::Primitive& prim, std::span<const Array> inputs,
-                      const ir::Params& params, const AVal& out);
-Array eval_dot_general(const ir::Primitive& prim, std::span<const Array> inputs,
-                       const ir::Params& params, const AVal& out);
+  template <unsigned kAllowed, class Op>
+  static Array unary(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
+                     const AVal& out);
+  static Array integer_pow(const ir::Primitive& prim, std::span<const Array> in,
+                           const ir::Params& params, const AVal& out);
+  static Array select_n(const ir::Primitive& prim, std::span<const Array> in,
+                        const ir::Params& params, const AVal& out);
+  static Array convert_element_type(const ir::Primitive& prim, std::span<const Array> in,
+                                    const ir::Params& params, const AVal& out);
+  static Array reduce_sum(const ir::Primitive& prim, std::span<const Array> in,
+                          const ir::Params& params, const AVal& out);
+  static Array reduce_max(const ir::Primitive& prim, std::span<const Array> in,
+                          const ir::Params& params, const AVal& out);
+  static Array dot_general(const ir::Primitive& prim, std::span<const Array> in,
+                           const ir::Params& params, const AVal& out);
+  static Array gather(const ir::Primitive& prim, const Array& x,
+                      const backend_impl::StridedCopy& copy, const AVal& out);
+};
 
 }  // namespace flaxpp::cpu

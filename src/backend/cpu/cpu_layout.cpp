@@ -1,7 +1,7 @@
-// CPU evaluation of the layout primitives — broadcast_in_dim, reshape, transpose — and the
-// strided gather (of layout_plan.hpp's plans) they and dot_general's operand permutation use.
+// The strided gather (of layout_plan.hpp's plans) on the CPU: the layout primitives
+// broadcast_in_dim, reshape and transpose (eval_table.hpp) and dot_general's operand
+// permutation.
 #include <algorithm>
-#include <cstring>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
 
@@ -88,45 +88,13 @@ void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::
   }
 }
 
-namespace {
-
-// The result of `copy` applied to `x`.
-Array gather(const ir::Primitive& prim, const Array& x, const backend_impl::StridedCopy& copy,
-             const AVal& out) {
+Array Families::gather(const ir::Primitive& prim, const Array& x,
+                       const backend_impl::StridedCopy& copy, const AVal& out) {
   return visit_dtype<kAll>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
     const Output o(out);
     gather_strided(in_data<T>(x), copy, sizeof(T), o.data<T>());
     return o.array();
   });
-}
-
-}  // namespace
-
-Array eval_broadcast_in_dim(const ir::Primitive& prim, std::span<const Array> inputs,
-                            const ir::Params& params, const AVal& out) {
-  const Array& x = inputs[0];
-  const auto& bdims = params.get<std::vector<std::int64_t>>("broadcast_dimensions");
-  return gather(prim, x, backend_impl::broadcast_copy(x.shape().dims(), bdims, out.shape.dims()),
-                out);
-}
-
-// Row-major order is kept, so the bytes are the operand's. (Copied: Array offers no way to
-// share its buffer under a new shape.)
-Array eval_reshape(const ir::Primitive& prim, std::span<const Array> inputs,
-                   const ir::Params& /*params*/, const AVal& out) {
-  const Array& x = inputs[0];
-  return visit_dtype<kAll>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
-    const Output o(out);
-    std::memcpy(o.data<T>(), in_data<T>(x), static_cast<std::size_t>(x.nbytes()));
-    return o.array();
-  });
-}
-
-Array eval_transpose(const ir::Primitive& prim, std::span<const Array> inputs,
-                     const ir::Params& params, const AVal& out) {
-  const Array& x = inputs[0];
-  const auto& perm = params.get<std::vector<std::int64_t>>("permutation");
-  return gather(prim, x, backend_impl::transpose_copy(x.shape().dims(), perm), out);
 }
 
 }  // namespace flaxpp::cpu

@@ -53,8 +53,8 @@ DeviceMatrices as_matrices(const Array& x, const backend_impl::MatrixOperand& pl
 
 }  // namespace
 
-Array eval_dot_general(const ir::Primitive& prim, std::span<const Array> inputs,
-                       const ir::Params& params, const AVal& out) {
+Array Families::dot_general(const ir::Primitive& prim, std::span<const Array> inputs,
+                            const ir::Params& params, const AVal& out) {
   const Array& lhs = inputs[0];
   const Array& rhs = inputs[1];
   const DType in_dtype = lhs.dtype();

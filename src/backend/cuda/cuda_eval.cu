@@ -1,14 +1,13 @@
-// CUDA evaluation of the lax primitives: the dispatch table, and the elementwise, select_n,
-// convert and identity families, whose math is kernels/elementwise.hpp's functors — the same
+// CUDA evaluation of the lax primitives: the elementwise, select_n and convert families, whose
+// math is kernels/elementwise.hpp's functors — the same
 // code the CPU backend runs — applied by the kernels of kernels/elementwise_kernels.cuh.
 #include <type_traits>
-#include <unordered_map>
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_eval.hpp"
 #include "backend/cuda/cuda_eval_impl.hpp"
+#include "backend/eval_table.hpp"
 #include "flaxpp/core/error.hpp"
-#include "flaxpp/ir/lax.hpp"
 #include "kernels/elementwise_kernels.cuh"
 
 namespace flaxpp::cuda {
@@ -37,9 +36,11 @@ using result_storage_t =
     std::conditional_t<std::is_same_v<decltype(Op{}(compute_t<T>{}, compute_t<T>{})), bool>,
                        std::uint8_t, T>;
 
+}  // namespace
+
 template <unsigned kAllowed, class Op>
-Array binary(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& /*params*/,
-             const AVal& out) {
+Array Families::binary(const ir::Primitive& prim, std::span<const Array> in,
+                       const ir::Params& /*params*/, const AVal& out) {
   const Array& x = in[0];
   const Array& y = in[1];
   return visit_dtype<kAllowed>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
@@ -55,6 +56,8 @@ Array binary(const ir::Primitive& prim, std::span<const Array> in, const ir::Par
   });
 }
 
+namespace {
+
 template <unsigned kAllowed, class Op>
 Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op) {
   return visit_dtype<kAllowed>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
@@ -69,27 +72,23 @@ Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op o
   });
 }
 
+}  // namespace
+
 template <unsigned kAllowed, class Op>
-Array unary(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& /*params*/,
-            const AVal& out) {
+Array Families::unary(const ir::Primitive& prim, std::span<const Array> in,
+                      const ir::Params& /*params*/, const AVal& out) {
   return map_unary<kAllowed>(prim, in[0], out, Op{});
 }
 
-Array integer_pow(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
-                  const AVal& out) {
+Array Families::integer_pow(const ir::Primitive& prim, std::span<const Array> in,
+                            const ir::Params& params, const AVal& out) {
   return map_unary<kNumeric | kHalf>(prim, in[0], out,
                                      kernels::IntegerPow{params.get<std::int64_t>("y")});
 }
 
-// stop_gradient and name: the value itself (arrays are immutable, so sharing is safe).
-Array identity(const ir::Primitive& /*prim*/, std::span<const Array> in,
-               const ir::Params& /*params*/, const AVal& /*out*/) {
-  return in[0];
-}
-
 // select_n(which, case_0, ..., case_{n-1}); a 0-d `which` picks for every element.
-Array select_n(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& /*params*/,
-               const AVal& out) {
+Array Families::select_n(const ir::Primitive& prim, std::span<const Array> in,
+                         const ir::Params& /*params*/, const AVal& out) {
   const Array& which = in[0];
   const std::span<const Array> cases = in.subspan(1);
   if (which.dtype() != DType::bool_ && which.dtype() != DType::i32)
@@ -122,8 +121,8 @@ Array select_n(const ir::Primitive& prim, std::span<const Array> in, const ir::P
   });
 }
 
-Array convert_element_type(const ir::Primitive& prim, std::span<const Array> in,
-                           const ir::Params& /*params*/, const AVal& out) {
+Array Families::convert_element_type(const ir::Primitive& prim, std::span<const Array> in,
+                                     const ir::Params& /*params*/, const AVal& out) {
   const Array& x = in[0];
   if (x.dtype() == out.dtype) return x;
   return visit_dtype<kAll | kHalf>(prim, x.dtype(), x.device(), [&]<class From>(TypeTag<From>) {
@@ -140,63 +139,11 @@ Array convert_element_type(const ir::Primitive& prim, std::span<const Array> in,
   });
 }
 
-using Table = std::unordered_map<const ir::Primitive*, EvalFn>;
-
-const Table& table() {
-  namespace k = kernels;
-  constexpr unsigned kNum = kNumeric | kHalf;
-  constexpr unsigned kFp = kFloat | kHalf;
-  constexpr unsigned kAny = kAll | kHalf;
-  static const Table t = {
-      {&lax::add_p, binary<kNum, k::Add>},
-      {&lax::sub_p, binary<kNum, k::Sub>},
-      {&lax::mul_p, binary<kNum, k::Mul>},
-      {&lax::div_p, binary<kNum, k::Div>},
-      {&lax::max_p, binary<kNum, k::Max>},
-      {&lax::min_p, binary<kNum, k::Min>},
-      {&lax::eq_p, binary<kAny, k::Eq>},
-      {&lax::ne_p, binary<kAny, k::Ne>},
-      {&lax::lt_p, binary<kAny, k::Lt>},
-      {&lax::le_p, binary<kAny, k::Le>},
-      {&lax::gt_p, binary<kAny, k::Gt>},
-      {&lax::ge_p, binary<kAny, k::Ge>},
-      {&lax::neg_p, unary<kNum, k::Neg>},
-      {&lax::abs_p, unary<kNum, k::Abs>},
-      {&lax::sign_p, unary<kNum, k::Sign>},
-      {&lax::exp_p, unary<kFp, k::Exp>},
-      {&lax::log_p, unary<kFp, k::Log>},
-      {&lax::log1p_p, unary<kFp, k::Log1p>},
-      {&lax::tanh_p, unary<kFp, k::Tanh>},
-      {&lax::logistic_p, unary<kFp, k::Logistic>},
-      {&lax::sqrt_p, unary<kFp, k::Sqrt>},
-      {&lax::rsqrt_p, unary<kFp, k::Rsqrt>},
-      {&lax::erf_p, unary<kFp, k::Erf>},
-      {&lax::integer_pow_p, integer_pow},
-      {&lax::select_n_p, select_n},
-      {&lax::convert_element_type_p, convert_element_type},
-      {&lax::stop_gradient_p, identity},
-      {&lax::name_p, identity},
-      {&lax::reduce_sum_p, eval_reduce_sum},
-      {&lax::reduce_max_p, eval_reduce_max},
-      {&lax::broadcast_in_dim_p, eval_broadcast_in_dim},
-      {&lax::reshape_p, eval_reshape},
-      {&lax::transpose_p, eval_transpose},
-      {&lax::dot_general_p, eval_dot_general},
-  };
-  return t;
-}
-
-}  // namespace
-
 std::vector<Array> eval(const ir::Primitive& prim, std::span<const Array> inputs,
                         const ir::Params& params, std::span<const AVal> out_avals) {
-  const auto it = table().find(&prim);
-  if (it == table().end())
-    throw ValueError(detail::str(prim.name(), ": the CUDA backend has no implementation of it"));
-  FLAXPP_ASSERT(out_avals.size() == 1, prim.name(), " has ", out_avals.size(), " results");
   // Kernels and cuBLAS run on the current device: make it the inputs' one.
   FLAXPP_CUDA_CHECK(cudaSetDevice(inputs[0].device().index));
-  return {it->second(prim, inputs, params, out_avals[0])};
+  return backend_impl::eval_with<Families>(prim, inputs, params, out_avals);
 }
 
 }  // namespace flaxpp::cuda

@@ -18,7 +18,6 @@
 
 namespace flaxpp::cuda {
 
-using backend_impl::EvalFn;
 using backend_impl::in_data;
 using backend_impl::kAll;
 using backend_impl::kBool;
@@ -52,18 +51,34 @@ void check_launch(const char* kernel);
 void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::size_t itemsize,
                     void* out, cudaStream_t stream);
 
-// Families with their own files.
-Array eval_broadcast_in_dim(const ir::Primitive& prim, std::span<const Array> inputs,
-                            const ir::Params& params, const AVal& out);
-Array eval_reshape(const ir::Primitive& prim, std::span<const Array> inputs,
-                   const ir::Params& params, const AVal& out);
-Array eval_transpose(const ir::Primitive& prim, std::span<const Array> inputs,
-                     const ir::Params& params, const AVal& out);
-Array eval_reduce_sum(const ir::Primitive& prim, std::span<const Array> inputs,
+// The CUDA backend's evaluation families for backend_impl::eval_table (eval_table.hpp): the
+// elementwise ones in cuda_eval.cu, gather in cuda_layout.cu, reductions in cuda_reduce.cu,
+// The CUDA backend's evaluation families (eval_table.hpp), bf16 and f16 accepted throughout:
+// the elementwise ones in cuda_eval.cu, gather in cuda_layout.cu, reductions in cuda_reduce.cu,
+// dot_general in cuda_dot_general.cpp.
+struct Families {
+  static constexpr unsigned kNum = kNumeric | kHalf, kFp = kFloat | kHalf, kAny = kAll | kHalf;
+  static constexpr const char* kName = "CUDA";
+  template <unsigned kAllowed, class Op>
+  static Array binary(const ir::Primitive& prim, std::span<const Array> in,
                       const ir::Params& params, const AVal& out);
-Array eval_reduce_max(const ir::Primitive& prim, std::span<const Array> inputs,
-                      const ir::Params& params, const AVal& out);
-Array eval_dot_general(const ir::Primitive& prim, std::span<const Array> inputs,
-                       const ir::Params& params, const AVal& out);
+  template <unsigned kAllowed, class Op>
+  static Array unary(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
+                     const AVal& out);
+  static Array integer_pow(const ir::Primitive& prim, std::span<const Array> in,
+                           const ir::Params& params, const AVal& out);
+  static Array select_n(const ir::Primitive& prim, std::span<const Array> in,
+                        const ir::Params& params, const AVal& out);
+  static Array convert_element_type(const ir::Primitive& prim, std::span<const Array> in,
+                                    const ir::Params& params, const AVal& out);
+  static Array reduce_sum(const ir::Primitive& prim, std::span<const Array> in,
+                          const ir::Params& params, const AVal& out);
+  static Array reduce_max(const ir::Primitive& prim, std::span<const Array> in,
+                          const ir::Params& params, const AVal& out);
+  static Array dot_general(const ir::Primitive& prim, std::span<const Array> in,
+                           const ir::Params& params, const AVal& out);
+  static Array gather(const ir::Primitive& prim, const Array& x,
+                      const backend_impl::StridedCopy& copy, const AVal& out);
+};
 
 }  // namespace flaxpp::cuda

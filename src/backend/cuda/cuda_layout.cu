@@ -1,5 +1,6 @@
-// CUDA evaluation of the layout primitives — broadcast_in_dim, reshape, transpose — and the
-// strided gather (of layout_plan.hpp's plans) they and dot_general's operand permutation use.
+// The strided gather (of layout_plan.hpp's plans) on the GPU: the layout primitives
+// broadcast_in_dim, reshape and transpose (eval_table.hpp) and dot_general's operand
+// permutation.
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_eval_impl.hpp"
 #include "kernels/gather_kernel.cuh"
@@ -70,41 +71,13 @@ void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::
   }
 }
 
-namespace {
-
-// The result of `copy` applied to `x`.
-Array gather(const ir::Primitive& prim, const Array& x, const backend_impl::StridedCopy& copy,
-             const AVal& out) {
+Array Families::gather(const ir::Primitive& prim, const Array& x,
+                       const backend_impl::StridedCopy& copy, const AVal& out) {
   return visit_dtype<kAll | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
     const Output o(out, x.device());
     gather_strided(in_data<T>(x), copy, sizeof(T), o.data<T>(), backend_of(x).stream());
     return o.array();
   });
-}
-
-}  // namespace
-
-Array eval_broadcast_in_dim(const ir::Primitive& prim, std::span<const Array> inputs,
-                            const ir::Params& params, const AVal& out) {
-  const Array& x = inputs[0];
-  const auto& bdims = params.get<std::vector<std::int64_t>>("broadcast_dimensions");
-  return gather(prim, x, backend_impl::broadcast_copy(x.shape().dims(), bdims, out.shape.dims()),
-                out);
-}
-
-// Row-major order is kept, so the bytes are the operand's (copied: Array offers no way to
-// share its buffer under a new shape).
-Array eval_reshape(const ir::Primitive& prim, std::span<const Array> inputs,
-                   const ir::Params& /*params*/, const AVal& out) {
-  const Array& x = inputs[0];
-  return gather(prim, x, backend_impl::StridedCopy{{x.size()}, {1}}, out);
-}
-
-Array eval_transpose(const ir::Primitive& prim, std::span<const Array> inputs,
-                     const ir::Params& params, const AVal& out) {
-  const Array& x = inputs[0];
-  const auto& perm = params.get<std::vector<std::int64_t>>("permutation");
-  return gather(prim, x, backend_impl::transpose_copy(x.shape().dims(), perm), out);
 }
 
 }  // namespace flaxpp::cuda

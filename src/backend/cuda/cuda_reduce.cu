@@ -71,8 +71,8 @@ Array reduce(const Array& x, const std::vector<std::int64_t>& axes, const AVal& 
 
 }  // namespace
 
-Array eval_reduce_sum(const ir::Primitive& prim, std::span<const Array> inputs,
-                      const ir::Params& params, const AVal& out) {
+Array Families::reduce_sum(const ir::Primitive& prim, std::span<const Array> inputs,
+                           const ir::Params& params, const AVal& out) {
   const Array& x = inputs[0];
   const auto& axes = params.get<std::vector<std::int64_t>>("axes");
   return visit_dtype<kNumeric | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
@@ -81,8 +81,8 @@ Array eval_reduce_sum(const ir::Primitive& prim, std::span<const Array> inputs,
 }
 
 // NaN-propagating max (kernels::Max); an empty reduction gives -inf / the lowest integer.
-Array eval_reduce_max(const ir::Primitive& prim, std::span<const Array> inputs,
-                      const ir::Params& params, const AVal& out) {
+Array Families::reduce_max(const ir::Primitive& prim, std::span<const Array> inputs,
+                           const ir::Params& params, const AVal& out) {
   const Array& x = inputs[0];
   const auto& axes = params.get<std::vector<std::int64_t>>("axes");
   return visit_dtype<kNumeric | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {

@@ -1,0 +1,108 @@
+// Private to the backends: the table from each lax primitive to its evaluation, written once
+// for every backend, so that the list of primitives — and which functor of
+// kernels/elementwise.hpp each elementwise primitive applies — cannot differ between them.
+// A backend supplies its families as the static members of a type B (its `Families`):
+//   kNum, kFp, kAny                      the dtype families of numeric, floating and any ops
+//   kName                                its name in errors ("CPU", "CUDA")
+//   binary<kAllowed, Op>, unary<kAllowed, Op>, integer_pow, select_n, convert_element_type,
+//   reduce_sum, reduce_max, dot_general  EvalFns
+//   gather(prim, x, copy, out)           the result of a StridedCopy of x
+// The layout primitives are built here from B::gather and layout_plan.hpp's plans.
+#pragma once
+
+#include <unordered_map>
+#include <vector>
+
+#include "backend/eval_impl.hpp"
+#include "backend/layout_plan.hpp"
+#include "flaxpp/core/error.hpp"
+#include "flaxpp/ir/lax.hpp"
+#include "kernels/elementwise.hpp"
+
+namespace flaxpp::backend_impl {
+
+// stop_gradient and name: the value itself (arrays are immutable, so sharing is safe).
+inline Array identity(const ir::Primitive& /*prim*/, std::span<const Array> in,
+                      const ir::Params& /*params*/, const AVal& /*out*/) {
+  return in[0];
+}
+
+template <class B>
+Array broadcast_in_dim(const ir::Primitive& prim, std::span<const Array> in,
+                       const ir::Params& params, const AVal& out) {
+  const auto& bdims = params.get<std::vector<std::int64_t>>("broadcast_dimensions");
+  return B::gather(prim, in[0], broadcast_copy(in[0].shape().dims(), bdims, out.shape.dims()), out);
+}
+
+// Row-major order is kept, so the bytes are the operand's (copied: Array offers no way to
+// share its buffer under a new shape).
+template <class B>
+Array reshape(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& /*params*/,
+              const AVal& out) {
+  return B::gather(prim, in[0], StridedCopy{{in[0].size()}, {1}}, out);
+}
+
+template <class B>
+Array transpose(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
+                const AVal& out) {
+  const auto& perm = params.get<std::vector<std::int64_t>>("permutation");
+  return B::gather(prim, in[0], transpose_copy(in[0].shape().dims(), perm), out);
+}
+
+template <class B>
+const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
+  namespace k = kernels;
+  constexpr unsigned kNum = B::kNum, kFp = B::kFp, kAny = B::kAny;
+  static const std::unordered_map<const ir::Primitive*, EvalFn> t = {
+      {&lax::add_p, B::template binary<kNum, k::Add>},
+      {&lax::sub_p, B::template binary<kNum, k::Sub>},
+      {&lax::mul_p, B::template binary<kNum, k::Mul>},
+      {&lax::div_p, B::template binary<kNum, k::Div>},
+      {&lax::max_p, B::template binary<kNum, k::Max>},
+      {&lax::min_p, B::template binary<kNum, k::Min>},
+      {&lax::eq_p, B::template binary<kAny, k::Eq>},
+      {&lax::ne_p, B::template binary<kAny, k::Ne>},
+      {&lax::lt_p, B::template binary<kAny, k::Lt>},
+      {&lax::le_p, B::template binary<kAny, k::Le>},
+      {&lax::gt_p, B::template binary<kAny, k::Gt>},
+      {&lax::ge_p, B::template binary<kAny, k::Ge>},
+      {&lax::neg_p, B::template unary<kNum, k::Neg>},
+      {&lax::abs_p, B::template unary<kNum, k::Abs>},
+      {&lax::sign_p, B::template unary<kNum, k::Sign>},
+      {&lax::exp_p, B::template unary<kFp, k::Exp>},
+      {&lax::log_p, B::template unary<kFp, k::Log>},
+      {&lax::log1p_p, B::template unary<kFp, k::Log1p>},
+      {&lax::tanh_p, B::template unary<kFp, k::Tanh>},
+      {&lax::logistic_p, B::template unary<kFp, k::Logistic>},
+      {&lax::sqrt_p, B::template unary<kFp, k::Sqrt>},
+      {&lax::rsqrt_p, B::template unary<kFp, k::Rsqrt>},
+      {&lax::erf_p, B::template unary<kFp, k::Erf>},
+      {&lax::integer_pow_p, B::integer_pow},
+      {&lax::select_n_p, B::select_n},
+      {&lax::convert_element_type_p, B::convert_element_type},
+      {&lax::stop_gradient_p, identity},
+      {&lax::name_p, identity},
+      {&lax::reduce_sum_p, B::reduce_sum},
+      {&lax::reduce_max_p, B::reduce_max},
+      {&lax::broadcast_in_dim_p, broadcast_in_dim<B>},
+      {&lax::reshape_p, reshape<B>},
+      {&lax::transpose_p, transpose<B>},
+      {&lax::dot_general_p, B::dot_general},
+  };
+  return t;
+}
+
+// Evaluates `prim` through B's table; ValueError for a primitive B has no entry for.
+template <class B>
+std::vector<Array> eval_with(const ir::Primitive& prim, std::span<const Array> inputs,
+                             const ir::Params& params, std::span<const AVal> out_avals) {
+  const auto& table = eval_table<B>();
+  const auto it = table.find(&prim);
+  if (it == table.end())
+    throw ValueError(
+        detail::str(prim.name(), ": the ", B::kName, " backend has no implementation of it"));
+  FLAXPP_ASSERT(out_avals.size() == 1, prim.name(), " has ", out_avals.size(), " results");
+  return {it->second(prim, inputs, params, out_avals[0])};
+}
+
+}  // namespace flaxpp::backend_impl
