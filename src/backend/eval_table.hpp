@@ -5,7 +5,7 @@
 //   kNum, kFp, kAny                      the dtype families of numeric, floating and any ops
 //   kName                                its name in errors ("CPU", "CUDA")
 //   binary<kAllowed, Op>, unary<kAllowed, Op>, integer_pow, select_n, convert_element_type,
-//   reduce_sum, reduce_max, dot_general  EvalFns
+//   reduce_sum, reduce_max, dot_general, layer_norm, layer_norm_dx, layer_norm_dscale  EvalFns
 //   gather(prim, x, copy, out)           the result of a StridedCopy of x
 // The layout primitives are built here from B::gather and layout_plan.hpp's plans.
 #pragma once
@@ -88,6 +88,9 @@ const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
       {&lax::reshape_p, reshape<B>},
       {&lax::transpose_p, transpose<B>},
       {&lax::dot_general_p, B::dot_general},
+      {&lax::layer_norm_p, B::layer_norm},
+      {&lax::layer_norm_dx_p, B::layer_norm_dx},
+      {&lax::layer_norm_dscale_p, B::layer_norm_dscale},
   };
   return t;
 }

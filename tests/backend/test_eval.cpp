@@ -844,6 +844,49 @@ TEST_CASE("eval: dot_general contracts any dimensions, with batch dims anywhere"
   run_cases(cases);
 }
 
+TEST_CASE("eval: layer_norm and its cotangents match Flax's formula composed from primitives") {
+  for (const DType dt : kFloats) {
+    INFO(dtype_name(dt));
+    const Array x = make(dt, {2, 4}, {0.5, -1, 2, 3.5, -0.25, 0.75, 1, -2});
+    const Array scale = make(dt, {4}, {1, 0.5, -2, 1.5});
+    const Array bias = make(dt, {4}, {0.1, 0, -0.3, 2});
+    const Array dy = make(dt, {2, 4}, {1, -1, 0.5, 2, -0.5, 0.25, 3, 1});
+    const double eps = 1e-5;
+    // The reference: mean, fast variance, rsqrt, as flax.linen.LayerNorm composes them.
+    const auto n = lax::scalar(4, dt);
+    const Array mean = lax::div(lax::reduce_sum(x, {1}), n);
+    const Array mean2 = lax::div(lax::reduce_sum(lax::mul(x, x), {1}), n);
+    const Array var = lax::sub(mean2, lax::mul(mean, mean));
+    const Array r = lax::rsqrt(lax::add(var, lax::scalar(eps, dt)));
+    auto rows = [](const Array& v) { return lax::broadcast_in_dim(v, Shape{2, 4}, {0}); };
+    auto cols = [](const Array& v) { return lax::broadcast_in_dim(v, Shape{2, 4}, {1}); };
+    const Array xhat = lax::mul(lax::sub(x, rows(mean)), rows(r));
+    const Array y =
+        lax::add(lax::mul(lax::sub(x, rows(mean)), lax::mul(rows(r), cols(scale))), cols(bias));
+    const Array g = lax::mul(dy, cols(scale));
+    const Array mean_g = lax::div(lax::reduce_sum(g, {1}), n);
+    const Array mean_gx = lax::div(lax::reduce_sum(lax::mul(g, xhat), {1}), n);
+    const Array dx =
+        lax::mul(rows(r), lax::sub(lax::sub(g, rows(mean_g)), lax::mul(xhat, rows(mean_gx))));
+    const Array dscale = lax::reduce_sum(lax::mul(dy, xhat), {0});
+    run_cases({{name("layer_norm", dt),
+                [=] { return lax::layer_norm(x, scale, bias, eps); },
+                {{2, 4}, dt},
+                values_of(y)},
+               {name("layer_norm_dx", dt),
+                [=] { return lax::layer_norm_dx(x, scale, dy, eps); },
+                {{2, 4}, dt},
+                values_of(dx)},
+               {name("layer_norm_dscale", dt),
+                [=] { return lax::layer_norm_dscale(x, dy, eps); },
+                {{4}, dt},
+                values_of(dscale)}});
+  }
+  const Array x = make(DType::f32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  CHECK_THROWS_WITH_AS(lax::layer_norm(x, x, x, 1e-6), doctest::Contains("must be f32[3]"),
+                       ValueError);
+}
+
 TEST_CASE("eval: stop_gradient and checkpoint_name return their input's buffer") {
   const Array x = make(DType::f32, {3}, {1, 2, 3});
   const Array s = lax::stop_gradient(x);

@@ -18,6 +18,7 @@
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "harness/finite_diff.hpp"
+#include "src/backend/cuda/cuda_eval.hpp"
 
 using namespace flaxpp;
 namespace cp = flaxpp::checkpoint_policies;
@@ -184,6 +185,34 @@ TEST_CASE("CUDA bf16 and f16: stored in 16 bits, computed and accumulated in flo
   const std::vector<double> sv = values(s), sr = values(s_ref);
   for (std::size_t i = 0; i < sv.size(); ++i)
     CHECK(std::abs(sv[i] - sr[i]) <= 2e-3 * (std::abs(sr[i]) + 1));
+}
+
+TEST_CASE("CUDA LayerNorm: cuDNN's and flaxpp's kernels both match the CPU, with gradients" *
+          doctest::skip(kNoGpu)) {
+  const Array x = random_f32(Shape{300, 257}, 70);
+  const Array scale = random_f32(Shape{257}, 71);
+  const Array bias = random_f32(Shape{257}, 72);
+  const Array dy = random_f32(Shape{300, 257}, 73);
+  for (const bool use_cudnn : {true, false}) {
+    INFO("cuDNN allowed: " << use_cudnn);
+    cuda::set_use_cudnn(use_cudnn);
+    check_parity([](auto v) { return lax::layer_norm(v[0], v[1], v[2], 1e-6); }, {x, scale, bias},
+                 1e-5);
+    check_parity([](auto v) { return lax::layer_norm_dx(v[0], v[1], v[2], 1e-6); }, {x, scale, dy},
+                 1e-4);
+    check_parity([](auto v) { return lax::layer_norm_dscale(v[0], v[1], 1e-6); }, {x, dy}, 1e-4);
+    // bf16 storage, float32 statistics: within bf16 rounding of the f32 result.
+    const Array xb = astype(x.to(Device::cuda(0)), DType::bf16);
+    const Array sb = astype(scale.to(Device::cuda(0)), DType::bf16);
+    const Array bb = astype(bias.to(Device::cuda(0)), DType::bf16);
+    const std::vector<double> got = values(astype(lax::layer_norm(xb, sb, bb, 1e-6), DType::f32));
+    const std::vector<double> want = values(lax::layer_norm(
+        astype(xb, DType::f32).to(Device::cpu()), astype(sb, DType::f32).to(Device::cpu()),
+        astype(bb, DType::f32).to(Device::cpu()), 1e-6));
+    for (std::size_t i = 0; i < got.size(); ++i)
+      REQUIRE(std::abs(got[i] - want[i]) <= 2e-2 * (std::abs(want[i]) + 1));
+  }
+  cuda::set_use_cudnn(true);
 }
 
 TEST_CASE("CUDA: host arrays join a GPU computation; the result stays on the GPU" *

@@ -122,6 +122,24 @@ TEST_CASE("vjp: the numpy-style ops and activations agree with finite difference
              {random_f64(Shape{2, 3}, 31), random_f64(Shape{3, 4}, 32), random_f64(Shape{4}, 33)});
 }
 
+TEST_CASE("vjp: layer_norm agrees with finite differences for x, scale and bias (float64)") {
+  const ArrayFn f = [](std::span<const Array> v) {
+    return std::vector<Array>{lax::layer_norm(v[0], v[1], v[2], 1e-6)};
+  };
+  check_grad(f, {random_f64(Shape{2, 3, 7}, 40, -2, 2), random_f64(Shape{7}, 41, 0.5, 1.5),
+                 random_f64(Shape{7}, 42)});
+  check_grad(f, {random_f64(Shape{5}, 43, -2, 2), random_f64(Shape{5}, 44, 0.5, 1.5),
+                 random_f64(Shape{5}, 45)});
+  // Once differentiable: its cotangent primitives have no VJP of their own.
+  const Array x = random_f64(Shape{2, 3}, 46), s = random_f64(Shape{3}, 47);
+  CHECK_THROWS_WITH_AS(vjp(
+                           [&](std::span<const Array> v) {
+                             return std::vector<Array>{lax::layer_norm_dx(v[0], s, v[0], 1e-6)};
+                           },
+                           std::vector<Array>{x}),
+                       doctest::Contains("layer_norm_dx"), Error);
+}
+
 TEST_CASE("relu: gradient is 0 at exactly 0, as jax.nn.relu's custom JVP says") {
   const Array x = Array::from_vector(std::vector<double>{-1.0, 0.0, 2.0}, Shape{3});
   const Array g = grad([](const Array& v) { return sum(relu(v)); })(x);

@@ -47,6 +47,10 @@ extern const ir::Primitive dot_general_p;
 extern const ir::Primitive stop_gradient_p;
 // checkpoint_name's primitive: identity tagging its value with param "name" for remat policies.
 extern const ir::Primitive name_p;
+// flaxpp's fused LayerNorm (not in jax.lax): layer_norm(x, scale, bias), param "epsilon", over
+// the last axis of x (..., F) with scale and bias (F,), Flax's formula (layer_norm.cpp). Its VJP
+// uses layer_norm_dx(x, scale, dy) and layer_norm_dscale(x, dy), which have no VJP themselves.
+extern const ir::Primitive layer_norm_p, layer_norm_dx_p, layer_norm_dscale_p;
 
 Array add(const Array& x, const Array& y);
 Array sub(const Array& x, const Array& y);
@@ -88,6 +92,10 @@ Array dot_general(const Array& lhs, const Array& rhs,
 Array stop_gradient(const Array& x);
 // jax.ad_checkpoint.checkpoint_name.
 Array checkpoint_name(const Array& x, const std::string& name);
+
+Array layer_norm(const Array& x, const Array& scale, const Array& bias, double epsilon);
+Array layer_norm_dx(const Array& x, const Array& scale, const Array& dy, double epsilon);
+Array layer_norm_dscale(const Array& x, const Array& dy, double epsilon);
 
 // A 0-d array holding `value` converted to `dtype` (a literal in traced graphs).
 Array scalar(double value, DType dtype);

@@ -72,6 +72,12 @@ struct Families {
                           const ir::Params& params, const AVal& out);
   static Array dot_general(const ir::Primitive& prim, std::span<const Array> in,
                            const ir::Params& params, const AVal& out);
+  static Array layer_norm(const ir::Primitive& prim, std::span<const Array> in,
+                          const ir::Params& params, const AVal& out);
+  static Array layer_norm_dx(const ir::Primitive& prim, std::span<const Array> in,
+                             const ir::Params& params, const AVal& out);
+  static Array layer_norm_dscale(const ir::Primitive& prim, std::span<const Array> in,
+                                 const ir::Params& params, const AVal& out);
   static Array gather(const ir::Primitive& prim, const Array& x,
                       const backend_impl::StridedCopy& copy, const AVal& out);
 };

@@ -20,4 +20,8 @@ namespace flaxpp::cuda {
 std::vector<Array> eval(const ir::Primitive& prim, std::span<const Array> inputs,
                         const ir::Params& params, std::span<const AVal> out_avals);
 
+// Whether the layer_norm primitives may use cuDNN (default true; tests turn it off to run
+// flaxpp's own kernels on a machine where cuDNN works).
+void set_use_cudnn(bool use);
+
 }  // namespace flaxpp::cuda

@@ -1,0 +1,115 @@
+// kernels/layer_norm_kernels.cuh — the layer_norm primitives on the GPU (our kernels: the
+// fallback where cuDNN is absent or rejects a configuration). One block per row (grid-stride
+// over rows) for the forward pass and dx; dscale sums over rows per feature like
+// reduce_columns_kernel. The per-row math is kernels/layer_norm.hpp's, shared with the CPU.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda_launch.cuh"
+#include "layer_norm.hpp"
+#include "reduce_kernels.cuh"
+
+namespace flaxpp::kernels {
+
+// The sum of `value` over the block, in every thread (block_reduce gives it to thread 0).
+template <class A>
+__device__ A block_sum_all(A value) {
+  __shared__ A total;
+  value = block_reduce(Add{}, value, A(0));
+  if (threadIdx.x == 0) total = value;
+  __syncthreads();
+  const A out = total;
+  __syncthreads();  // `total` is reused by the next call
+  return out;
+}
+
+// The statistics of one row, in every thread of the block.
+template <class T>
+__device__ LayerNormStats<compute_t<T>> block_row_stats(const T* x, std::int64_t f,
+                                                        compute_t<T> epsilon) {
+  using A = compute_t<T>;
+  A sum = 0, sum_sq = 0;
+  for (std::int64_t i = threadIdx.x; i < f; i += blockDim.x) {
+    const A v = static_cast<A>(x[i]);
+    sum += v;
+    sum_sq += v * v;
+  }
+  sum = block_sum_all(sum);
+  sum_sq = block_sum_all(sum_sq);
+  return layer_norm_stats(sum, sum_sq, static_cast<A>(f), epsilon);
+}
+
+template <class T>
+__global__ void layer_norm_kernel(const T* x, const T* scale, const T* bias, std::int64_t rows,
+                                  std::int64_t f, compute_t<T> epsilon, T* y) {
+  using A = compute_t<T>;
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const LayerNormStats<A> s = block_row_stats(x + r * f, f, epsilon);
+    for (std::int64_t i = threadIdx.x; i < f; i += blockDim.x)
+      y[r * f + i] = store_as<T>(layer_norm_y(static_cast<A>(x[r * f + i]), s,
+                                              static_cast<A>(scale[i]), static_cast<A>(bias[i])));
+  }
+}
+
+template <class T>
+__global__ void layer_norm_dx_kernel(const T* x, const T* scale, const T* dy, std::int64_t rows,
+                                     std::int64_t f, compute_t<T> epsilon, T* dx) {
+  using A = compute_t<T>;
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * f;
+    const T* dyr = dy + r * f;
+    const LayerNormStats<A> s = block_row_stats(xr, f, epsilon);
+    A sum_g = 0, sum_g_xhat = 0;
+    for (std::int64_t i = threadIdx.x; i < f; i += blockDim.x) {
+      const A g = static_cast<A>(dyr[i]) * static_cast<A>(scale[i]);
+      sum_g += g;
+      sum_g_xhat += g * layer_norm_xhat(static_cast<A>(xr[i]), s);
+    }
+    const A mean_g = block_sum_all(sum_g) / static_cast<A>(f);
+    const A mean_g_xhat = block_sum_all(sum_g_xhat) / static_cast<A>(f);
+    for (std::int64_t i = threadIdx.x; i < f; i += blockDim.x)
+      dx[r * f + i] = store_as<T>(layer_norm_dx(static_cast<A>(dyr[i]) * static_cast<A>(scale[i]),
+                                                layer_norm_xhat(static_cast<A>(xr[i]), s), mean_g,
+                                                mean_g_xhat, s.rstd));
+  }
+}
+
+// Per-row statistics into mean[r] and rstd[r] (float32 for every element type but f64).
+template <class T>
+__global__ void layer_norm_stats_kernel(const T* x, std::int64_t rows, std::int64_t f,
+                                        compute_t<T> epsilon, compute_t<T>* mean,
+                                        compute_t<T>* rstd) {
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const auto s = block_row_stats(x + r * f, f, epsilon);
+    if (threadIdx.x == 0) {
+      mean[r] = s.mean;
+      rstd[r] = s.rstd;
+    }
+  }
+}
+
+// dscale[c] = sum over rows of dy[r, c] * xhat[r, c], in blocks of kColumns x kRowLanes threads
+// combined in a fixed order (deterministic), from the per-row statistics.
+template <class T>
+__global__ void layer_norm_dscale_kernel(const T* x, const T* dy, const compute_t<T>* mean,
+                                         const compute_t<T>* rstd, std::int64_t rows,
+                                         std::int64_t f, T* dscale) {
+  using A = compute_t<T>;
+  __shared__ A partial[kRowLanes][kColumns];
+  const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kColumns + threadIdx.x;
+  A acc = 0;
+  if (c < f)
+    for (std::int64_t r = threadIdx.y; r < rows; r += kRowLanes)
+      acc += static_cast<A>(dy[r * f + c]) *
+             layer_norm_xhat(static_cast<A>(x[r * f + c]), LayerNormStats<A>{mean[r], rstd[r]});
+  partial[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < f) {
+    for (int lane = 1; lane < kRowLanes; ++lane)
+      acc += partial[lane][threadIdx.x];
+    dscale[c] = store_as<T>(acc);
+  }
+}
+
+}  // namespace flaxpp::kernels

@@ -1,0 +1,135 @@
+// CUDA evaluation of the layer_norm primitives: cuDNN's LayerNorm (the graph API, in
+// cudnn_layer_norm.cpp) for f32/bf16/f16 when flaxpp was built with cuDNN and cuDNN accepts
+// the configuration, otherwise flaxpp's kernels (kernels/layer_norm_kernels.cuh).
+#include <algorithm>
+#include <atomic>
+
+#include "backend/cuda/cuda_eval.hpp"
+#include "backend/cuda/cuda_eval_impl.hpp"
+#include "backend/cuda/cudnn_layer_norm.hpp"
+#include "kernels/layer_norm_kernels.cuh"
+
+namespace flaxpp::cuda {
+namespace {
+
+using kernels::compute_t;
+using kernels::kBlockThreads;
+
+std::atomic<bool> g_use_cudnn{true};
+
+// Rows of the operand (all axes but the last) and the feature count.
+std::pair<std::int64_t, std::int64_t> rows_of(const Array& x) {
+  const std::int64_t f = x.shape().dims().back();
+  return {f == 0 ? 0 : x.size() / f, f};
+}
+
+unsigned row_blocks(std::int64_t rows) {
+  return static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, 65536));
+}
+
+// cuDNN handles f32, bf16 and f16 (its statistics are float32).
+bool cudnn_candidate(DType dtype) {
+  return g_use_cudnn.load() && cudnn_available() &&
+         (dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16);
+}
+
+// Per-row statistics in buffers of compute_t<T> on x's device.
+template <class T>
+std::pair<std::shared_ptr<Buffer>, std::shared_ptr<Buffer>> row_stats(const Array& x,
+                                                                      double epsilon) {
+  using A = compute_t<T>;
+  const auto [rows, f] = rows_of(x);
+  Backend& be = backend(x.device());
+  auto mean = be.allocate(std::max<std::int64_t>(rows, 1) * std::int64_t(sizeof(A)));
+  auto rstd = be.allocate(std::max<std::int64_t>(rows, 1) * std::int64_t(sizeof(A)));
+  if (rows > 0) {
+    kernels::
+        layer_norm_stats_kernel<<<row_blocks(rows), kBlockThreads, 0, backend_of(x).stream()>>>(
+            in_data<T>(x), rows, f, static_cast<A>(epsilon), static_cast<A*>(mean->data()),
+            static_cast<A*>(rstd->data()));
+    check_launch("layer_norm_stats");
+  }
+  return {std::move(mean), std::move(rstd)};
+}
+
+}  // namespace
+
+void set_use_cudnn(bool use) {
+  g_use_cudnn.store(use);
+}
+
+Array Families::layer_norm(const ir::Primitive& prim, std::span<const Array> in,
+                           const ir::Params& params, const AVal& out) {
+  const Array& x = in[0];
+  const double epsilon = params.get<double>("epsilon");
+  return visit_dtype<kFloat | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
+    using A = compute_t<T>;
+    const auto [rows, f] = rows_of(x);
+    const Output o(out, x.device());
+    if (rows == 0) return o.array();
+    CudaBackend& gpu = backend_of(x);
+    if (cudnn_candidate(x.dtype())) {
+      // cuDNN's training phase also writes the statistics; they are not kept.
+      auto mean = gpu.allocate(rows * 4), inv_var = gpu.allocate(rows * 4);
+      if (cudnn_layer_norm_forward(gpu, x.dtype(), rows, f, x.buffer().data(),
+                                   in[1].buffer().data(), in[2].buffer().data(), epsilon,
+                                   o.data<void>(), mean->data(), inv_var->data()))
+        return o.array();
+    }
+    kernels::layer_norm_kernel<<<row_blocks(rows), kBlockThreads, 0, gpu.stream()>>>(
+        in_data<T>(x), in_data<T>(in[1]), in_data<T>(in[2]), rows, f, static_cast<A>(epsilon),
+        o.data<T>());
+    check_launch("layer_norm");
+    return o.array();
+  });
+}
+
+Array Families::layer_norm_dx(const ir::Primitive& prim, std::span<const Array> in,
+                              const ir::Params& params, const AVal& out) {
+  const Array& x = in[0];
+  const double epsilon = params.get<double>("epsilon");
+  return visit_dtype<kFloat | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
+    using A = compute_t<T>;
+    const auto [rows, f] = rows_of(x);
+    const Output o(out, x.device());
+    if (rows == 0) return o.array();
+    CudaBackend& gpu = backend_of(x);
+    if (cudnn_candidate(x.dtype())) {
+      // cuDNN's backward takes the forward statistics (float32: A is float for these dtypes)
+      // and also writes dscale and dbias, which layer_norm_dscale and reduce_sum compute.
+      const auto [mean, rstd] = row_stats<T>(x, epsilon);
+      auto dscale = gpu.allocate(f * 4), dbias = gpu.allocate(f * 4);
+      if (cudnn_layer_norm_dx(gpu, x.dtype(), rows, f, x.buffer().data(), in[1].buffer().data(),
+                              in[2].buffer().data(), mean->data(), rstd->data(), o.data<void>(),
+                              dscale->data(), dbias->data()))
+        return o.array();
+    }
+    kernels::layer_norm_dx_kernel<<<row_blocks(rows), kBlockThreads, 0, gpu.stream()>>>(
+        in_data<T>(x), in_data<T>(in[1]), in_data<T>(in[2]), rows, f, static_cast<A>(epsilon),
+        o.data<T>());
+    check_launch("layer_norm_dx");
+    return o.array();
+  });
+}
+
+Array Families::layer_norm_dscale(const ir::Primitive& prim, std::span<const Array> in,
+                                  const ir::Params& params, const AVal& out) {
+  const Array& x = in[0];
+  const double epsilon = params.get<double>("epsilon");
+  return visit_dtype<kFloat | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
+    using A = compute_t<T>;
+    const auto [rows, f] = rows_of(x);
+    const Output o(out, x.device());
+    if (f == 0) return o.array();
+    const auto [mean, rstd] = row_stats<T>(x, epsilon);
+    const dim3 block(kernels::kColumns, kernels::kRowLanes);
+    const auto blocks = static_cast<unsigned>((f + kernels::kColumns - 1) / kernels::kColumns);
+    kernels::layer_norm_dscale_kernel<<<blocks, block, 0, backend_of(x).stream()>>>(
+        in_data<T>(x), in_data<T>(in[1]), static_cast<const A*>(mean->data()),
+        static_cast<const A*>(rstd->data()), rows, f, o.data<T>());
+    check_launch("layer_norm_dscale");
+    return o.array();
+  });
+}
+
+}  // namespace flaxpp::cuda

@@ -1,0 +1,30 @@
+// cuDNN's LayerNorm through its graph API (backend descriptors, no frontend header library),
+// for the CUDA backend's layer_norm primitives. Every entry point returns false where cuDNN is
+// not built in, not usable on this GPU, or rejects the configuration; the caller then runs
+// flaxpp's own kernel. A rejection is reported once per configuration on stderr, with cuDNN's
+// reason. Execution plans are built once per (dtype, rows, features) and reused.
+#pragma once
+
+#include <cstdint>
+
+#include "backend/cuda/cuda_backend.hpp"
+#include "flaxpp/core/dtype.hpp"
+
+namespace flaxpp::cuda {
+
+// Whether this build has cuDNN and a handle could be created for the current device.
+bool cudnn_available();
+
+// y = LayerNorm(x) over the last axis of x (rows, f), with scale and bias (f,) of x's dtype
+// (f32, bf16 or f16); mean and inv_var receive the row statistics (float32, rows each).
+bool cudnn_layer_norm_forward(CudaBackend& gpu, DType dtype, std::int64_t rows, std::int64_t f,
+                              const void* x, const void* scale, const void* bias, double epsilon,
+                              void* y, void* mean, void* inv_var);
+
+// dx of LayerNorm for dy, from the row statistics (float32 mean and inverse standard
+// deviation); dscale and dbias (f elements of dtype each) receive cuDNN's parameter gradients.
+bool cudnn_layer_norm_dx(CudaBackend& gpu, DType dtype, std::int64_t rows, std::int64_t f,
+                         const void* x, const void* scale, const void* dy, const void* mean,
+                         const void* inv_var, void* dx, void* dscale, void* dbias);
+
+}  // namespace flaxpp::cuda
