@@ -15,10 +15,10 @@ Array LayerNorm::operator()(Scope& s, const Array& x) const {
   const std::int64_t features = x.shape()[-1];
   const Array scale =
       use_scale ? astype(s.param("scale", scale_init, Shape{features}, param_dtype), x.dtype())
-                : ones(Shape{features}, x.dtype());
+                : astype(ones(Shape{features}), x.dtype());
   const Array bias =
       use_bias ? astype(s.param("bias", bias_init, Shape{features}, param_dtype), x.dtype())
-               : zeros(Shape{features}, x.dtype());
+               : astype(zeros(Shape{features}), x.dtype());
   return lax::layer_norm(x, scale, bias, epsilon);
 }
 

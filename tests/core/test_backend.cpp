@@ -50,6 +50,22 @@ TEST_CASE("CPU backend: zero-byte buffers are valid and distinct; negative sizes
   CHECK_THROWS_AS(cpu.allocate(-1), ValueError);
 }
 
+TEST_CASE("CPU backend: a freed large block is reused for the next request of its size") {
+  Backend& cpu = backend(Device::cpu());
+  const std::int64_t live0 = cpu.memory_stats().live_bytes;
+  const void* first = nullptr;
+  {
+    const auto a = cpu.allocate(1 << 20);
+    first = a->data();
+  }
+  CHECK(cpu.memory_stats().live_bytes == live0);  // cached blocks are not live bytes
+  // Any size that rounds to the same pages gets the cached block back; data stays aligned.
+  const auto b = cpu.allocate((1 << 20) - 100);
+  CHECK(b->data() == first);
+  CHECK(reinterpret_cast<std::uintptr_t>(b->data()) % 64 == 0);
+  CHECK(cpu.memory_stats().live_bytes == live0 + (1 << 20) - 100);
+}
+
 TEST_CASE("CPU backend: copies larger than the buffer are rejected") {
   Backend& cpu = backend(Device::cpu());
   auto buffer = cpu.allocate(8);

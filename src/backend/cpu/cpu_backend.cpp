@@ -4,6 +4,17 @@
 #include <cstdlib>
 #include <cstring>
 
+// Under AddressSanitizer a cached block is poisoned until it is handed out again, so a use
+// after free is still caught although the block was not returned to malloc.
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define FLAXPP_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define FLAXPP_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define FLAXPP_POISON(p, n) ((void)(p), (void)(n))
+#define FLAXPP_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 namespace flaxpp::cpu {
 namespace {
 // Alignment for vector loads and BLAS; also the rounding unit of small allocation sizes.
@@ -27,8 +38,10 @@ std::size_t rounded_size(std::int64_t bytes) {
 
 CpuBackend::~CpuBackend() {
   for (auto& [size, blocks] : cache_)
-    for (void* block : blocks)
+    for (void* block : blocks) {
+      FLAXPP_UNPOISON(block, size);
       std::free(block);
+    }
 }
 
 void* CpuBackend::allocate_impl(std::int64_t bytes, MemoryKind /*kind*/) {
@@ -39,6 +52,7 @@ void* CpuBackend::allocate_impl(std::int64_t bytes, MemoryKind /*kind*/) {
       void* block = it->second.back();
       it->second.pop_back();
       cached_bytes_ -= size;
+      FLAXPP_UNPOISON(block, size);
       return block;
     }
   }
@@ -53,6 +67,7 @@ void CpuBackend::deallocate_impl(void* data, std::int64_t bytes, MemoryKind /*ki
       try {
         cache_[size].push_back(data);
         cached_bytes_ += size;
+        FLAXPP_POISON(data, size);
         return;
       } catch (...) {  // no memory for the list entry: free the block instead
       }
