@@ -8,7 +8,7 @@ JSON object per line, with exactly the keys `flaxpp bench` writes:
 
 Model and step (per configuration width W, depth L, batch B, policy P):
 
-* ``MLP(features=[W]*(L-1) + [10])`` -- L Dense layers, relu between them, input x f32[B, W]
+* ``MLP(features=[W]*(L-1) + [10], dtype=--dtype)`` -- L Dense layers, relu between them, input x f32[B, W]
   (standard normal) and labels int32[B] in [0, 10), both from ``numpy.random.default_rng(0)``;
   parameters from ``init(jax.random.PRNGKey(0), x)``.
 * ``nn.remat(MLP, policy=jax.checkpoint_policies.<P>)`` unless P is ``none``.
@@ -74,6 +74,8 @@ def parse_args(argv=None):
     ap.add_argument("--platform", default="cpu",
                     help="JAX_PLATFORMS value (default cpu; e.g. gpu / cuda)")
     ap.add_argument("--out", default="-", help="JSON-lines output file (default stdout)")
+    ap.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                    help="the MLP's computation dtype (parameters stay float32)")
     ap.add_argument("--only", default=None, metavar="W,L,B,POLICY",
                     help="run this one configuration (used per process on GPUs)")
     return ap.parse_args(argv)
@@ -111,7 +113,7 @@ def main(argv=None) -> int:
             for width, depth, batch, policy in configs:
                 line = subprocess.run(
                     [sys.executable, __file__, "--platform", args.platform, "--steps",
-                     str(args.steps), "--warmup", str(args.warmup), "--only",
+                     str(args.steps), "--warmup", str(args.warmup), "--dtype", args.dtype, "--only",
                      f"{width},{depth},{batch},{policy}"],
                     check=True, stdout=subprocess.PIPE, text=True).stdout
                 out.write(line)
@@ -125,7 +127,7 @@ def main(argv=None) -> int:
             features = tuple([width] * (depth - 1) + [NUM_CLASSES])
             cls = MLP if policy == "none" else nn.remat(
                 MLP, policy=getattr(jax.checkpoint_policies, policy))
-            model = cls(features)
+            model = cls(features, dtype=jnp.dtype(args.dtype))
 
             rng = np.random.default_rng(0)
             x = jnp.asarray(rng.standard_normal((batch, width), dtype=np.float32))
@@ -169,7 +171,7 @@ def main(argv=None) -> int:
             flops = 6 * batch * sum(i * o for i, o in zip((width,) + features[:-1], features))
             row = {
                 "framework": "jax", "backend": backend, "width": width, "depth": depth,
-                "batch": batch, "dtype": "float32", "policy": policy, "steps": args.steps,
+                "batch": batch, "dtype": args.dtype, "policy": policy, "steps": args.steps,
                 "step_ms": med * 1e3, "samples_per_s": batch / med,
                 "gflops": flops / med / 1e9, "peak_bytes": peak_bytes,
                 "residual_bytes": residual_bytes, "gemm_floor_ms": None,

@@ -84,13 +84,15 @@ _EPS32 = float(np.finfo(np.float32).eps)
 
 
 class MLP(nn.Module):
-    """mlp_init / mlp_grad / saved_residuals(mlp_loss): Dense(h_i), relu between layers."""
+    """mlp_init / mlp_grad / saved_residuals(mlp_loss): Dense(h_i), relu between layers.
+    ``dtype`` (default: the inputs') is each Dense's computation dtype, as in bench_jax.py."""
     features: Sequence[int]
+    dtype: Any = None
 
     @nn.compact
     def __call__(self, x):
         for i, h in enumerate(self.features):
-            x = nn.Dense(h)(x)
+            x = nn.Dense(h, dtype=self.dtype)(x)
             if i != len(self.features) - 1:
                 x = nn.relu(x)
         return x

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Benchmarks flaxpp and JAX side by side on this machine: builds flaxpp, runs `flaxpp bench`
 # and python_compat/bench_jax.py over the same grid, and writes the table of ratios and the
-# two plots into docs/bench/ (docs/bench/gpu/ with --gpu: both sides on the first GPU).
+# two plots into docs/bench/ (docs/bench/gpu/ with --gpu: both sides on the first GPU, in bf16).
 # Other arguments (e.g. --grid large) go to both. Needs the JAX side: the python_compat venv
 # (bash python_compat/setup_venv.sh), or FLAXPP_BENCH_PYTHON naming a python with JAX.
 set -euo pipefail
@@ -13,7 +13,9 @@ flaxpp_args=(--device cpu) jax_args=(--platform cpu) docs=docs/bench
 args=()
 for a in "$@"; do
   if [ "$a" = --gpu ]; then
-    flaxpp_args=(--device cuda) jax_args=(--platform cuda) docs=docs/bench/gpu
+    # The GPU grid computes in bf16 (parameters in float32), as the GPU benchmark asks.
+    flaxpp_args=(--device cuda --dtype bfloat16) jax_args=(--platform cuda --dtype bfloat16)
+    docs=docs/bench/gpu
   else
     args+=("$a")
   fi

@@ -24,7 +24,7 @@ namespace {
 
 constexpr const char* kBenchUsage =
     "usage: flaxpp bench [--grid default|large] [--width W] [--out FILE.jsonl] [--steps N]\n"
-    "                    [--device D]\n"
+    "                    [--device D] [--dtype float32|bfloat16]\n"
     "  Times MLP classifier training steps (SGD) on the device (default: the default device,\n"
     "  FLAXPP_DEVICE, else the GPU if present, else the CPU) for each width, depth, batch and\n"
     "  remat policy of the grid (--width: only that width) and writes one JSON line per\n"
@@ -35,6 +35,7 @@ constexpr const char* kBenchUsage =
 struct Config {
   std::int64_t width, depth, batch;
   std::string policy;
+  DType dtype = DType::f32;  // the MLP's computation dtype (parameters stay float32)
 };
 
 using Clock = std::chrono::steady_clock;
@@ -70,15 +71,13 @@ double gemm_floor_ms(const Config& c, std::int64_t repeats) {
   const auto ls = layers(c);
   for (std::size_t l = 0; l < ls.size(); ++l) {
     const auto [in, out] = ls[l];
-    operands.push_back(
-        {random_f32(Shape{c.batch, in}, seed++), random_f32(Shape{in, out}, seed++)});
+    auto operand = [&](const Shape& shape) { return astype(random_f32(shape, seed++), c.dtype); };
+    operands.push_back({operand(Shape{c.batch, in}), operand(Shape{in, out})});
     dims.push_back({{1}, {0}, {}, {}});  // x @ W
-    operands.push_back(
-        {random_f32(Shape{c.batch, in}, seed++), random_f32(Shape{c.batch, out}, seed++)});
+    operands.push_back({operand(Shape{c.batch, in}), operand(Shape{c.batch, out})});
     dims.push_back({{0}, {0}, {}, {}});  // x^T @ g
     if (l > 0) {
-      operands.push_back(
-          {random_f32(Shape{c.batch, out}, seed++), random_f32(Shape{in, out}, seed++)});
+      operands.push_back({operand(Shape{c.batch, out}), operand(Shape{in, out})});
       dims.push_back({{1}, {1}, {}, {}});  // g @ W^T
     }
   }
@@ -95,12 +94,14 @@ double gemm_floor_ms(const Config& c, std::int64_t repeats) {
 }
 
 io::Json run(const Config& c, std::int64_t steps) {
-  const nn::MLP mlp{.features = [&] {
-    std::vector<std::int64_t> f;
-    for (const auto& [in, out] : layers(c))
-      f.push_back(out);
-    return f;
-  }()};
+  const nn::MLP mlp{.features =
+                        [&] {
+                          std::vector<std::int64_t> f;
+                          for (const auto& [in, out] : layers(c))
+                            f.push_back(out);
+                          return f;
+                        }(),
+                    .dtype = c.dtype};
   const Array x = random_f32(Shape{c.batch, c.width}, 1);
   std::vector<std::int32_t> labels(static_cast<std::size_t>(c.batch));
   std::mt19937 gen(2);
@@ -154,7 +155,7 @@ io::Json run(const Config& c, std::int64_t steps) {
                   {"width", c.width},
                   {"depth", c.depth},
                   {"batch", c.batch},
-                  {"dtype", "float32"},
+                  {"dtype", std::string(dtype_name(c.dtype))},
                   {"policy", c.policy},
                   {"steps", steps},
                   {"step_ms", ms},
@@ -171,6 +172,7 @@ io::Json run(const Config& c, std::int64_t steps) {
 int bench_command(const std::vector<std::string>& args) {
   std::string grid = "default", out_path;
   std::int64_t steps = 20, only_width = 0;
+  DType dtype = DType::f32;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
       std::cout << kBenchUsage;
@@ -181,6 +183,13 @@ int bench_command(const std::vector<std::string>& args) {
       out_path = args[++i];
     } else if (args[i] == "--width" && i + 1 < args.size()) {
       only_width = std::stoll(args[++i]);
+    } else if (args[i] == "--dtype" && i + 1 < args.size()) {
+      const std::string name = args[++i];
+      if (name != "float32" && name != "bfloat16") {
+        std::cerr << "flaxpp bench: --dtype is float32 or bfloat16, got " << name << "\n";
+        return 2;
+      }
+      dtype = name == "float32" ? DType::f32 : DType::bf16;
     } else if (args[i] == "--device" && i + 1 < args.size()) {
       set_default_device(Device::parse(args[++i]));
     } else if (args[i] == "--steps" && i + 1 < args.size()) {
@@ -189,6 +198,11 @@ int bench_command(const std::vector<std::string>& args) {
       std::cerr << "flaxpp bench: unknown argument " << args[i] << "\n" << kBenchUsage;
       return 2;
     }
+  }
+  if (dtype == DType::bf16 && default_device().kind == DeviceKind::cpu) {
+    std::cerr << "flaxpp bench: --dtype bfloat16 needs a GPU (the CPU backend computes in "
+                 "float32 and float64); use --device cuda on a machine with one\n";
+    return 2;
   }
   if (grid != "default" && grid != "large") {
     std::cerr << "flaxpp bench: --grid is default or large, got " << grid << "\n";
@@ -208,7 +222,7 @@ int bench_command(const std::vector<std::string>& args) {
         if (only_width != 0 && width != only_width) continue;
         std::cerr << "bench: width " << width << " depth 4 batch " << batch << " policy " << policy
                   << "\n";
-        out << run({width, 4, batch, policy}, steps).dump() << std::endl;
+        out << run({width, 4, batch, policy, dtype}, steps).dump() << std::endl;
       }
   return 0;
 }

@@ -13,7 +13,7 @@ Array MLP::operator()(Scope& s, const Array& x) const {
                  : std::function<Array(const Array&)>([](const Array& v) { return relu(v); });
   Array h = x;
   for (std::size_t i = 0; i < features.size(); ++i) {
-    h = s(Dense{.features = features[i]}, h);
+    h = s(Dense{.features = features[i], .dtype = dtype}, h);
     if (i + 1 < features.size() || activate_final) h = act(h);
   }
   return h;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include "flaxpp/nn/dense.hpp"
@@ -14,6 +15,7 @@ struct MLP {
   std::vector<std::int64_t> features{};
   std::function<Array(const Array&)> activation{};  // empty: relu
   bool activate_final = false;
+  std::optional<DType> dtype{};  // each Dense's computation dtype (e.g. bf16 on a GPU)
 
   Array operator()(Scope& s, const Array& x) const;
 };

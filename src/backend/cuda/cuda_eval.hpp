@@ -4,6 +4,7 @@
 // and frees, and results are ready whenever a copy to the host reads them.
 #pragma once
 
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -20,8 +21,10 @@ namespace flaxpp::cuda {
 std::vector<Array> eval(const ir::Primitive& prim, std::span<const Array> inputs,
                         const ir::Params& params, std::span<const AVal> out_avals);
 
-// Whether the layer_norm primitives may use cuDNN (default true; tests turn it off to run
-// flaxpp's own kernels on a machine where cuDNN works).
+// Whether the layer_norm primitives may use cuDNN for bf16/f16 (default true; tests turn it
+// off to run flaxpp's own kernels on a machine where cuDNN works).
 void set_use_cudnn(bool use);
+// How many LayerNorm plans cuDNN has executed in this process (0 in builds without cuDNN).
+std::int64_t cudnn_layer_norm_executions();
 
 }  // namespace flaxpp::cuda

@@ -4,10 +4,13 @@
 // by-value float32 scalar.
 #include "backend/cuda/cudnn_layer_norm.hpp"
 
+#include "backend/cuda/cuda_eval.hpp"
+
 #ifdef FLAXPP_WITH_CUDNN
 #include <cudnn.h>
 
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -26,8 +29,14 @@ namespace flaxpp::cuda {
 
 #ifndef FLAXPP_WITH_CUDNN
 
-bool cudnn_available() {
+bool cudnn_available(CudaBackend&) {
   return false;
+}
+bool cudnn_layer_norm_rejected(CudaBackend&, bool, DType, std::int64_t, std::int64_t) {
+  return true;
+}
+std::int64_t cudnn_layer_norm_executions() {
+  return 0;
 }
 bool cudnn_layer_norm_forward(CudaBackend&, DType, std::int64_t, std::int64_t, const void*,
                               const void*, const void*, double, void*, void*, void*) {
@@ -143,31 +152,40 @@ void finish_plan(Plan& p, cudnnHandle_t handle, const Descriptor& op) {
   graph->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, &op_d)
       .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle);
   graph->finalize("operation graph");
-  auto heur = std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-  heur->set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, *graph)
-      .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
-  heur->finalize("engine heuristics");
-  std::int64_t count = 0;
-  check(cudnnBackendGetAttribute(heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
-        "engine heuristics results");
-  if (count == 0) throw Rejected("no engine configuration supports this LayerNorm");
+  // Heuristics mode A first, then the fallback list, as cudnn-frontend's LayerNorm samples do.
   std::vector<std::unique_ptr<Descriptor> > configs;
-  std::vector<cudnnBackendDescriptor_t> raw;
-  for (std::int64_t i = 0; i < count; ++i) {
-    configs.push_back(std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
-    raw.push_back(configs.back()->get());
+  for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    try {
+      auto heur = std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+      heur->set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, *graph)
+          .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
+      heur->finalize("engine heuristics");
+      std::int64_t count = 0;
+      check(cudnnBackendGetAttribute(heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
+            "engine heuristics results");
+      std::vector<cudnnBackendDescriptor_t> raw;
+      const std::size_t first = configs.size();
+      for (std::int64_t i = 0; i < count; ++i) {
+        configs.push_back(std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
+        raw.push_back(configs.back()->get());
+      }
+      if (count > 0)
+        check(cudnnBackendGetAttribute(heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, raw.data()),
+              "engine heuristics results");
+      configs.resize(first + static_cast<std::size_t>(count));
+      p.parts.push_back(std::move(heur));
+    } catch (const Rejected&) {  // this mode has nothing: try the next
+    }
   }
-  check(cudnnBackendGetAttribute(heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, raw.data()),
-        "engine heuristics results");
+  if (configs.empty()) throw Rejected("no engine configuration supports this LayerNorm");
   std::string reasons;
-  for (std::int64_t i = 0; i < count; ++i) {
+  for (const auto& config : configs) {
     try {
       auto plan = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle)
-          .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *configs[static_cast<std::size_t>(i)]);
+          .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *config);
       plan->finalize("execution plan");
       check(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                      CUDNN_TYPE_INT64, 1, nullptr, &p.workspace),
@@ -180,7 +198,6 @@ void finish_plan(Plan& p, cudnnHandle_t handle, const Descriptor& op) {
   }
   if (!p.plan) throw Rejected(detail::str("no engine configuration finalized: ", reasons));
   p.parts.push_back(std::move(graph));
-  p.parts.push_back(std::move(heur));
   for (auto& c : configs)
     p.parts.push_back(std::move(c));
 }
@@ -251,8 +268,10 @@ Plan backward_plan(cudnnHandle_t handle, DType dtype, std::int64_t rows, std::in
 struct State {
   std::mutex mutex;
   std::map<int, cudnnHandle_t> handles;  // by device; never destroyed (process lifetime)
+  std::set<int> unusable;                // devices where cuDNN could not start
   std::map<std::tuple<int, bool, DType, std::int64_t, std::int64_t>, Plan> plans;
   std::set<std::tuple<int, bool, DType, std::int64_t, std::int64_t> > rejected;
+  std::atomic<std::int64_t> executions{0};
 };
 
 State& state() {
@@ -260,14 +279,27 @@ State& state() {
   return *s;
 }
 
-cudnnHandle_t handle_for(CudaBackend& gpu) {  // with state().mutex held
-  auto& handles = state().handles;
+// This device's handle, bound to the backend's stream; nullptr (said once on stderr) when
+// cuDNN cannot start here. With state().mutex held.
+cudnnHandle_t handle_for(CudaBackend& gpu) {
+  State& s = state();
   const int device = gpu.device().index;
-  if (auto it = handles.find(device); it != handles.end()) return it->second;
+  if (auto it = s.handles.find(device); it != s.handles.end()) return it->second;
+  if (s.unusable.count(device) != 0) return nullptr;
   cudnnHandle_t h = nullptr;
-  check(cudnnCreate(&h), "cudnnCreate");
-  check(cudnnSetStream(h, gpu.stream()), "cudnnSetStream");
-  handles[device] = h;
+  cudnnStatus_t status = cudnnCreate(&h);
+  if (status == CUDNN_STATUS_SUCCESS) {
+    status = cudnnSetStream(h, gpu.stream());
+    if (status != CUDNN_STATUS_SUCCESS) (void)cudnnDestroy(h);
+  }
+  if (status != CUDNN_STATUS_SUCCESS) {
+    s.unusable.insert(device);
+    std::fprintf(stderr,
+                 "flaxpp: cuDNN unavailable on cuda:%d (%s); LayerNorm uses flaxpp's kernels\n",
+                 device, cudnnGetErrorString(status));
+    return nullptr;
+  }
+  s.handles[device] = h;
   return h;
 }
 
@@ -278,8 +310,9 @@ bool run(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows, std::in
   std::lock_guard lock(s.mutex);
   const auto key = std::make_tuple(gpu.device().index, forward, dtype, rows, f);
   if (s.rejected.count(key) != 0) return false;
+  const cudnnHandle_t handle = handle_for(gpu);
+  if (handle == nullptr) return false;
   try {
-    const cudnnHandle_t handle = handle_for(gpu);
     auto it = s.plans.find(key);
     if (it == s.plans.end())
       it = s.plans
@@ -298,7 +331,10 @@ bool run(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows, std::in
         .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace_ptr);
     pack.finalize("variant pack");
     check(cudnnBackendExecute(handle, plan.plan->get(), pack.get()), "cudnnBackendExecute");
+    s.executions.fetch_add(1);
     return true;  // the workspace is freed in stream order, after the execution
+  } catch (const OutOfMemoryError&) {
+    return false;  // no room for cuDNN's workspace this time: flaxpp's kernel needs none
   } catch (const Rejected& e) {
     s.rejected.insert(key);
     std::fprintf(stderr,
@@ -312,8 +348,19 @@ bool run(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows, std::in
 
 }  // namespace
 
-bool cudnn_available() {
-  return true;
+bool cudnn_available(CudaBackend& gpu) {
+  std::lock_guard lock(state().mutex);
+  return handle_for(gpu) != nullptr;
+}
+
+bool cudnn_layer_norm_rejected(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows,
+                               std::int64_t f) {
+  std::lock_guard lock(state().mutex);
+  return state().rejected.count(std::make_tuple(gpu.device().index, forward, dtype, rows, f)) != 0;
+}
+
+std::int64_t cudnn_layer_norm_executions() {
+  return state().executions.load();
 }
 
 bool cudnn_layer_norm_forward(CudaBackend& gpu, DType dtype, std::int64_t rows, std::int64_t f,
