@@ -21,7 +21,7 @@ namespace {
 constexpr std::size_t kAlignment = 64;
 // Blocks of at least this size are cached, rounded up to whole pages so that nearby sizes
 // share a free list (malloc serves smaller ones from its own free lists).
-constexpr std::size_t kCachedMin = 64 * 1024;
+constexpr std::size_t kCachedMin = 4 * 1024;
 constexpr std::size_t kPage = 4096;
 // Beyond this many cached free bytes, freed blocks go back to the system.
 constexpr std::size_t kCacheLimit = std::size_t{1} << 30;
