@@ -85,6 +85,13 @@ void Backend::copy(const Buffer& src, Buffer& dst, std::int64_t bytes) const {
   if (bytes > 0) copy_impl(src.data(), dst.data(), bytes);
 }
 
+void Backend::copy_async(const Buffer& src, Buffer& dst, std::int64_t bytes) {
+  FLAXPP_ASSERT(&src.backend() == this && &dst.backend() == this, "buffer of another backend");
+  check_copy("Backend::copy_async", src, bytes);
+  check_copy("Backend::copy_async", dst, bytes);
+  if (bytes > 0) copy_async_impl(src, dst, bytes);
+}
+
 MemoryStats Backend::memory_stats(MemoryKind kind) const {
   std::lock_guard lock(mutex_);
   return stats_[static_cast<std::size_t>(kind)];

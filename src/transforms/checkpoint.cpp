@@ -44,7 +44,9 @@ const ir::Primitive device_put_p(
       const MemoryKind kind = memory_kind_from_name(params.get<std::string>("memory_kind"));
       Backend& be = x.buffer().backend();
       std::shared_ptr<Buffer> out = be.allocate(x.nbytes(), kind);
-      be.copy(x.buffer(), *out, x.nbytes());
+      // Asynchronous where the backend can (CUDA: a side stream), so offloading overlaps with
+      // the forward pass; later uses of either buffer are ordered after the copy.
+      be.copy_async(x.buffer(), *out, x.nbytes());
       return std::vector<Array>{Array(std::move(out), x.shape(), x.dtype())};
     });
 

@@ -73,6 +73,10 @@ class Backend {
   void copy_to_host(const Buffer& src, void* dst, std::int64_t bytes) const;
   void copy_from_host(const void* src, Buffer& dst, std::int64_t bytes) const;
   void copy(const Buffer& src, Buffer& dst, std::int64_t bytes) const;
+  // The same copy, allowed to return before it completes (offloading residuals between memory
+  // kinds overlaps with compute this way): everything the backend does afterwards with either
+  // buffer — compute, copies, host reads, frees — is ordered after it. Synchronous on the CPU.
+  void copy_async(const Buffer& src, Buffer& dst, std::int64_t bytes);
 
   // Waits until all work queued on this backend has finished (a no-op on the CPU, which
   // computes eagerly). Timing code calls it before reading the clock.
@@ -90,6 +94,9 @@ class Backend {
   virtual void copy_to_host_impl(const void* src, void* dst, std::int64_t bytes) const = 0;
   virtual void copy_from_host_impl(const void* src, void* dst, std::int64_t bytes) const = 0;
   virtual void copy_impl(const void* src, void* dst, std::int64_t bytes) const = 0;
+  virtual void copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) {
+    copy_impl(src.data(), dst.data(), bytes);
+  }
 
  private:
   friend class Buffer;

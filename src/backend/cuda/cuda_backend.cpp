@@ -1,5 +1,6 @@
 // CUDA backend memory: stream-ordered device allocations from a per-device pool, pinned host
-// allocations, and synchronous-to-the-caller copies on the backend's stream.
+// allocations, synchronous-to-the-caller copies on the backend's stream, and offload copies on
+// a side stream ordered by events.
 #include "backend/cuda/cuda_backend.hpp"
 
 #include <cstdint>
@@ -21,6 +22,7 @@ int device_count() noexcept {
 CudaBackend::CudaBackend(int index) : Backend(Device::cuda(index)), index_(index) {
   FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
   FLAXPP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  FLAXPP_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
   FLAXPP_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool_, index_));
   // Keep freed memory in the pool instead of returning it at every synchronisation: the
   // executor frees and reallocates the same sizes every step.
@@ -32,6 +34,8 @@ CudaBackend::~CudaBackend() {
   // Destructors never throw: report and go on.
   if (blas_ != nullptr && cublasDestroy(blas_) != CUBLAS_STATUS_SUCCESS)
     std::fprintf(stderr, "flaxpp: cublasDestroy failed on cuda:%d\n", index_);
+  if (copy_stream_ != nullptr && cudaStreamDestroy(copy_stream_) != cudaSuccess)
+    std::fprintf(stderr, "flaxpp: cudaStreamDestroy failed on cuda:%d\n", index_);
   if (stream_ != nullptr && cudaStreamDestroy(stream_) != cudaSuccess)
     std::fprintf(stderr, "flaxpp: cudaStreamDestroy failed on cuda:%d\n", index_);
 }
@@ -71,13 +75,78 @@ void* CudaBackend::allocate_impl(std::int64_t bytes, MemoryKind kind) {
 }
 
 void CudaBackend::deallocate_impl(void* data, std::int64_t /*bytes*/, MemoryKind kind) noexcept {
-  const cudaError_t err =
-      kind == MemoryKind::device ? cudaFreeAsync(data, stream_) : cudaFreeHost(data);
+  bool copying = false;  // a side-stream copy reads or writes this buffer
+  {
+    std::lock_guard lock(pending_mutex_);
+    copying = pending_.erase(data) != 0;
+  }
+  cudaError_t err = cudaSuccess;
+  if (kind == MemoryKind::device) {
+    // Stream-ordered free. A buffer a side-stream copy reads is freed on that stream, after
+    // the copy and after everything queued on the main stream so far (an event orders them).
+    if (copying) {
+      cudaEvent_t main_done = nullptr;
+      err = cudaEventCreateWithFlags(&main_done, cudaEventDisableTiming);
+      if (err == cudaSuccess) err = cudaEventRecord(main_done, stream_);
+      if (err == cudaSuccess) err = cudaStreamWaitEvent(copy_stream_, main_done, 0);
+      if (main_done != nullptr) (void)cudaEventDestroy(main_done);
+    }
+    if (err == cudaSuccess) err = cudaFreeAsync(data, copying ? copy_stream_ : stream_);
+  } else {
+    // Pinned memory is freed by the host at once: no copy may still read or write it.
+    if (copying) err = cudaStreamSynchronize(copy_stream_);
+    if (err == cudaSuccess) err = cudaStreamSynchronize(stream_);
+    if (err == cudaSuccess) err = cudaFreeHost(data);
+  }
   if (err != cudaSuccess)
     std::fprintf(stderr, "flaxpp: freeing CUDA memory failed: %s\n", cudaGetErrorString(err));
 }
 
+void CudaBackend::wait_for_copy(const void* ptr) const {
+  std::shared_ptr<CUevent_st> done;
+  {
+    std::lock_guard lock(pending_mutex_);
+    if (auto it = pending_.find(ptr); it != pending_.end()) done = it->second;
+  }
+  if (done) FLAXPP_CUDA_CHECK(cudaStreamWaitEvent(stream_, done.get(), 0));
+}
+
+void CudaBackend::copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) {
+  const bool offload =
+      src.memory_kind() == MemoryKind::device && dst.memory_kind() == MemoryKind::pinned_host;
+  const bool restore =
+      src.memory_kind() == MemoryKind::pinned_host && dst.memory_kind() == MemoryKind::device;
+  if (restore) {
+    // Ordered after the offload on the GPU; the source stays alive (and pinned memory is freed
+    // only after a synchronisation) until the copy has run.
+    wait_for_copy(src.data());
+    FLAXPP_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), static_cast<std::size_t>(bytes),
+                                      cudaMemcpyHostToDevice, stream_));
+    return;
+  }
+  if (!offload) {
+    copy_impl(src.data(), dst.data(), bytes);
+    return;
+  }
+  FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
+  auto make_event = [] {
+    cudaEvent_t e = nullptr;
+    FLAXPP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return std::shared_ptr<CUevent_st>(e, [](cudaEvent_t ev) { (void)cudaEventDestroy(ev); });
+  };
+  const std::shared_ptr<CUevent_st> ready = make_event(), done = make_event();
+  FLAXPP_CUDA_CHECK(cudaEventRecord(ready.get(), stream_));  // the source has been computed
+  FLAXPP_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, ready.get(), 0));
+  FLAXPP_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), static_cast<std::size_t>(bytes),
+                                    cudaMemcpyDeviceToHost, copy_stream_));
+  FLAXPP_CUDA_CHECK(cudaEventRecord(done.get(), copy_stream_));
+  std::lock_guard lock(pending_mutex_);
+  pending_[src.data()] = done;
+  pending_[dst.data()] = done;
+}
+
 void CudaBackend::copy_to_host_impl(const void* src, void* dst, std::int64_t bytes) const {
+  wait_for_copy(src);
   FLAXPP_CUDA_CHECK(
       cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
   FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -91,6 +160,8 @@ void CudaBackend::copy_from_host_impl(const void* src, void* dst, std::int64_t b
 }
 
 void CudaBackend::copy_impl(const void* src, void* dst, std::int64_t bytes) const {
+  wait_for_copy(src);
+  wait_for_copy(dst);
   FLAXPP_CUDA_CHECK(
       cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
   // Copies complete before returning (Backend's contract): the destination may be pinned host

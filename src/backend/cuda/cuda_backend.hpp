@@ -7,7 +7,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #include "flaxpp/core/backend.hpp"
 
@@ -36,11 +38,22 @@ class CudaBackend final : public Backend {
   void copy_to_host_impl(const void* src, void* dst, std::int64_t bytes) const override;
   void copy_from_host_impl(const void* src, void* dst, std::int64_t bytes) const override;
   void copy_impl(const void* src, void* dst, std::int64_t bytes) const override;
+  // Device -> pinned host (offloading a residual) runs on a side stream and returns at once;
+  // pinned host -> device waits for that copy on the GPU, not the host. Other copies: copy().
+  void copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) override;
 
  private:
   int index_;
   cudaStream_t stream_ = nullptr;
   cudaMemPool_t pool_ = nullptr;
+  // Makes the main stream wait (on the GPU) for a side-stream copy that involves `ptr`.
+  void wait_for_copy(const void* ptr) const;
+
+  cudaStream_t copy_stream_ = nullptr;  // offload copies
+  // Buffers (source and destination) of side-stream copies, with the event that completes
+  // the copy; an entry lives until its buffer is freed.
+  mutable std::mutex pending_mutex_;
+  std::unordered_map<const void*, std::shared_ptr<CUevent_st>> pending_;
   std::once_flag blas_once_;
   cublasHandle_t blas_ = nullptr;
 };
