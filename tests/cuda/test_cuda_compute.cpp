@@ -18,6 +18,7 @@
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "harness/finite_diff.hpp"
+#include "harness/remat_stack.hpp"
 #include "src/backend/cuda/cuda_eval.hpp"
 
 using namespace flaxpp;
@@ -253,18 +254,7 @@ TEST_CASE("CUDA remat: gradients match the CPU under every policy, offload inclu
     std::vector<Array> p;
     for (const Array& a : params)
       p.push_back(a.to(device));
-    const Array xd = x.to(device);
-    const ArrayFn layer = [](std::span<const Array> v) {
-      return std::vector<Array>{relu(matmul(v[0], v[1]) + v[2])};
-    };
-    const ArrayFn loss = [&](std::span<const Array> q) {
-      Array h = xd;
-      for (std::int64_t l = 0; l < kLayers; ++l) {
-        const std::vector<Array> args{h, q[2 * l], q[2 * l + 1]};
-        h = policy ? checkpoint(layer, policy)(args)[0] : layer(args)[0];
-      }
-      return std::vector<Array>{sum(square(h))};
-    };
+    const ArrayFn loss = testing::remat_stack_loss(x.to(device), kLayers, policy);
     Backend& be = backend(device);
     const std::int64_t live0 = be.memory_stats().live_bytes;
     be.reset_peak_memory();

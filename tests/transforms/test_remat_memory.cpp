@@ -10,6 +10,7 @@
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "harness/finite_diff.hpp"
+#include "harness/remat_stack.hpp"
 
 using namespace flaxpp;
 namespace cp = flaxpp::checkpoint_policies;
@@ -39,17 +40,7 @@ Run run(const PolicyPtr& policy) {
         astype(testing::random_f64(Shape{kWidth}, 50 + unsigned(l), -0.1, 0.1), DType::f32));
   }
   const Array x = astype(testing::random_f64(Shape{kBatch, kWidth}, 99), DType::f32);
-  const ArrayFn layer = [](std::span<const Array> v) {
-    return std::vector<Array>{relu(matmul(v[0], v[1]) + v[2])};
-  };
-  const ArrayFn loss = [&](std::span<const Array> p) {
-    Array h = x;
-    for (std::int64_t l = 0; l < kLayers; ++l) {
-      const std::vector<Array> args{h, p[2 * l], p[2 * l + 1]};
-      h = policy ? checkpoint(layer, policy)(args)[0] : layer(args)[0];
-    }
-    return std::vector<Array>{sum(square(h))};
-  };
+  const ArrayFn loss = testing::remat_stack_loss(x, kLayers, policy);
   std::int64_t new_residuals = 0;
   for (const SavedResidual& r : saved_residuals(loss, params))
     if (r.kind != SavedResidual::Kind::argument && r.kind != SavedResidual::Kind::constant)

@@ -1,5 +1,7 @@
 // CPU evaluation of the layer_norm primitives, row by row, with the shared per-row math of
 // kernels/layer_norm.hpp. Sums accumulate in the element type, as XLA's CPU backend does.
+#include <algorithm>
+
 #include "backend/cpu/cpu_eval_impl.hpp"
 #include "kernels/layer_norm.hpp"
 
@@ -22,73 +24,75 @@ std::pair<std::int64_t, std::int64_t> rows_of(const Array& x) {
   return {f == 0 ? 0 : x.size() / f, f};
 }
 
+// One primitive of the family: `body(T tag, rows, f, epsilon, out)` fills the result buffer.
+template <class Body>
+Array by_rows(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
+              const AVal& out, Body body) {
+  const double epsilon = params.get<double>("epsilon");
+  return visit_dtype<kFloat>(prim, in[0].dtype(), [&]<class T>(TypeTag<T> tag) {
+    const auto [rows, f] = rows_of(in[0]);
+    const Output o(out);
+    body(tag, rows, f, epsilon, o.data<T>());
+    return o.array();
+  });
+}
+
 }  // namespace
 
 Array Families::layer_norm(const ir::Primitive& prim, std::span<const Array> in,
                            const ir::Params& params, const AVal& out) {
-  const double epsilon = params.get<double>("epsilon");
-  return visit_dtype<kFloat>(prim, in[0].dtype(), [&]<class T>(TypeTag<T>) {
-    const auto [rows, f] = rows_of(in[0]);
-    const T* x = in_data<T>(in[0]);
-    const T* scale = in_data<T>(in[1]);
-    const T* bias = in_data<T>(in[2]);
-    const Output o(out);
-    T* y = o.data<T>();
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const kernels::LayerNormStats<T> s = row_stats(x + r * f, f, epsilon);
-      for (std::int64_t i = 0; i < f; ++i)
-        y[r * f + i] = kernels::layer_norm_y(x[r * f + i], s, scale[i], bias[i]);
-    }
-    return o.array();
-  });
+  return by_rows(prim, in, params, out,
+                 [&]<class T>(TypeTag<T>, std::int64_t rows, std::int64_t f, double epsilon, T* y) {
+                   const T* x = in_data<T>(in[0]);
+                   const T* scale = in_data<T>(in[1]);
+                   const T* bias = in_data<T>(in[2]);
+                   for (std::int64_t r = 0; r < rows; ++r) {
+                     const kernels::LayerNormStats<T> s = row_stats(x + r * f, f, epsilon);
+                     for (std::int64_t i = 0; i < f; ++i)
+                       y[r * f + i] = kernels::layer_norm_y(x[r * f + i], s, scale[i], bias[i]);
+                   }
+                 });
 }
 
 Array Families::layer_norm_dx(const ir::Primitive& prim, std::span<const Array> in,
                               const ir::Params& params, const AVal& out) {
-  const double epsilon = params.get<double>("epsilon");
-  return visit_dtype<kFloat>(prim, in[0].dtype(), [&]<class T>(TypeTag<T>) {
-    const auto [rows, f] = rows_of(in[0]);
-    const T* x = in_data<T>(in[0]);
-    const T* scale = in_data<T>(in[1]);
-    const T* dy = in_data<T>(in[2]);
-    const Output o(out);
-    T* dx = o.data<T>();
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const T* xr = x + r * f;
-      const T* dyr = dy + r * f;
-      const kernels::LayerNormStats<T> s = row_stats(xr, f, epsilon);
-      T sum_g = 0, sum_g_xhat = 0;
-      for (std::int64_t i = 0; i < f; ++i) {
-        const T g = dyr[i] * scale[i];
-        sum_g += g;
-        sum_g_xhat += g * kernels::layer_norm_xhat(xr[i], s);
-      }
-      const T mean_g = sum_g / static_cast<T>(f), mean_g_xhat = sum_g_xhat / static_cast<T>(f);
-      for (std::int64_t i = 0; i < f; ++i)
-        dx[r * f + i] = kernels::layer_norm_dx(
-            dyr[i] * scale[i], kernels::layer_norm_xhat(xr[i], s), mean_g, mean_g_xhat, s.rstd);
-    }
-    return o.array();
-  });
+  return by_rows(
+      prim, in, params, out,
+      [&]<class T>(TypeTag<T>, std::int64_t rows, std::int64_t f, double epsilon, T* dx) {
+        const T* scale = in_data<T>(in[1]);
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const T* xr = in_data<T>(in[0]) + r * f;
+          const T* dyr = in_data<T>(in[2]) + r * f;
+          const kernels::LayerNormStats<T> s = row_stats(xr, f, epsilon);
+          T sum_g = 0, sum_g_xhat = 0;
+          for (std::int64_t i = 0; i < f; ++i) {
+            const T g = dyr[i] * scale[i];
+            sum_g += g;
+            sum_g_xhat += g * kernels::layer_norm_xhat(xr[i], s);
+          }
+          const T mean_g = sum_g / static_cast<T>(f);
+          const T mean_g_xhat = sum_g_xhat / static_cast<T>(f);
+          for (std::int64_t i = 0; i < f; ++i)
+            dx[r * f + i] = kernels::layer_norm_dx(
+                dyr[i] * scale[i], kernels::layer_norm_xhat(xr[i], s), mean_g, mean_g_xhat, s.rstd);
+        }
+      });
 }
 
 Array Families::layer_norm_dscale(const ir::Primitive& prim, std::span<const Array> in,
                                   const ir::Params& params, const AVal& out) {
-  const double epsilon = params.get<double>("epsilon");
-  return visit_dtype<kFloat>(prim, in[0].dtype(), [&]<class T>(TypeTag<T>) {
-    const auto [rows, f] = rows_of(in[0]);
-    const T* x = in_data<T>(in[0]);
-    const T* dy = in_data<T>(in[1]);
-    const Output o(out);
-    T* dscale = o.data<T>();
-    std::fill(dscale, dscale + f, T(0));
-    for (std::int64_t r = 0; r < rows; ++r) {
-      const kernels::LayerNormStats<T> s = row_stats(x + r * f, f, epsilon);
-      for (std::int64_t i = 0; i < f; ++i)
-        dscale[i] += dy[r * f + i] * kernels::layer_norm_xhat(x[r * f + i], s);
-    }
-    return o.array();
-  });
+  return by_rows(
+      prim, in, params, out,
+      [&]<class T>(TypeTag<T>, std::int64_t rows, std::int64_t f, double epsilon, T* dscale) {
+        const T* x = in_data<T>(in[0]);
+        const T* dy = in_data<T>(in[1]);
+        std::fill(dscale, dscale + f, T(0));
+        for (std::int64_t r = 0; r < rows; ++r) {
+          const kernels::LayerNormStats<T> s = row_stats(x + r * f, f, epsilon);
+          for (std::int64_t i = 0; i < f; ++i)
+            dscale[i] += dy[r * f + i] * kernels::layer_norm_xhat(x[r * f + i], s);
+        }
+      });
 }
 
 }  // namespace flaxpp::cpu

@@ -63,58 +63,78 @@ void set_use_cudnn(bool use) {
   g_use_cudnn.store(use);
 }
 
-Array Families::layer_norm(const ir::Primitive& prim, std::span<const Array> in,
-                           const ir::Params& params, const AVal& out) {
+namespace {
+
+// layer_norm and layer_norm_dx: operands (x, scale, bias or dy) and one row-wise kernel of the
+// same signature; `try_cudnn(gpu, rows, f, epsilon, out)` runs cuDNN first where it may and
+// says whether it did.
+template <template <class> class Kernel, class TryCudnn>
+Array by_rows(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
+              const AVal& out, bool forward, TryCudnn try_cudnn) {
   const Array& x = in[0];
   const double epsilon = params.get<double>("epsilon");
   return visit_dtype<kFloat | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
-    using A = compute_t<T>;
     const auto [rows, f] = rows_of(x);
     const Output o(out, x.device());
     if (rows == 0) return o.array();
     CudaBackend& gpu = backend_of(x);
-    if (cudnn_candidate(gpu, true, x.dtype(), rows, f)) {
-      // cuDNN's training phase also writes the statistics; they are not kept.
-      auto mean = gpu.allocate(rows * 4), inv_var = gpu.allocate(rows * 4);
-      if (cudnn_layer_norm_forward(gpu, x.dtype(), rows, f, x.buffer().data(),
-                                   in[1].buffer().data(), in[2].buffer().data(), epsilon,
-                                   o.data<void>(), mean->data(), inv_var->data()))
-        return o.array();
-    }
-    kernels::layer_norm_kernel<<<row_blocks(rows), kBlockThreads, 0, gpu.stream()>>>(
-        in_data<T>(x), in_data<T>(in[1]), in_data<T>(in[2]), rows, f, static_cast<A>(epsilon),
-        o.data<T>());
-    check_launch("layer_norm");
+    if (cudnn_candidate(gpu, forward, x.dtype(), rows, f) &&
+        try_cudnn(TypeTag<T>{}, gpu, rows, f, epsilon, o.data<void>()))
+      return o.array();
+    Kernel<T>::launch(row_blocks(rows), gpu.stream(), in_data<T>(x), in_data<T>(in[1]),
+                      in_data<T>(in[2]), rows, f, static_cast<compute_t<T>>(epsilon), o.data<T>());
+    check_launch(prim.name().c_str());
     return o.array();
   });
 }
 
+// The kernels as launchable templates (a __global__ template cannot be a template argument).
+template <class T>
+struct ForwardKernel {
+  template <class... Args>
+  static void launch(unsigned blocks, cudaStream_t stream, Args... args) {
+    kernels::layer_norm_kernel<<<blocks, kBlockThreads, 0, stream>>>(args...);
+  }
+};
+template <class T>
+struct DxKernel {
+  template <class... Args>
+  static void launch(unsigned blocks, cudaStream_t stream, Args... args) {
+    kernels::layer_norm_dx_kernel<<<blocks, kBlockThreads, 0, stream>>>(args...);
+  }
+};
+
+}  // namespace
+
+Array Families::layer_norm(const ir::Primitive& prim, std::span<const Array> in,
+                           const ir::Params& params, const AVal& out) {
+  return by_rows<ForwardKernel>(
+      prim, in, params, out, true,
+      [&]<class T>(TypeTag<T>, CudaBackend& gpu, std::int64_t rows, std::int64_t f, double epsilon,
+                   void* y) {
+        // cuDNN's training phase also writes the statistics; they are not kept.
+        auto mean = gpu.allocate(rows * 4), inv_var = gpu.allocate(rows * 4);
+        return cudnn_layer_norm_forward(gpu, in[0].dtype(), rows, f, in[0].buffer().data(),
+                                        in[1].buffer().data(), in[2].buffer().data(), epsilon, y,
+                                        mean->data(), inv_var->data());
+      });
+}
+
 Array Families::layer_norm_dx(const ir::Primitive& prim, std::span<const Array> in,
                               const ir::Params& params, const AVal& out) {
-  const Array& x = in[0];
-  const double epsilon = params.get<double>("epsilon");
-  return visit_dtype<kFloat | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
-    using A = compute_t<T>;
-    const auto [rows, f] = rows_of(x);
-    const Output o(out, x.device());
-    if (rows == 0) return o.array();
-    CudaBackend& gpu = backend_of(x);
-    if (cudnn_candidate(gpu, false, x.dtype(), rows, f)) {
-      // cuDNN's backward takes the forward statistics (float32: A is float for these dtypes)
-      // and also writes dscale and dbias, which layer_norm_dscale and reduce_sum compute.
-      const auto [mean, rstd] = row_stats<T>(x, epsilon);
-      auto dscale = gpu.allocate(f * 4), dbias = gpu.allocate(f * 4);
-      if (cudnn_layer_norm_dx(gpu, x.dtype(), rows, f, x.buffer().data(), in[1].buffer().data(),
-                              in[2].buffer().data(), mean->data(), rstd->data(), o.data<void>(),
-                              dscale->data(), dbias->data()))
-        return o.array();
-    }
-    kernels::layer_norm_dx_kernel<<<row_blocks(rows), kBlockThreads, 0, gpu.stream()>>>(
-        in_data<T>(x), in_data<T>(in[1]), in_data<T>(in[2]), rows, f, static_cast<A>(epsilon),
-        o.data<T>());
-    check_launch("layer_norm_dx");
-    return o.array();
-  });
+  return by_rows<DxKernel>(prim, in, params, out, false,
+                           [&]<class T>(TypeTag<T>, CudaBackend& gpu, std::int64_t rows,
+                                        std::int64_t f, double epsilon, void* dx) {
+                             // cuDNN's backward takes the forward statistics (float32 for these
+                             // dtypes) and also writes dscale and dbias, which layer_norm_dscale
+                             // and reduce_sum compute.
+                             const auto [mean, rstd] = row_stats<T>(in[0], epsilon);
+                             auto dscale = gpu.allocate(f * 4), dbias = gpu.allocate(f * 4);
+                             return cudnn_layer_norm_dx(
+                                 gpu, in[0].dtype(), rows, f, in[0].buffer().data(),
+                                 in[1].buffer().data(), in[2].buffer().data(), mean->data(),
+                                 rstd->data(), dx, dscale->data(), dbias->data());
+                           });
 }
 
 Array Families::layer_norm_dscale(const ir::Primitive& prim, std::span<const Array> in,

@@ -202,17 +202,32 @@ void finish_plan(Plan& p, cudnnHandle_t handle, const Descriptor& op) {
     p.parts.push_back(std::move(c));
 }
 
+// The tensor kinds of a LayerNorm over (rows, f): x-shaped, parameter-shaped (scale, bias and
+// their gradients, x's dtype) and statistics (float32).
+struct Layout {
+  Layout(DType dtype, std::int64_t rows, std::int64_t f)
+      : type(data_type(dtype)),
+        x_dims{rows, f, 1, 1},
+        p_dims{1, f, 1, 1},
+        s_dims{rows, 1, 1, 1},
+        strides{f, 1, f, f} {}
+  std::unique_ptr<Descriptor> x_like(Uid uid) const { return tensor(uid, type, x_dims, strides); }
+  std::unique_ptr<Descriptor> param(Uid uid) const { return tensor(uid, type, p_dims, strides); }
+  std::unique_ptr<Descriptor> stat(Uid uid) const {
+    return tensor(uid, CUDNN_DATA_FLOAT, s_dims, kOnes);
+  }
+  static constexpr Dims kOnes{1, 1, 1, 1};
+  cudnnDataType_t type;
+  Dims x_dims, p_dims, s_dims, strides;
+};
+
 Plan forward_plan(cudnnHandle_t handle, DType dtype, std::int64_t rows, std::int64_t f) {
   Plan p;
-  const cudnnDataType_t t = data_type(dtype);
-  const Dims x_dims{rows, f, 1, 1}, x_strides{f, 1, f, f};
-  const Dims p_dims{1, f, 1, 1}, p_strides{f, 1, f, f};
-  const Dims s_dims{rows, 1, 1, 1}, ones{1, 1, 1, 1};
-  auto x = tensor(kX, t, x_dims, x_strides), y = tensor(kY, t, x_dims, x_strides);
-  auto scale = tensor(kScale, t, p_dims, p_strides), bias = tensor(kBias, t, p_dims, p_strides);
-  auto mean = tensor(kMean, CUDNN_DATA_FLOAT, s_dims, ones);
-  auto inv_var = tensor(kInvVar, CUDNN_DATA_FLOAT, s_dims, ones);
-  auto epsilon = tensor(kEpsilon, CUDNN_DATA_FLOAT, ones, ones, /*by_value=*/true);
+  const Layout l(dtype, rows, f);
+  auto x = l.x_like(kX), y = l.x_like(kY), scale = l.param(kScale), bias = l.param(kBias);
+  auto mean = l.stat(kMean), inv_var = l.stat(kInvVar);
+  auto epsilon =
+      tensor(kEpsilon, CUDNN_DATA_FLOAT, Layout::kOnes, Layout::kOnes, /*by_value=*/true);
   auto op = std::make_unique<Descriptor>(CUDNN_BACKEND_OPERATION_NORM_FORWARD_DESCRIPTOR);
   const cudnnBackendNormMode_t mode = CUDNN_LAYER_NORM;
   const cudnnBackendNormFwdPhase_t phase = CUDNN_NORM_FWD_TRAINING;
@@ -234,16 +249,10 @@ Plan forward_plan(cudnnHandle_t handle, DType dtype, std::int64_t rows, std::int
 
 Plan backward_plan(cudnnHandle_t handle, DType dtype, std::int64_t rows, std::int64_t f) {
   Plan p;
-  const cudnnDataType_t t = data_type(dtype);
-  const Dims x_dims{rows, f, 1, 1}, x_strides{f, 1, f, f};
-  const Dims p_dims{1, f, 1, 1}, p_strides{f, 1, f, f};
-  const Dims s_dims{rows, 1, 1, 1}, ones{1, 1, 1, 1};
-  auto x = tensor(kX, t, x_dims, x_strides), dy = tensor(kDy, t, x_dims, x_strides);
-  auto dx = tensor(kDx, t, x_dims, x_strides);
-  auto scale = tensor(kScale, t, p_dims, p_strides);
-  auto dscale = tensor(kDScale, t, p_dims, p_strides), dbias = tensor(kDBias, t, p_dims, p_strides);
-  auto mean = tensor(kMean, CUDNN_DATA_FLOAT, s_dims, ones);
-  auto inv_var = tensor(kInvVar, CUDNN_DATA_FLOAT, s_dims, ones);
+  const Layout l(dtype, rows, f);
+  auto x = l.x_like(kX), dy = l.x_like(kDy), dx = l.x_like(kDx);
+  auto scale = l.param(kScale), dscale = l.param(kDScale), dbias = l.param(kDBias);
+  auto mean = l.stat(kMean), inv_var = l.stat(kInvVar);
   auto op = std::make_unique<Descriptor>(CUDNN_BACKEND_OPERATION_NORM_BACKWARD_DESCRIPTOR);
   const cudnnBackendNormMode_t mode = CUDNN_LAYER_NORM;
   // cuDNN 9 takes no epsilon here: the inverse standard deviation already includes it.
