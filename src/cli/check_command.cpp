@@ -41,7 +41,9 @@ int check_command(const std::vector<std::string>& args) {
         value = a.substr(9);
       }
       device = Device::parse(value);
-      backend(*device);  // a clear DeviceError now if that device is unavailable
+      // Everything the cases create (parameters, literals) goes there too, not only their
+      // inputs; a clear DeviceError now if that device is unavailable.
+      set_default_device(*device);
     } else if (a.rfind("--", 0) == 0) {
       std::cerr << "flaxpp check: unknown option " << a << "\n" << kCheckUsage;
       return 2;
@@ -53,7 +55,7 @@ int check_command(const std::vector<std::string>& args) {
     std::cerr << "flaxpp check: no reference files given\n" << kCheckUsage;
     return 2;
   }
-  return refs::check_files(files, device.value_or(default_device()), verbose, std::cout)
+  return refs::check_files(files, default_device(), verbose, std::cout)
       .exit_code();
 }
 

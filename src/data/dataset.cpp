@@ -428,7 +428,8 @@ Dataset load_csv(const std::string& path, CsvOptions opts) {
                                  "one line of comma-separated numbers per example"));
   const auto n = static_cast<std::int64_t>(y.size());
   const auto d = static_cast<std::int64_t>(ncols - 1);
-  return Dataset{Array::from_vector(x, Shape{n, d}), Array::from_vector(y, Shape{n})};
+  return Dataset{Array::from_vector(x, Shape{n, d}, Device::cpu()),
+                 Array::from_vector(y, Shape{n}, Device::cpu())};
 }
 
 Array load_npy(const std::string& path) {
@@ -603,7 +604,7 @@ Dataset from_npy(const std::string& x_path, const std::string& y_path) {
     const std::span<const double> v = x.host_span<double>();
     std::vector<float> rounded(v.size());
     std::transform(v.begin(), v.end(), rounded.begin(), round_to_float32);
-    x = Array::from_vector(rounded, x.shape());
+    x = Array::from_vector(rounded, x.shape(), Device::cpu());
   } else if (x.dtype() != DType::f32) {
     throw ParseError(detail::str(x_path, ": expected float32 or float64 features, got ",
                                  dtype_name(x.dtype()), "; save x.astype(numpy.float32)"));

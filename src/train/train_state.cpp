@@ -34,8 +34,10 @@ ApplyFn mlp_apply(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy) {
 float ClassifierStep::operator()(TrainState& state, const Array& x, const Array& y) {
   std::vector<Array> inputs = state.params.leaves();
   const std::size_t n = inputs.size();
-  inputs.push_back(x);
-  inputs.push_back(y);
+  // Data sets live in host memory: the batch goes where the parameters are, once.
+  const Device device = n > 0 ? inputs.front().device() : x.device();
+  inputs.push_back(x.to(device));
+  inputs.push_back(y.to(device));
   std::string key;
   for (const Array& a : inputs)
     key += a.aval().str() + ";";

@@ -5,6 +5,7 @@
 // same gradients as on the CPU. Device selection errors are checked with or without a GPU.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -34,9 +35,10 @@ std::vector<double> values(const Array& a) {
 }
 
 // f on CPU inputs and on the same inputs copied to the GPU: every element within
-// rtol * (|cpu| + 1) (0: bit-identical), NaN where the CPU has NaN.
-void check_parity(const std::function<Array(std::span<const Array>)>& f,
-                  const std::vector<Array>& cpu_inputs, double rtol) {
+// rtol * (|cpu| + 1) (0: bit-identical), NaN where the CPU has NaN. Returns the largest
+// deviation in those units.
+double check_parity(const std::function<Array(std::span<const Array>)>& f,
+                    const std::vector<Array>& cpu_inputs, double rtol) {
   std::vector<Array> gpu_inputs;
   for (const Array& x : cpu_inputs)
     gpu_inputs.push_back(x.to(Device::cuda(0)));
@@ -46,7 +48,10 @@ void check_parity(const std::function<Array(std::span<const Array>)>& f,
   REQUIRE(got.aval() == want.aval());
   const std::vector<double> w = values(want), g = values(got);
   std::size_t bad = 0, first_bad = 0;
+  double worst = 0;
   for (std::size_t i = 0; i < w.size(); ++i) {
+    if (std::isfinite(w[i]) && std::isfinite(g[i]))
+      worst = std::max(worst, std::abs(g[i] - w[i]) / (std::abs(w[i]) + 1.0));
     const bool ok =
         g[i] == w[i] || (std::isnan(w[i]) ? std::isnan(g[i])
                                           : std::abs(g[i] - w[i]) <= rtol * (std::abs(w[i]) + 1.0));
@@ -54,6 +59,7 @@ void check_parity(const std::function<Array(std::span<const Array>)>& f,
   }
   CHECK_MESSAGE(bad == 0, bad << " of " << w.size() << " elements differ; first at " << first_bad
                               << ": cuda " << g[first_bad] << ", cpu " << w[first_bad]);
+  return worst;
 }
 
 Array random_f32(const Shape& shape, unsigned seed) {
@@ -104,12 +110,13 @@ TEST_CASE("CUDA parity: reductions by rows, by columns and through a permutation
           doctest::skip(kNoGpu)) {
   const Array m = random_f32(Shape{3000, 700}, 3);
   for (const Axes& axes : {Axes{0}, Axes{1}, Axes{0, 1}}) {
-    check_parity([&](auto v) { return sum(v[0], axes); }, {m}, 1e-5);
+    // Sums in another (equally valid) order than the CPU's: float32 rounding of 3000 terms.
+    check_parity([&](auto v) { return sum(v[0], axes); }, {m}, 1e-4);
     check_parity([&](auto v) { return max(v[0], axes); }, {m}, 0);
   }
   const Array t = random_f32(Shape{7, 300, 50}, 4);
   for (const Axes& axes : {Axes{1}, Axes{0, 2}, Axes{2}, Axes{0}})
-    check_parity([&](auto v) { return sum(v[0], axes); }, {t}, 1e-5);
+    check_parity([&](auto v) { return sum(v[0], axes); }, {t}, 1e-4);
   // Empty reductions: the identity of the operation (0, -inf) for every result element.
   const Array empty = zeros(Shape{0, 3});
   check_parity([](auto v) { return sum(v[0], Axes{0}); }, {empty}, 0);
@@ -132,13 +139,14 @@ TEST_CASE("CUDA parity: dot_general through cuBLAS for every layout, f32 and f64
   const Array a = random_f32(Shape{300, 200}, 8);
   const Array b = random_f32(Shape{200, 250}, 9);
   // float32 by default: no TF32, so results agree with the CPU to float32 rounding.
-  check_parity([](auto v) { return matmul(v[0], v[1]); }, {a, b}, 1e-5);
-  check_parity([](auto v) { return matmul(transpose(v[0]), v[0]); }, {a}, 1e-5);
+  // cuBLAS may split k differently from OpenBLAS: float32 rounding of a few hundred terms.
+  check_parity([](auto v) { return matmul(v[0], v[1]); }, {a, b}, 2e-5);
+  check_parity([](auto v) { return matmul(transpose(v[0]), v[0]); }, {a}, 2e-5);
   check_parity(
       [](auto v) {
         return lax::dot_general(v[0], v[1], ir::DotDimensionNumbers{{0}, {0}, {}, {}});
       },
-      {a, a}, 1e-5);
+      {a, a}, 2e-5);
   const Array x = random_f32(Shape{4, 30, 5, 20}, 10);
   const Array y = random_f32(Shape{5, 20, 4, 40}, 11);
   // Batch axes 2/0 and contracting axes 3/1: the lhs needs a permutation.
@@ -146,7 +154,7 @@ TEST_CASE("CUDA parity: dot_general through cuBLAS for every layout, f32 and f64
       [](auto v) {
         return lax::dot_general(v[0], v[1], ir::DotDimensionNumbers{{3}, {1}, {2, 0}, {0, 2}});
       },
-      {x, y}, 1e-5);
+      {x, y}, 2e-5);
   const Array d = testing::random_f64(Shape{64, 48}, 12);
   check_parity([](auto v) { return matmul(v[0], transpose(v[0])); }, {d}, 1e-13);
 }
@@ -154,10 +162,12 @@ TEST_CASE("CUDA parity: dot_general through cuBLAS for every layout, f32 and f64
 TEST_CASE("CUDA precision: float32 by default, TF32 only when asked for" * doctest::skip(kNoGpu)) {
   const Array a = random_f32(Shape{256, 256}, 13);
   REQUIRE(default_matmul_precision() == MatmulPrecision::float32);
-  check_parity([](auto v) { return matmul(v[0], v[0]); }, {a}, 1e-5);
+  check_parity([](auto v) { return matmul(v[0], v[0]); }, {a}, 2e-5);
   set_default_matmul_precision(MatmulPrecision::tensorfloat32);
-  check_parity([](auto v) { return matmul(v[0], v[0]); }, {a}, 1e-2);
+  const double tf32 = check_parity([](auto v) { return matmul(v[0], v[0]); }, {a}, 1e-2);
   set_default_matmul_precision(MatmulPrecision::float32);
+  // TF32 keeps 10 mantissa bits per operand: it must show well above float32 rounding.
+  CHECK_MESSAGE(tf32 > 1e-4, "TF32 was asked for but the product looks like full float32");
 }
 
 TEST_CASE("CUDA bf16 and f16: stored in 16 bits, computed and accumulated in float32" *
@@ -178,7 +188,7 @@ TEST_CASE("CUDA bf16 and f16: stored in 16 bits, computed and accumulated in flo
   CHECK(got.dtype() == DType::f32);
   const std::vector<double> g = values(got), w = values(want);
   for (std::size_t i = 0; i < g.size(); ++i)
-    REQUIRE(std::abs(g[i] - w[i]) <= 1e-5 * (std::abs(w[i]) + 1));
+    REQUIRE(std::abs(g[i] - w[i]) <= 2e-5 * (std::abs(w[i]) + 1));
   // Elementwise ops and reductions in f16: float math rounded to f16 once per op.
   const Array xh = astype(x, DType::f16);
   const Array s = astype(sum(xh * xh, Axes{1}), DType::f32);
@@ -221,7 +231,13 @@ TEST_CASE("CUDA LayerNorm: flaxpp's kernels and cuDNN (bf16) match the CPU, with
         REQUIRE(std::abs(y[i] - want_y[i]) <= 2e-2 * (std::abs(want_y[i]) + 1));
         REQUIRE(std::abs(dx[i] - want_dx[i]) <= 5e-2 * (std::abs(want_dx[i]) + 1));
       }
-      if (use_cudnn)
+      // bf16[300, 1024] is LayerNorm's commonest configuration: cuDNN must take it when the
+      // build has cuDNN. An odd feature count may be declined.
+      if (use_cudnn && f == 1024 && cuda::cudnn_built())
+        CHECK_MESSAGE(cuda::cudnn_layer_norm_executions() >= runs0 + 2,
+                      "cuDNN did not run LayerNorm for bf16[300, 1024] (see the reason flaxpp "
+                      "printed on stderr)");
+      else if (use_cudnn)
         WARN_MESSAGE(cuda::cudnn_layer_norm_executions() >= runs0 + 2,
                      "cuDNN did not run LayerNorm for bf16[300, "
                          << f << "] (see the reason flaxpp printed on stderr)");
@@ -255,6 +271,8 @@ TEST_CASE("CUDA remat: gradients match the CPU under every policy, offload inclu
     for (const Array& a : params)
       p.push_back(a.to(device));
     const ArrayFn loss = testing::remat_stack_loss(x.to(device), kLayers, policy);
+    // Literals traced into the graphs are then created on the same device as the rest.
+    set_default_device(device);
     Backend& be = backend(device);
     const std::int64_t live0 = be.memory_stats().live_bytes;
     be.reset_peak_memory();
@@ -265,6 +283,7 @@ TEST_CASE("CUDA remat: gradients match the CPU under every policy, offload inclu
       grads = r.backward_once(std::span<const Array>(&one, 1));
     }
     *peak = be.memory_stats().peak_bytes - live0;
+    set_default_device(Device::cpu());
     return grads;
   };
   // The offload policy's residuals go to pinned host memory on a side stream and come back
@@ -281,8 +300,9 @@ TEST_CASE("CUDA remat: gradients match the CPU under every policy, offload inclu
       for (std::size_t j = 0; j < g.size(); ++j)
         REQUIRE(std::abs(g[j] - w[j]) <= 1e-4 * (std::abs(w[j]) + 1));
     }
-    // The device allocator sees the same buffers as the CPU pool, so the same peak.
-    CHECK(peaks[i] == cpu_peak);
+    // The device allocator sees the same arrays as the CPU's, so the same peak up to small
+    // temporaries (a permuted dot operand is counted on CUDA, a host vector on the CPU).
+    CHECK(std::abs(peaks[i] - cpu_peak) <= 1024);
   }
   MESSAGE("device peak bytes: everything " << peaks[0] << ", dots " << peaks[1] << ", nothing "
                                            << peaks[2] << ", offload " << peaks[3]);

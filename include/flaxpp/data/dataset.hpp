@@ -13,7 +13,8 @@
 namespace flaxpp::data {
 
 // N examples: x holds the features (float32, [N, D] from CSV; [N, ...] from .npy) and y the
-// class labels (int32 [N], every label >= 0). Row i of x goes with y[i].
+// class labels (int32 [N], every label >= 0). Row i of x goes with y[i]. Loaded data sets live
+// in host memory (batches are gathered there; the train step moves each batch to the device).
 struct Dataset {
   Array x;
   Array y;

@@ -32,6 +32,10 @@ CudaBackend::CudaBackend(int index) : Backend(Device::cuda(index)), index_(index
 
 CudaBackend::~CudaBackend() {
   // Destructors never throw: report and go on.
+  if (cudaDeviceSynchronize() == cudaSuccess)
+    for (auto& [size, blocks] : pinned_cache_)
+      for (const PinnedBlock& b : blocks)
+        (void)cudaFreeHost(b.ptr);
   if (blas_ != nullptr && cublasDestroy(blas_) != CUBLAS_STATUS_SUCCESS)
     std::fprintf(stderr, "flaxpp: cublasDestroy failed on cuda:%d\n", index_);
   if (copy_stream_ != nullptr && cudaStreamDestroy(copy_stream_) != cudaSuccess)
@@ -59,13 +63,57 @@ cublasHandle_t CudaBackend::blas() {
   return blas_;
 }
 
+namespace {
+
+// Pinned blocks are cached by page-rounded size, up to this many free bytes: cudaMallocHost
+// and cudaFreeHost synchronise the device, which an offload per residual must not.
+constexpr std::size_t kPinnedPage = 4096;
+constexpr std::size_t kPinnedCacheLimit = std::size_t{1} << 30;
+
+std::size_t pinned_size(std::int64_t bytes) {
+  const auto b = static_cast<std::size_t>(bytes == 0 ? 1 : bytes);
+  return (b + kPinnedPage - 1) / kPinnedPage * kPinnedPage;
+}
+
+std::shared_ptr<CUevent_st> recorded_event(cudaStream_t stream) {
+  cudaEvent_t e = nullptr;
+  if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) return nullptr;
+  std::shared_ptr<CUevent_st> event(e, [](cudaEvent_t ev) { (void)cudaEventDestroy(ev); });
+  if (cudaEventRecord(e, stream) != cudaSuccess) return nullptr;
+  return event;
+}
+
+bool completed(const std::shared_ptr<CUevent_st>& e) {
+  return cudaEventQuery(e.get()) == cudaSuccess;
+}
+
+}  // namespace
+
+void* CudaBackend::take_pinned(std::size_t size) {
+  std::lock_guard lock(pinned_mutex_);
+  auto it = pinned_cache_.find(size);
+  if (it == pinned_cache_.end()) return nullptr;
+  auto& blocks = it->second;
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    // Reusable once both streams are past everything that used it.
+    if (!completed(blocks[i].main_done) || !completed(blocks[i].copy_done)) continue;
+    void* ptr = blocks[i].ptr;
+    blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
+    pinned_cached_ -= size;
+    return ptr;
+  }
+  return nullptr;
+}
+
 void* CudaBackend::allocate_impl(std::int64_t bytes, MemoryKind kind) {
   FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
+  if (kind == MemoryKind::pinned_host)
+    if (void* cached = take_pinned(pinned_size(bytes))) return cached;
   void* ptr = nullptr;
   const auto size = static_cast<std::size_t>(bytes == 0 ? 1 : bytes);
   const cudaError_t err = kind == MemoryKind::device
                               ? cudaMallocFromPoolAsync(&ptr, size, pool_, stream_)
-                              : cudaMallocHost(&ptr, size);
+                              : cudaMallocHost(&ptr, pinned_size(bytes));
   if (err == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     return nullptr;  // the base class turns this into an OutOfMemoryError with the stats
@@ -74,7 +122,8 @@ void* CudaBackend::allocate_impl(std::int64_t bytes, MemoryKind kind) {
   return ptr;
 }
 
-void CudaBackend::deallocate_impl(void* data, std::int64_t /*bytes*/, MemoryKind kind) noexcept {
+void CudaBackend::deallocate_impl(void* data, std::int64_t bytes, MemoryKind kind) noexcept {
+  (void)cudaSetDevice(index_);
   bool copying = false;  // a side-stream copy reads or writes this buffer
   {
     std::lock_guard lock(pending_mutex_);
@@ -93,8 +142,23 @@ void CudaBackend::deallocate_impl(void* data, std::int64_t /*bytes*/, MemoryKind
     }
     if (err == cudaSuccess) err = cudaFreeAsync(data, copying ? copy_stream_ : stream_);
   } else {
-    // Pinned memory is freed by the host at once: no copy may still read or write it.
-    if (copying) err = cudaStreamSynchronize(copy_stream_);
+    // Pinned memory goes back to the cache, reusable once both streams have passed the work
+    // queued so far (a restore may still be reading it). Only beyond the cache's limit, or
+    // without events, is it freed at once, after both streams finish.
+    const std::size_t size = pinned_size(bytes);
+    PinnedBlock block{data, recorded_event(stream_), recorded_event(copy_stream_)};
+    if (block.main_done && block.copy_done) {
+      std::lock_guard lock(pinned_mutex_);
+      if (pinned_cached_ + size <= kPinnedCacheLimit) {
+        try {
+          pinned_cache_[size].push_back(std::move(block));
+          pinned_cached_ += size;
+          return;
+        } catch (...) {  // no memory for the entry: free the block below
+        }
+      }
+    }
+    err = cudaStreamSynchronize(copy_stream_);
     if (err == cudaSuccess) err = cudaStreamSynchronize(stream_);
     if (err == cudaSuccess) err = cudaFreeHost(data);
   }
@@ -116,6 +180,7 @@ void CudaBackend::copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t b
       src.memory_kind() == MemoryKind::device && dst.memory_kind() == MemoryKind::pinned_host;
   const bool restore =
       src.memory_kind() == MemoryKind::pinned_host && dst.memory_kind() == MemoryKind::device;
+  FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
   if (restore) {
     // Ordered after the offload on the GPU; the source stays alive (and pinned memory is freed
     // only after a synchronisation) until the copy has run.
@@ -128,7 +193,6 @@ void CudaBackend::copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t b
     copy_impl(src.data(), dst.data(), bytes);
     return;
   }
-  FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
   auto make_event = [] {
     cudaEvent_t e = nullptr;
     FLAXPP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));

@@ -7,9 +7,11 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include "flaxpp/core/backend.hpp"
 
@@ -48,12 +50,22 @@ class CudaBackend final : public Backend {
   cudaMemPool_t pool_ = nullptr;
   // Makes the main stream wait (on the GPU) for a side-stream copy that involves `ptr`.
   void wait_for_copy(const void* ptr) const;
+  // A cached pinned block of `size` bytes that no queued work uses any more, or nullptr.
+  void* take_pinned(std::size_t size);
 
   cudaStream_t copy_stream_ = nullptr;  // offload copies
   // Buffers (source and destination) of side-stream copies, with the event that completes
   // the copy; an entry lives until its buffer is freed.
   mutable std::mutex pending_mutex_;
   std::unordered_map<const void*, std::shared_ptr<CUevent_st>> pending_;
+  // Freed pinned blocks by page-rounded size, with events on both streams at their release.
+  struct PinnedBlock {
+    void* ptr;
+    std::shared_ptr<CUevent_st> main_done, copy_done;
+  };
+  std::mutex pinned_mutex_;
+  std::map<std::size_t, std::vector<PinnedBlock>> pinned_cache_;
+  std::size_t pinned_cached_ = 0;
   std::once_flag blas_once_;
   cublasHandle_t blas_ = nullptr;
 };

@@ -142,7 +142,8 @@ Array Families::convert_element_type(const ir::Primitive& prim, std::span<const 
 std::vector<Array> eval(const ir::Primitive& prim, std::span<const Array> inputs,
                         const ir::Params& params, std::span<const AVal> out_avals) {
   // Kernels and cuBLAS run on the current device: make it the inputs' one.
-  FLAXPP_CUDA_CHECK(cudaSetDevice(inputs[0].device().index));
+  FLAXPP_CUDA_CHECK(
+      cudaSetDevice(inputs.empty() ? default_device().index : inputs[0].device().index));
   return backend_impl::eval_with<Families>(prim, inputs, params, out_avals);
 }
 

@@ -26,5 +26,7 @@ std::vector<Array> eval(const ir::Primitive& prim, std::span<const Array> inputs
 void set_use_cudnn(bool use);
 // How many LayerNorm plans cuDNN has executed in this process (0 in builds without cuDNN).
 std::int64_t cudnn_layer_norm_executions();
+// Whether this build has cuDNN (FLAXPP_WITH_CUDNN).
+bool cudnn_built();
 
 }  // namespace flaxpp::cuda

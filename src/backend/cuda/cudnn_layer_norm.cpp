@@ -29,6 +29,9 @@ namespace flaxpp::cuda {
 
 #ifndef FLAXPP_WITH_CUDNN
 
+bool cudnn_built() {
+  return false;
+}
 bool cudnn_available(CudaBackend&) {
   return false;
 }
@@ -356,6 +359,10 @@ bool run(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows, std::in
 }
 
 }  // namespace
+
+bool cudnn_built() {
+  return true;
+}
 
 bool cudnn_available(CudaBackend& gpu) {
   std::lock_guard lock(state().mutex);
