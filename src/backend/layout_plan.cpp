@@ -76,6 +76,14 @@ std::vector<ReduceGroup> reduce_groups(std::span<const std::int64_t> operand_dim
   return groups;
 }
 
+std::pair<std::int64_t, std::int64_t> last_axis_rows(std::span<const std::int64_t> dims) {
+  const std::int64_t f = dims.back();
+  std::int64_t size = 1;
+  for (const std::int64_t d : dims)
+    size *= d;
+  return {f == 0 ? 0 : size / f, f};
+}
+
 namespace {
 
 std::int64_t product(std::span<const std::int64_t> dims, const std::vector<std::int64_t>& axes) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "flaxpp/ir/params.hpp"
@@ -45,6 +46,10 @@ struct ReduceGroup {
 };
 std::vector<ReduceGroup> reduce_groups(std::span<const std::int64_t> operand_dims,
                                        std::span<const std::int64_t> axes);
+
+// An operand as rows over its last axis (LayerNorm): {rows, features}; rows is 0 when the last
+// axis is empty.
+std::pair<std::int64_t, std::int64_t> last_axis_rows(std::span<const std::int64_t> dims);
 
 // dot_general as a batch of matrix products: the result (batch, lhs free, rhs free) is
 // (batch, m, n) row-major; per batch element, lhs as an (m, k) matrix times rhs as (k, n).

@@ -47,10 +47,9 @@ Array visit_dtype(const ir::Primitive& prim, DType dtype, F&& f) {
 void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::size_t itemsize,
                     void* out);
 
-// The CPU's evaluation families for backend_impl::eval_table (eval_table.hpp): the
-// elementwise ones in cpu_eval.cpp, gather in cpu_layout.cpp, reductions in cpu_reduce.cpp,
 // The CPU's evaluation families (eval_table.hpp): the elementwise ones in cpu_eval.cpp,
-// gather in cpu_layout.cpp, reductions in cpu_reduce.cpp, dot_general in cpu_dot_general.cpp.
+// gather in cpu_layout.cpp, reductions in cpu_reduce.cpp, dot_general in cpu_dot_general.cpp,
+// LayerNorm in cpu_layer_norm.cpp.
 struct Families {
   static constexpr unsigned kNum = kNumeric, kFp = kFloat, kAny = kAll;
   static constexpr const char* kName = "CPU";

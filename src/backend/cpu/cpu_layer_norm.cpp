@@ -18,19 +18,13 @@ kernels::LayerNormStats<T> row_stats(const T* x, std::int64_t f, double epsilon)
   return kernels::layer_norm_stats(sum, sum_sq, static_cast<T>(f), static_cast<T>(epsilon));
 }
 
-// The operand's last-axis size and the number of rows.
-std::pair<std::int64_t, std::int64_t> rows_of(const Array& x) {
-  const std::int64_t f = x.shape().dims().back();
-  return {f == 0 ? 0 : x.size() / f, f};
-}
-
 // One primitive of the family: `body(T tag, rows, f, epsilon, out)` fills the result buffer.
 template <class Body>
 Array by_rows(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
               const AVal& out, Body body) {
   const double epsilon = params.get<double>("epsilon");
   return visit_dtype<kFloat>(prim, in[0].dtype(), [&]<class T>(TypeTag<T> tag) {
-    const auto [rows, f] = rows_of(in[0]);
+    const auto [rows, f] = backend_impl::last_axis_rows(in[0].shape().dims());
     const Output o(out);
     body(tag, rows, f, epsilon, o.data<T>());
     return o.array();

@@ -51,11 +51,9 @@ void check_launch(const char* kernel);
 void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::size_t itemsize,
                     void* out, cudaStream_t stream);
 
-// The CUDA backend's evaluation families for backend_impl::eval_table (eval_table.hpp): the
-// elementwise ones in cuda_eval.cu, gather in cuda_layout.cu, reductions in cuda_reduce.cu,
 // The CUDA backend's evaluation families (eval_table.hpp), bf16 and f16 accepted throughout:
 // the elementwise ones in cuda_eval.cu, gather in cuda_layout.cu, reductions in cuda_reduce.cu,
-// dot_general in cuda_dot_general.cpp.
+// dot_general in cuda_dot_general.cpp, LayerNorm in cuda_layer_norm.cu.
 struct Families {
   static constexpr unsigned kNum = kNumeric | kHalf, kFp = kFloat | kHalf, kAny = kAll | kHalf;
   static constexpr const char* kName = "CUDA";

@@ -21,12 +21,6 @@ using kernels::kBlockThreads;
 
 std::atomic<bool> g_use_cudnn{true};
 
-// Rows of the operand (all axes but the last) and the feature count.
-std::pair<std::int64_t, std::int64_t> rows_of(const Array& x) {
-  const std::int64_t f = x.shape().dims().back();
-  return {f == 0 ? 0 : x.size() / f, f};
-}
-
 unsigned row_blocks(std::int64_t rows) {
   return static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, 65536));
 }
@@ -43,7 +37,7 @@ template <class T>
 std::pair<std::shared_ptr<Buffer>, std::shared_ptr<Buffer>> row_stats(const Array& x,
                                                                       double epsilon) {
   using A = compute_t<T>;
-  const auto [rows, f] = rows_of(x);
+  const auto [rows, f] = backend_impl::last_axis_rows(x.shape().dims());
   Backend& be = backend(x.device());
   auto mean = be.allocate(std::max<std::int64_t>(rows, 1) * std::int64_t(sizeof(A)));
   auto rstd = be.allocate(std::max<std::int64_t>(rows, 1) * std::int64_t(sizeof(A)));
@@ -74,7 +68,7 @@ Array by_rows(const ir::Primitive& prim, std::span<const Array> in, const ir::Pa
   const Array& x = in[0];
   const double epsilon = params.get<double>("epsilon");
   return visit_dtype<kFloat | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
-    const auto [rows, f] = rows_of(x);
+    const auto [rows, f] = backend_impl::last_axis_rows(x.shape().dims());
     const Output o(out, x.device());
     if (rows == 0) return o.array();
     CudaBackend& gpu = backend_of(x);
@@ -143,7 +137,7 @@ Array Families::layer_norm_dscale(const ir::Primitive& prim, std::span<const Arr
   const double epsilon = params.get<double>("epsilon");
   return visit_dtype<kFloat | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
     using A = compute_t<T>;
-    const auto [rows, f] = rows_of(x);
+    const auto [rows, f] = backend_impl::last_axis_rows(x.shape().dims());
     const Output o(out, x.device());
     if (f == 0) return o.array();
     const auto [mean, rstd] = row_stats<T>(x, epsilon);
