@@ -21,7 +21,6 @@ constexpr const char* kCheckUsage =
 int check_command(const std::vector<std::string>& args) {
   std::vector<std::string> files;
   bool verbose = false;
-  std::optional<Device> device;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -40,10 +39,9 @@ int check_command(const std::vector<std::string>& args) {
       } else {
         value = a.substr(9);
       }
-      device = Device::parse(value);
       // Everything the cases create (parameters, literals) goes there too, not only their
       // inputs; a clear DeviceError now if that device is unavailable.
-      set_default_device(*device);
+      set_default_device(Device::parse(value));
     } else if (a.rfind("--", 0) == 0) {
       std::cerr << "flaxpp check: unknown option " << a << "\n" << kCheckUsage;
       return 2;
@@ -55,8 +53,7 @@ int check_command(const std::vector<std::string>& args) {
     std::cerr << "flaxpp check: no reference files given\n" << kCheckUsage;
     return 2;
   }
-  return refs::check_files(files, default_device(), verbose, std::cout)
-      .exit_code();
+  return refs::check_files(files, default_device(), verbose, std::cout).exit_code();
 }
 
 }  // namespace flaxpp::cli

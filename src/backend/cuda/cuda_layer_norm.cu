@@ -29,7 +29,7 @@ unsigned row_blocks(std::int64_t rows) {
 bool cudnn_candidate(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows,
                      std::int64_t f) {
   return g_use_cudnn.load() && (dtype == DType::bf16 || dtype == DType::f16) &&
-         cudnn_available(gpu) && !cudnn_layer_norm_rejected(gpu, forward, dtype, rows, f);
+         cudnn_layer_norm_usable(gpu, forward, dtype, rows, f);
 }
 
 // Per-row statistics in buffers of compute_t<T> on x's device.
@@ -62,7 +62,7 @@ namespace {
 // layer_norm and layer_norm_dx: operands (x, scale, bias or dy) and one row-wise kernel of the
 // same signature; `try_cudnn(gpu, rows, f, epsilon, out)` runs cuDNN first where it may and
 // says whether it did.
-template <template <class> class Kernel, class TryCudnn>
+template <class Kernel, class TryCudnn>
 Array by_rows(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
               const AVal& out, bool forward, TryCudnn try_cudnn) {
   const Array& x = in[0];
@@ -75,22 +75,20 @@ Array by_rows(const ir::Primitive& prim, std::span<const Array> in, const ir::Pa
     if (cudnn_candidate(gpu, forward, x.dtype(), rows, f) &&
         try_cudnn(TypeTag<T>{}, gpu, rows, f, epsilon, o.data<void>()))
       return o.array();
-    Kernel<T>::launch(row_blocks(rows), gpu.stream(), in_data<T>(x), in_data<T>(in[1]),
-                      in_data<T>(in[2]), rows, f, static_cast<compute_t<T>>(epsilon), o.data<T>());
+    Kernel::launch(row_blocks(rows), gpu.stream(), in_data<T>(x), in_data<T>(in[1]),
+                   in_data<T>(in[2]), rows, f, static_cast<compute_t<T>>(epsilon), o.data<T>());
     check_launch(prim.name().c_str());
     return o.array();
   });
 }
 
 // The kernels as launchable templates (a __global__ template cannot be a template argument).
-template <class T>
 struct ForwardKernel {
   template <class... Args>
   static void launch(unsigned blocks, cudaStream_t stream, Args... args) {
     kernels::layer_norm_kernel<<<blocks, kBlockThreads, 0, stream>>>(args...);
   }
 };
-template <class T>
 struct DxKernel {
   template <class... Args>
   static void launch(unsigned blocks, cudaStream_t stream, Args... args) {

@@ -32,11 +32,8 @@ namespace flaxpp::cuda {
 bool cudnn_built() {
   return false;
 }
-bool cudnn_available(CudaBackend&) {
+bool cudnn_layer_norm_usable(CudaBackend&, bool, DType, std::int64_t, std::int64_t) {
   return false;
-}
-bool cudnn_layer_norm_rejected(CudaBackend&, bool, DType, std::int64_t, std::int64_t) {
-  return true;
 }
 std::int64_t cudnn_layer_norm_executions() {
   return 0;
@@ -364,15 +361,11 @@ bool cudnn_built() {
   return true;
 }
 
-bool cudnn_available(CudaBackend& gpu) {
+bool cudnn_layer_norm_usable(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows,
+                             std::int64_t f) {
   std::lock_guard lock(state().mutex);
-  return handle_for(gpu) != nullptr;
-}
-
-bool cudnn_layer_norm_rejected(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows,
-                               std::int64_t f) {
-  std::lock_guard lock(state().mutex);
-  return state().rejected.count(std::make_tuple(gpu.device().index, forward, dtype, rows, f)) != 0;
+  return handle_for(gpu) != nullptr &&
+         state().rejected.count(std::make_tuple(gpu.device().index, forward, dtype, rows, f)) == 0;
 }
 
 std::int64_t cudnn_layer_norm_executions() {

@@ -12,12 +12,11 @@
 
 namespace flaxpp::cuda {
 
-// Whether this build has cuDNN and a handle could be created for `gpu`'s device.
-bool cudnn_available(CudaBackend& gpu);
-// Whether cuDNN already rejected this configuration (forward or backward), so that callers
-// skip preparing its inputs.
-bool cudnn_layer_norm_rejected(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows,
-                               std::int64_t f);
+// Whether cuDNN may take this configuration (forward or backward): the build has cuDNN, it
+// could start on `gpu`'s device, and it has not rejected the configuration before. Callers
+// skip preparing cuDNN's inputs when it is false.
+bool cudnn_layer_norm_usable(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows,
+                             std::int64_t f);
 // cudnn_layer_norm_executions() is declared in cuda_eval.hpp, for the tests.
 
 // y = LayerNorm(x) over the last axis of x (rows, f), with scale and bias (f,) of x's dtype
