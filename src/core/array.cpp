@@ -34,6 +34,14 @@ Array Array::from_host_bytes(const void* data, Shape shape, DType dtype, Device 
 }
 
 Array Array::full(Shape shape, double value, DType dtype, Device device) {
+  if (dtype == DType::bf16 || dtype == DType::f16) {
+    // No host arithmetic on 16-bit floats, but their bits can be made here (weak-typed
+    // scalars of bf16 computations, zeros of bf16 optimiser state).
+    const std::uint16_t bits =
+        dtype == DType::bf16 ? round_to_bfloat16_bits(value) : round_to_float16_bits(value);
+    const std::vector<std::uint16_t> data(static_cast<std::size_t>(shape.size()), bits);
+    return from_host_bytes(data.data(), std::move(shape), dtype, device);
+  }
   return visit_host_dtype(dtype, "Array::full", [&]<class T>(TypeTag<T>) {
     T v{};
     if constexpr (std::is_same_v<T, std::uint8_t>) {

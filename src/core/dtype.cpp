@@ -3,6 +3,7 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "flaxpp/core/error.hpp"
@@ -71,6 +72,38 @@ float round_to_float32(double d) {
                               ? std::numeric_limits<float>::max()
                               : std::numeric_limits<float>::infinity();
   return d < 0 ? -magnitude : magnitude;
+}
+
+std::uint16_t round_to_bfloat16_bits(double value) {
+  const float f = round_to_float32(value);
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &f, sizeof bits);
+  if (std::isnan(f)) return static_cast<std::uint16_t>((bits >> 16) | 0x0040);  // quiet NaN
+  // Round the low 16 bits to nearest, ties to the even upper half (carries into the exponent
+  // round up to the next binade or to infinity, as they should).
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  return static_cast<std::uint16_t>(bits >> 16);
+}
+
+std::uint16_t round_to_float16_bits(double value) {
+  const std::uint16_t sign = std::signbit(value) ? 0x8000 : 0;
+  if (std::isnan(value)) return sign | 0x7E00;
+  const double a = std::abs(value);
+  // 65520 is halfway between the largest float16 (65504) and 2^16; the tie goes to even: inf.
+  if (a >= 65520.0) return sign | 0x7C00;
+  // nearbyint rounds to nearest-even in the default rounding mode; scaling by powers of two
+  // is exact.
+  if (a < 0x1p-14) return sign | static_cast<std::uint16_t>(std::nearbyint(a * 0x1p24));
+  int e = 0;
+  std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1): a in [2^(e-1), 2^e)
+  int exponent = e - 1;
+  double mantissa = std::nearbyint(std::ldexp(a, 10 - exponent));  // in [1024, 2048]
+  if (mantissa == 2048.0) {
+    mantissa = 1024.0;
+    ++exponent;
+  }
+  return sign |
+         static_cast<std::uint16_t>(((exponent + 15) << 10) | (static_cast<int>(mantissa) - 1024));
 }
 
 namespace detail {

@@ -63,7 +63,10 @@ TEST_CASE("Array: prints as a jaxpr aval with leading values") {
   CHECK(os.str() == "f32[1,2]{0.5, 1}");
 }
 
-TEST_CASE("Array: bf16/f16 have no host element type yet and say so") {
-  CHECK_THROWS_WITH_AS(Array::full(Shape{1}, 1.0, DType::bf16),
-                       doctest::Contains("no host element type"), ValueError);
+TEST_CASE("Array: bf16/f16 arrays are filled on the host; their values are read as float32") {
+  const Array b = Array::full(Shape{3}, 0.1, DType::bf16);
+  CHECK(b.aval() == AVal{Shape{3}, DType::bf16});
+  CHECK(b.nbytes() == 6);
+  CHECK(Array::full(Shape{}, 1.0, DType::f16).nbytes() == 2);
+  CHECK_THROWS_WITH_AS(b.to_vector<float>(), doctest::Contains("bfloat16"), ValueError);
 }

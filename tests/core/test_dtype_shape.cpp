@@ -1,6 +1,9 @@
 // DType names/sizes and Shape validation.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "flaxpp/core/dtype.hpp"
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/core/shape.hpp"
@@ -27,6 +30,34 @@ TEST_CASE("DType: every dtype has its numpy name, jaxpr short name and size") {
   CHECK_FALSE(is_floating(DType::i32));
   CHECK(is_integer(DType::u32));
   CHECK_FALSE(is_integer(DType::bool_));
+}
+
+TEST_CASE("DType: 16-bit float bits round to nearest-even as JAX converts Python scalars") {
+  // bfloat16 goes through float32 (ml_dtypes): 0.1 is 0x3DCCCCCD in float32, whose upper half
+  // rounds up.
+  CHECK(round_to_bfloat16_bits(0.1) == 0x3DCD);
+  CHECK(round_to_bfloat16_bits(1.0) == 0x3F80);
+  CHECK(round_to_bfloat16_bits(-2.0) == 0xC000);
+  CHECK(round_to_bfloat16_bits(1.0 + 0x1p-8) == 0x3F80);      // a tie: to the even 1.0
+  CHECK(round_to_bfloat16_bits(1.0 + 3 * 0x1p-8) == 0x3F82);  // a tie: up to even
+  CHECK(round_to_bfloat16_bits(3.4e38) == 0x7F80);            // overflow: inf
+  CHECK(round_to_bfloat16_bits(std::nan("")) == 0x7FC0);
+  CHECK(round_to_bfloat16_bits(-0.0) == 0x8000);
+  // float16 directly from the double (numpy).
+  CHECK(round_to_float16_bits(0.1) == 0x2E66);
+  CHECK(round_to_float16_bits(1.0) == 0x3C00);
+  CHECK(round_to_float16_bits(-1.5) == 0xBE00);
+  CHECK(round_to_float16_bits(65504.0) == 0x7BFF);
+  CHECK(round_to_float16_bits(65519.0) == 0x7BFF);
+  CHECK(round_to_float16_bits(65520.0) == 0x7C00);
+  CHECK(round_to_float16_bits(0x1p-14) == 0x0400);            // smallest normal
+  CHECK(round_to_float16_bits(0x1p-14 - 0x1p-25) == 0x0400);  // rounds up into it
+  CHECK(round_to_float16_bits(0x1p-24) == 0x0001);            // smallest subnormal
+  CHECK(round_to_float16_bits(0x1p-25) == 0x0000);            // a tie: to even 0
+  CHECK(round_to_float16_bits(3 * 0x1p-26) == 0x0001);
+  CHECK(round_to_float16_bits(2047.0 * 0x1p-11 + 0x1p-12) == 0x3C00);  // carries into 1.0
+  CHECK(round_to_float16_bits(-std::numeric_limits<double>::infinity()) == 0xFC00);
+  CHECK(round_to_float16_bits(std::nan("")) == 0x7E00);
 }
 
 TEST_CASE("DType: an unknown name is an error that lists the accepted names") {

@@ -25,6 +25,11 @@ bool is_integer(DType dtype);
 // A double rounded to float32 to nearest-even, overflowing to ±inf, as IEEE 754, numpy and
 // JAX's conversions do (a plain cast of an out-of-range double is undefined in C++).
 float round_to_float32(double value);
+// The bits of a double as bfloat16 and float16, rounded to nearest-even (overflowing to ±inf,
+// NaN kept quiet), as JAX converts a Python scalar: bfloat16 through float32 (ml_dtypes),
+// float16 directly (numpy). Arrays of these dtypes are filled on the host with them.
+std::uint16_t round_to_bfloat16_bits(double value);
+std::uint16_t round_to_float16_bits(double value);
 
 // The DType of a C++ element type that arrays may hold directly on the host.
 template <class T>
