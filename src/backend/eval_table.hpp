@@ -6,6 +6,7 @@
 //   kName                                its name in errors ("CPU", "CUDA")
 //   binary<kAllowed, Op>, unary<kAllowed, Op>, integer_pow, select_n, convert_element_type,
 //   reduce_sum, reduce_max, dot_general, layer_norm, layer_norm_dx, layer_norm_dscale  EvalFns
+//   fused_elementwise(prim, inputs, params, out_avals)  its several results
 //   gather(prim, x, copy, out)           the result of a StridedCopy of x
 // The layout primitives are built here from B::gather and layout_plan.hpp's plans.
 #pragma once
@@ -96,9 +97,12 @@ const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
 }
 
 // Evaluates `prim` through B's table; ValueError for a primitive B has no entry for.
+// fused_elementwise, the one primitive with several results, is B::fused_elementwise.
 template <class B>
 std::vector<Array> eval_with(const ir::Primitive& prim, std::span<const Array> inputs,
                              const ir::Params& params, std::span<const AVal> out_avals) {
+  if (&prim == &lax::fused_elementwise_p)
+    return B::fused_elementwise(prim, inputs, params, out_avals);
   const auto& table = eval_table<B>();
   const auto it = table.find(&prim);
   if (it == table.end())

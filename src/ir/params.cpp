@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "flaxpp/ir/elementwise_program.hpp"
 #include "flaxpp/ir/graph.hpp"
 #include "flaxpp/ir/policy.hpp"
 
@@ -32,6 +33,9 @@ struct ValueStr {
     return g ? g->str(2) : "None";
   }
   std::string operator()(const std::shared_ptr<const Policy>& p) const {
+    return p ? p->str() : "None";
+  }
+  std::string operator()(const std::shared_ptr<const ElementwiseProgram>& p) const {
     return p ? p->str() : "None";
   }
 };

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "flaxpp/core/array.hpp"
+#include "flaxpp/ir/elementwise_program.hpp"
 #include "flaxpp/ir/primitive.hpp"
 
 namespace flaxpp::lax {
@@ -51,6 +52,12 @@ extern const ir::Primitive name_p;
 // the last axis of x (..., F) with scale and bias (F,), Flax's formula (layer_norm.cpp). Its VJP
 // uses layer_norm_dx(x, scale, dy) and layer_norm_dscale(x, dy), which have no VJP themselves.
 extern const ir::Primitive layer_norm_p, layer_norm_dx_p, layer_norm_dscale_p;
+// flaxpp's fused elementwise primitive (not in jax.lax: XLA's loop fusion, made explicit):
+// param "program" (ElementwiseProgram). Operands: the program's num_scalars 0-d arrays, then
+// groups of num_inputs arrays, the arrays of a group of one shape (groups may differ); all
+// of one floating dtype. Results: for each group, one array per program output, of the
+// group's shape. A backend runs all groups in one pass (on CUDA: one kernel launch). No VJP.
+extern const ir::Primitive fused_elementwise_p;
 
 Array add(const Array& x, const Array& y);
 Array sub(const Array& x, const Array& y);
@@ -96,6 +103,10 @@ Array checkpoint_name(const Array& x, const std::string& name);
 Array layer_norm(const Array& x, const Array& scale, const Array& bias, double epsilon);
 Array layer_norm_dx(const Array& x, const Array& scale, const Array& dy, double epsilon);
 Array layer_norm_dscale(const Array& x, const Array& dy, double epsilon);
+// The results of `program` over groups of program->num_inputs arrays each (inputs, group after
+// group): group g's results are results[g * num_outputs ...].
+std::vector<Array> fused_elementwise(std::shared_ptr<const ir::ElementwiseProgram> program,
+                                     std::span<const Array> scalars, std::span<const Array> inputs);
 
 // A 0-d array holding `value` converted to `dtype` (a literal in traced graphs).
 Array scalar(double value, DType dtype);

@@ -19,6 +19,7 @@ namespace flaxpp::ir {
 
 class Graph;
 class Policy;
+struct ElementwiseProgram;
 
 // dot_general's ((lhs_contracting, rhs_contracting), (lhs_batch, rhs_batch)).
 struct DotDimensionNumbers {
@@ -28,7 +29,8 @@ struct DotDimensionNumbers {
 
 using ParamValue =
     std::variant<std::int64_t, double, bool, std::string, std::vector<std::int64_t>, DType,
-                 DotDimensionNumbers, std::shared_ptr<const Graph>, std::shared_ptr<const Policy>>;
+                 DotDimensionNumbers, std::shared_ptr<const Graph>, std::shared_ptr<const Policy>,
+                 std::shared_ptr<const ElementwiseProgram>>;
 
 class Params {
  public:

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <span>
 #include <utility>
+#include <vector>
 
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/eval_impl.hpp"
@@ -81,6 +82,8 @@ struct Families {
                              const ir::Params& params, const AVal& out);
   static Array layer_norm_dscale(const ir::Primitive& prim, std::span<const Array> in,
                                  const ir::Params& params, const AVal& out);
+  static std::vector<Array> fused_elementwise(const ir::Primitive& prim, std::span<const Array> in,
+                                              const ir::Params& params, std::span<const AVal> out);
   static Array gather(const ir::Primitive& prim, const Array& x,
                       const backend_impl::StridedCopy& copy, const AVal& out);
 };

@@ -1,0 +1,133 @@
+// flaxpp/ir/elementwise_program.hpp — a straight-line program of elementwise operations, run
+// once per element of many arrays by the fused_elementwise primitive (lax.hpp): what XLA's
+// loop fusion does for a chain of elementwise ops, written out explicitly. Each operation
+// rounds its result to the arrays' dtype, so a program gives the same bits as the same
+// operations applied one primitive at a time. The optimisers build their updates with it
+// (optim/transform.hpp), so that a whole update is one pass over each dtype's leaves.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace flaxpp::ir {
+
+struct ElementwiseProgram {
+  // The operations, with the semantics of the lax primitive of the same name (and the same
+  // kernels/elementwise.hpp functor); lt gives 1 or 0 in the arrays' dtype; select(c, a, b)
+  // is a where c != 0, else b.
+  enum class Op : std::uint8_t { add, sub, mul, div, neg, sqrt, rsqrt, integer_pow, lt, select };
+  struct Instr {
+    Op op = Op::add;
+    std::uint8_t dst = 0, a = 0, b = 0, c = 0;  // registers
+    std::int32_t y = 0;                         // integer_pow's exponent
+    bool operator==(const Instr&) const = default;
+  };
+  // Backends keep every register of a running element in registers or local memory.
+  static constexpr int kMaxRegisters = 32;
+
+  // Registers [0, num_scalars) hold the 0-d operands, the next num_inputs the element of each
+  // per-array operand, the next constants.size() the constants (in the arrays' dtype), and the
+  // rest (up to num_registers) the temporaries the code writes.
+  int num_scalars = 0;
+  int num_inputs = 0;
+  std::vector<double> constants;
+  int num_registers = 0;
+  std::vector<Instr> code;
+  std::vector<std::uint8_t> outputs;  // the registers stored, one per result array
+
+  int first_constant() const { return num_scalars + num_inputs; }
+  int first_temporary() const { return first_constant() + static_cast<int>(constants.size()); }
+  // "{s0; a0 a1; c0=0.9; r5 = mul c0 a0; ...; -> r5 r7}" for printed graphs.
+  std::string str() const;
+  bool operator==(const ElementwiseProgram&) const = default;
+};
+
+// Builds an ElementwiseProgram from expressions on Values:
+//   ElementwiseBuilder b;
+//   Value g = b.input(), t = b.input();
+//   b.output((1 - decay) * g + decay * t);
+//   std::shared_ptr<const ElementwiseProgram> p = b.finish();
+// finish() drops what no output uses and assigns registers by liveness; a program needing
+// more than kMaxRegisters is a ValueError.
+class ElementwiseBuilder;
+
+// A value of an ElementwiseBuilder's program (an operand, constant or operation result).
+class ElementwiseValue {
+ public:
+  ElementwiseValue() = default;
+  bool valid() const { return builder_ != nullptr; }
+  ElementwiseBuilder& builder() const;
+  int id() const { return id_; }
+
+ private:
+  friend class ElementwiseBuilder;
+  ElementwiseValue(ElementwiseBuilder* b, int id) : builder_(b), id_(id) {}
+  ElementwiseBuilder* builder_ = nullptr;
+  int id_ = -1;
+};
+
+class ElementwiseBuilder {
+ public:
+  using Value = ElementwiseValue;
+
+  ElementwiseBuilder() = default;
+  ElementwiseBuilder(const ElementwiseBuilder&) = delete;
+  ElementwiseBuilder& operator=(const ElementwiseBuilder&) = delete;
+
+  // The next 0-d operand (the same value for every element).
+  Value scalar();
+  // The element of the next per-array operand.
+  Value input();
+  Value constant(double value);
+  Value apply(ElementwiseProgram::Op op, Value a, Value b = {}, Value c = {}, std::int32_t y = 0);
+  // Adds a result; returns its index among the outputs.
+  int output(Value v);
+
+  int num_scalars() const { return num_scalars_; }
+  int num_inputs() const { return num_inputs_; }
+  int num_outputs() const { return static_cast<int>(outputs_.size()); }
+  std::shared_ptr<const ElementwiseProgram> finish() const;
+
+ private:
+  enum class Kind : std::uint8_t { scalar, input, constant, op };
+  struct Node {
+    Kind kind;
+    int index = 0;  // the scalar's, input's or constant's number
+    ElementwiseProgram::Op op = ElementwiseProgram::Op::add;
+    int a = -1, b = -1, c = -1;
+    std::int32_t y = 0;
+  };
+  Value add_node(Node n);
+  int check(Value v) const;
+
+  std::vector<Node> nodes_;
+  std::vector<double> constants_;
+  std::vector<int> outputs_;  // node ids
+  int num_scalars_ = 0, num_inputs_ = 0;
+};
+
+using EValue = ElementwiseValue;
+EValue operator+(EValue a, EValue b);
+EValue operator-(EValue a, EValue b);
+EValue operator*(EValue a, EValue b);
+EValue operator/(EValue a, EValue b);
+EValue operator-(EValue a);
+// A double operand is a constant of the arrays' dtype (a weak-typed scalar, as in JAX).
+EValue operator+(EValue a, double b);
+EValue operator+(double a, EValue b);
+EValue operator-(EValue a, double b);
+EValue operator-(double a, EValue b);
+EValue operator*(EValue a, double b);
+EValue operator*(double a, EValue b);
+EValue operator/(EValue a, double b);
+EValue operator/(double a, EValue b);
+EValue sqrt(EValue x);
+EValue rsqrt(EValue x);
+EValue integer_pow(EValue x, std::int32_t y);
+EValue lt(EValue a, EValue b);
+// cond != 0 ? on_true : on_false (lax.select's argument order).
+EValue select(EValue cond, EValue on_true, EValue on_false);
+
+}  // namespace flaxpp::ir

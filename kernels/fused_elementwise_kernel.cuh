@@ -1,0 +1,73 @@
+// kernels/fused_elementwise_kernel.cuh — the CUDA kernel of fused_elementwise: every element of
+// every group of one launch runs the program (kernels/elementwise_program.hpp's functors, the
+// CPU's code) in a grid-stride loop over the groups' concatenated elements. The program, the
+// scalars' addresses and the groups' pointers travel in the kernel's parameters (no table to
+// upload, nothing to wait for), so one launch covers a whole optimiser update of one dtype.
+#pragma once
+
+#include <cstdint>
+
+#include "cuda_launch.cuh"
+#include "elementwise_program.hpp"
+
+namespace flaxpp::kernels {
+
+// Limits of one launch (the host splits bigger jobs into several launches). The parameter
+// block stays under the 32 KiB that CUDA 12.1+ allows kernels on Volta and newer.
+inline constexpr int kFusedMaxCode = 96;
+inline constexpr int kFusedMaxScalars = 8;
+inline constexpr int kFusedMaxGroups = 192;
+inline constexpr int kFusedMaxPointers = 1024;  // inputs (and outputs) of all groups
+
+template <class S>
+struct FusedLaunch {
+  using C = compute_t<S>;
+  ir::ElementwiseProgram::Instr code[kFusedMaxCode];
+  C constants[ir::ElementwiseProgram::kMaxRegisters];
+  const S* scalars[kFusedMaxScalars];
+  std::uint8_t outputs[ir::ElementwiseProgram::kMaxRegisters];
+  int num_code, num_scalars, num_inputs, num_constants, num_outputs, num_groups;
+  std::int64_t offsets[kFusedMaxGroups + 1];  // group g's elements are [offsets[g], offsets[g+1])
+  const S* in[kFusedMaxPointers];             // group g's inputs at g * num_inputs
+  S* out[kFusedMaxPointers];                  // group g's outputs at g * num_outputs
+};
+
+// A computed value as the arrays' dtype holds it: 16-bit floats round (as a lone primitive
+// stores its result), float32 and float64 are exact already.
+template <class S, class C>
+__device__ __forceinline__ C round_to_storage(C v) {
+  if constexpr (is_half_v<S>) {
+    return static_cast<C>(store_as<S>(v));
+  } else {
+    return v;
+  }
+}
+
+template <class S>
+__global__ void fused_elementwise_kernel(const __grid_constant__ FusedLaunch<S> p) {
+  using C = compute_t<S>;
+  C r[ir::ElementwiseProgram::kMaxRegisters];
+  for (int s = 0; s < p.num_scalars; ++s)
+    r[s] = static_cast<C>(p.scalars[s][0]);
+  const int first_constant = p.num_scalars + p.num_inputs;
+  for (int c = 0; c < p.num_constants; ++c)
+    r[first_constant + c] = p.constants[c];
+  const std::int64_t total = p.offsets[p.num_groups];
+  int g = 0;
+  for (std::int64_t e = grid_index(); e < total; e += grid_stride()) {
+    while (e >= p.offsets[g + 1])
+      ++g;  // the stride only moves forward, so the group does too
+    const std::int64_t i = e - p.offsets[g];
+    for (int k = 0; k < p.num_inputs; ++k)
+      r[p.num_scalars + k] = static_cast<C>(p.in[g * p.num_inputs + k][i]);
+    for (int k = 0; k < p.num_code; ++k) {
+      const ir::ElementwiseProgram::Instr& in = p.code[k];
+      visit_instr(in.op, in.y,
+                  [&](auto f) { r[in.dst] = round_to_storage<S>(f(r[in.a], r[in.b], r[in.c])); });
+    }
+    for (int k = 0; k < p.num_outputs; ++k)
+      p.out[g * p.num_outputs + k][i] = store_as<S>(r[p.outputs[k]]);
+  }
+}
+
+}  // namespace flaxpp::kernels

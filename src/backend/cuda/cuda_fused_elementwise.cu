@@ -1,0 +1,121 @@
+// CUDA evaluation of fused_elementwise: the groups are packed into as few launches of
+// kernels/fused_elementwise_kernel.cuh as its parameter block allows (one for any ordinary
+// model's optimiser update), bf16 and f16 computed in float and rounded after each operation.
+#include "backend/cuda/cuda_eval_impl.hpp"
+#include "flaxpp/core/error.hpp"
+#include "kernels/fused_elementwise_kernel.cuh"
+
+namespace flaxpp::cuda {
+namespace {
+
+using kernels::compute_t;
+using kernels::FusedLaunch;
+
+// A program constant as a weak-typed scalar of dtype S (Array::full's rounding), widened to
+// the compute type.
+template <class S>
+compute_t<S> constant_as(double v) {
+  if constexpr (std::is_same_v<S, __nv_bfloat16>) {
+    __nv_bfloat16_raw raw;
+    raw.x = round_to_bfloat16_bits(v);
+    return __bfloat162float(__nv_bfloat16(raw));
+  } else if constexpr (std::is_same_v<S, __half>) {
+    __half_raw raw;
+    raw.x = round_to_float16_bits(v);
+    return __half2float(__half(raw));
+  } else if constexpr (std::is_same_v<S, float>) {
+    return round_to_float32(v);
+  } else {
+    return v;
+  }
+}
+
+template <class S>
+std::vector<Array> run(const ir::Primitive& prim, const ir::ElementwiseProgram& program,
+                       std::span<const Array> in, std::span<const AVal> out) {
+  static_assert(sizeof(FusedLaunch<S>) <= 32000, "the launch parameters exceed CUDA's limit");
+  const Device device = in[0].device();
+  const int num_inputs = program.num_inputs;
+  const int num_outputs = static_cast<int>(program.outputs.size());
+  if (static_cast<int>(program.code.size()) > kernels::kFusedMaxCode ||
+      program.num_scalars > kernels::kFusedMaxScalars ||
+      std::max(num_inputs, num_outputs) > kernels::kFusedMaxPointers)
+    throw ValueError(detail::str(prim.name(), ": the program has ", program.code.size(),
+                                 " instructions, ", program.num_scalars, " scalars and ",
+                                 num_inputs, " inputs; a CUDA launch takes at most ",
+                                 kernels::kFusedMaxCode, ", ", kernels::kFusedMaxScalars, " and ",
+                                 kernels::kFusedMaxPointers, "; split the program"));
+  // The parameter block (~25 KiB) lives on the heap, not the host stack.
+  auto p = std::make_unique<FusedLaunch<S>>();
+  p->num_code = static_cast<int>(program.code.size());
+  std::copy(program.code.begin(), program.code.end(), p->code);
+  p->num_scalars = program.num_scalars;
+  for (int s = 0; s < program.num_scalars; ++s)
+    p->scalars[s] = in_data<S>(in[static_cast<std::size_t>(s)]);
+  p->num_inputs = num_inputs;
+  p->num_constants = static_cast<int>(program.constants.size());
+  for (int c = 0; c < p->num_constants; ++c)
+    p->constants[c] = constant_as<S>(program.constants[static_cast<std::size_t>(c)]);
+  p->num_outputs = num_outputs;
+  std::copy(program.outputs.begin(), program.outputs.end(), p->outputs);
+
+  const cudaStream_t stream = backend_of(in[0]).stream();
+  auto launch = [&] {
+    if (p->num_groups > 0 && p->offsets[p->num_groups] > 0) {
+      kernels::fused_elementwise_kernel<S>
+          <<<kernels::grid_blocks(p->offsets[p->num_groups]), kernels::kBlockThreads, 0, stream>>>(
+              *p);
+      check_launch(prim.name().c_str());
+    }
+    p->num_groups = 0;
+    p->offsets[0] = 0;
+  };
+  p->num_groups = 0;
+  p->offsets[0] = 0;
+  std::vector<Array> results;
+  results.reserve(out.size());
+  const std::span<const Array> groups = in.subspan(static_cast<std::size_t>(program.num_scalars));
+  const std::size_t count = groups.size() / static_cast<std::size_t>(num_inputs);
+  for (std::size_t g = 0; g < count; ++g) {
+    if (p->num_groups == kernels::kFusedMaxGroups ||
+        (p->num_groups + 1) * std::max(num_inputs, num_outputs) > kernels::kFusedMaxPointers)
+      launch();
+    const int k = p->num_groups;
+    for (int i = 0; i < num_inputs; ++i)
+      p->in[k * num_inputs + i] = in_data<S>(
+          groups[g * static_cast<std::size_t>(num_inputs) + static_cast<std::size_t>(i)]);
+    for (int o = 0; o < num_outputs; ++o) {
+      const Output result(
+          out[g * static_cast<std::size_t>(num_outputs) + static_cast<std::size_t>(o)], device);
+      p->out[k * num_outputs + o] = result.data<S>();
+      results.push_back(result.array());
+    }
+    p->offsets[k + 1] = p->offsets[k] + groups[g * static_cast<std::size_t>(num_inputs)].size();
+    ++p->num_groups;
+  }
+  launch();
+  return results;
+}
+
+}  // namespace
+
+std::vector<Array> Families::fused_elementwise(const ir::Primitive& prim, std::span<const Array> in,
+                                               const ir::Params& params,
+                                               std::span<const AVal> out) {
+  if (out.empty()) return {};
+  const auto& program = *params.get<std::shared_ptr<const ir::ElementwiseProgram>>("program");
+  switch (in[0].dtype()) {
+    case DType::f32:
+      return run<float>(prim, program, in, out);
+    case DType::f64:
+      return run<double>(prim, program, in, out);
+    case DType::bf16:
+      return run<__nv_bfloat16>(prim, program, in, out);
+    case DType::f16:
+      return run<__half>(prim, program, in, out);
+    default:
+      backend_impl::throw_unsupported_dtype(prim, in[0].dtype(), in[0].device());
+  }
+}
+
+}  // namespace flaxpp::cuda

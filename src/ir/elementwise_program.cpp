@@ -1,0 +1,267 @@
+// ElementwiseBuilder: expressions on Values, then dead-code removal and register assignment
+// by liveness; ElementwiseProgram's printed form.
+#include "flaxpp/ir/elementwise_program.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+
+#include "flaxpp/core/error.hpp"
+
+namespace flaxpp::ir {
+namespace {
+
+using Op = ElementwiseProgram::Op;
+
+const char* op_name(Op op) {
+  switch (op) {
+    case Op::add:
+      return "add";
+    case Op::sub:
+      return "sub";
+    case Op::mul:
+      return "mul";
+    case Op::div:
+      return "div";
+    case Op::neg:
+      return "neg";
+    case Op::sqrt:
+      return "sqrt";
+    case Op::rsqrt:
+      return "rsqrt";
+    case Op::integer_pow:
+      return "integer_pow";
+    case Op::lt:
+      return "lt";
+    case Op::select:
+      return "select";
+  }
+  return "?";
+}
+
+int arity(Op op) {
+  switch (op) {
+    case Op::neg:
+    case Op::sqrt:
+    case Op::rsqrt:
+    case Op::integer_pow:
+      return 1;
+    case Op::select:
+      return 3;
+    default:
+      return 2;
+  }
+}
+
+}  // namespace
+
+std::string ElementwiseProgram::str() const {
+  std::string out = detail::str("{scalars=", num_scalars, " inputs=", num_inputs, " constants=(");
+  for (std::size_t i = 0; i < constants.size(); ++i)
+    out += detail::str(i ? ", " : "", constants[i]);
+  out += ")";
+  for (const Instr& in : code) {
+    out += detail::str("; r", int(in.dst), "=", op_name(in.op), "(r", int(in.a));
+    if (arity(in.op) > 1) out += detail::str(", r", int(in.b));
+    if (arity(in.op) > 2) out += detail::str(", r", int(in.c));
+    if (in.op == Op::integer_pow) out += detail::str(", y=", in.y);
+    out += ")";
+  }
+  out += "; ->";
+  for (const std::uint8_t r : outputs)
+    out += detail::str(" r", int(r));
+  return out + "}";
+}
+
+ElementwiseBuilder& ElementwiseValue::builder() const {
+  FLAXPP_ASSERT(builder_ != nullptr, "an ElementwiseBuilder::Value used before it was assigned");
+  return *builder_;
+}
+
+ElementwiseBuilder::Value ElementwiseBuilder::add_node(Node n) {
+  nodes_.push_back(n);
+  return Value(this, static_cast<int>(nodes_.size()) - 1);
+}
+
+int ElementwiseBuilder::check(Value v) const {
+  FLAXPP_ASSERT(v.builder_ == this, "an ElementwiseBuilder::Value of another builder (or none)");
+  return v.id_;
+}
+
+ElementwiseBuilder::Value ElementwiseBuilder::scalar() {
+  return add_node({.kind = Kind::scalar, .index = num_scalars_++});
+}
+
+ElementwiseBuilder::Value ElementwiseBuilder::input() {
+  return add_node({.kind = Kind::input, .index = num_inputs_++});
+}
+
+ElementwiseBuilder::Value ElementwiseBuilder::constant(double value) {
+  // One register per distinct constant (compared bitwise, so -0.0 and 0.0 stay apart).
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    if (n.kind == Kind::constant &&
+        std::memcmp(&constants_[static_cast<std::size_t>(n.index)], &value, sizeof value) == 0)
+      return Value(this, static_cast<int>(i));
+  }
+  constants_.push_back(value);
+  return add_node({.kind = Kind::constant, .index = static_cast<int>(constants_.size()) - 1});
+}
+
+ElementwiseBuilder::Value ElementwiseBuilder::apply(Op op, Value a, Value b, Value c,
+                                                    std::int32_t y) {
+  const int n = arity(op);
+  return add_node({.kind = Kind::op,
+                   .op = op,
+                   .a = check(a),
+                   .b = n > 1 ? check(b) : -1,
+                   .c = n > 2 ? check(c) : -1,
+                   .y = y});
+}
+
+int ElementwiseBuilder::output(Value v) {
+  outputs_.push_back(check(v));
+  return static_cast<int>(outputs_.size()) - 1;
+}
+
+std::shared_ptr<const ElementwiseProgram> ElementwiseBuilder::finish() const {
+  const int count = static_cast<int>(nodes_.size());
+  // The last instruction reading each node (outputs are read after every instruction).
+  constexpr int kForever = std::numeric_limits<int>::max();
+  std::vector<int> last_use(static_cast<std::size_t>(count), -1);
+  std::vector<bool> live(static_cast<std::size_t>(count), false);
+  for (const int o : outputs_) {
+    live[static_cast<std::size_t>(o)] = true;
+    last_use[static_cast<std::size_t>(o)] = kForever;
+  }
+  for (int i = count - 1; i >= 0; --i) {
+    const Node& n = nodes_[static_cast<std::size_t>(i)];
+    if (!live[static_cast<std::size_t>(i)] || n.kind != Kind::op) continue;
+    for (const int operand : {n.a, n.b, n.c}) {
+      if (operand < 0) continue;
+      live[static_cast<std::size_t>(operand)] = true;
+      int& last = last_use[static_cast<std::size_t>(operand)];
+      last = std::max(last, i);
+    }
+  }
+
+  auto program = std::make_shared<ElementwiseProgram>();
+  program->num_scalars = num_scalars_;
+  program->num_inputs = num_inputs_;
+  std::vector<int> reg(static_cast<std::size_t>(count), -1);
+  // Operands keep their fixed registers; constants that some output needs get the next ones.
+  for (int i = 0; i < count; ++i) {
+    const Node& n = nodes_[static_cast<std::size_t>(i)];
+    if (n.kind == Kind::scalar) reg[static_cast<std::size_t>(i)] = n.index;
+    if (n.kind == Kind::input) reg[static_cast<std::size_t>(i)] = num_scalars_ + n.index;
+  }
+  for (int i = 0; i < count; ++i) {
+    const Node& n = nodes_[static_cast<std::size_t>(i)];
+    if (n.kind != Kind::constant || !live[static_cast<std::size_t>(i)]) continue;
+    reg[static_cast<std::size_t>(i)] =
+        program->first_constant() + static_cast<int>(program->constants.size());
+    program->constants.push_back(constants_[static_cast<std::size_t>(n.index)]);
+  }
+  // Temporaries: a register is free again after the instruction that last reads it (an
+  // instruction may write the register it reads: backends read operands before writing).
+  std::vector<int> free_regs;
+  int next_reg = program->first_temporary();
+  for (int i = 0; i < count; ++i) {
+    const Node& n = nodes_[static_cast<std::size_t>(i)];
+    if (n.kind != Kind::op || !live[static_cast<std::size_t>(i)]) continue;
+    for (const int operand : {n.a, n.b, n.c}) {
+      if (operand < 0 || last_use[static_cast<std::size_t>(operand)] != i) continue;
+      const Node& o = nodes_[static_cast<std::size_t>(operand)];
+      const int r = reg[static_cast<std::size_t>(operand)];
+      if (o.kind == Kind::op && std::find(free_regs.begin(), free_regs.end(), r) == free_regs.end())
+        free_regs.push_back(r);
+    }
+    int dst = 0;
+    if (!free_regs.empty()) {
+      const auto lowest = std::min_element(free_regs.begin(), free_regs.end());
+      dst = *lowest;
+      free_regs.erase(lowest);
+    } else {
+      dst = next_reg++;
+    }
+    reg[static_cast<std::size_t>(i)] = dst;
+    auto r = [&](int node) {
+      return static_cast<std::uint8_t>(node < 0 ? 0 : reg[static_cast<std::size_t>(node)]);
+    };
+    program->code.push_back({n.op, static_cast<std::uint8_t>(dst), r(n.a), r(n.b), r(n.c), n.y});
+  }
+  program->num_registers = std::max(next_reg, program->first_temporary());
+  if (program->num_registers > ElementwiseProgram::kMaxRegisters)
+    throw ValueError(detail::str("an elementwise program needs ", program->num_registers,
+                                 " registers, more than the ", ElementwiseProgram::kMaxRegisters,
+                                 " a fused kernel has; split it into smaller programs"));
+  for (const int o : outputs_)
+    program->outputs.push_back(static_cast<std::uint8_t>(reg[static_cast<std::size_t>(o)]));
+  return program;
+}
+
+namespace {
+EValue op2(Op op, EValue a, EValue b) {
+  return a.builder().apply(op, a, b);
+}
+EValue c(EValue like, double v) {
+  return like.builder().constant(v);
+}
+}  // namespace
+
+EValue operator+(EValue a, EValue b) {
+  return op2(Op::add, a, b);
+}
+EValue operator-(EValue a, EValue b) {
+  return op2(Op::sub, a, b);
+}
+EValue operator*(EValue a, EValue b) {
+  return op2(Op::mul, a, b);
+}
+EValue operator/(EValue a, EValue b) {
+  return op2(Op::div, a, b);
+}
+EValue operator-(EValue a) {
+  return a.builder().apply(Op::neg, a);
+}
+EValue operator+(EValue a, double b) {
+  return a + c(a, b);
+}
+EValue operator+(double a, EValue b) {
+  return c(b, a) + b;
+}
+EValue operator-(EValue a, double b) {
+  return a - c(a, b);
+}
+EValue operator-(double a, EValue b) {
+  return c(b, a) - b;
+}
+EValue operator*(EValue a, double b) {
+  return a * c(a, b);
+}
+EValue operator*(double a, EValue b) {
+  return c(b, a) * b;
+}
+EValue operator/(EValue a, double b) {
+  return a / c(a, b);
+}
+EValue operator/(double a, EValue b) {
+  return c(b, a) / b;
+}
+EValue sqrt(EValue x) {
+  return x.builder().apply(Op::sqrt, x);
+}
+EValue rsqrt(EValue x) {
+  return x.builder().apply(Op::rsqrt, x);
+}
+EValue integer_pow(EValue x, std::int32_t y) {
+  return x.builder().apply(Op::integer_pow, x, {}, {}, y);
+}
+EValue lt(EValue a, EValue b) {
+  return op2(Op::lt, a, b);
+}
+EValue select(EValue cond, EValue on_true, EValue on_false) {
+  return cond.builder().apply(Op::select, cond, on_true, on_false);
+}
+
+}  // namespace flaxpp::ir

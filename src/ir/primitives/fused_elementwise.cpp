@@ -1,0 +1,53 @@
+// fused_elementwise: an ElementwiseProgram applied to groups of arrays in one primitive, so
+// that a backend runs a chain of elementwise operations (an optimiser's whole update) as one
+// pass over memory, and on CUDA as one kernel for every group.
+#include "rules.hpp"
+
+namespace flaxpp::lax {
+namespace {
+
+const char* const kName = "fused_elementwise";
+
+std::vector<AVal> shape_rule(std::span<const AVal> in, const ir::Params& params) {
+  const auto& program = params.get<std::shared_ptr<const ir::ElementwiseProgram>>("program");
+  FLAXPP_ASSERT(program != nullptr, "fused_elementwise without a program");
+  const auto scalars = static_cast<std::size_t>(program->num_scalars);
+  const auto per_group = static_cast<std::size_t>(program->num_inputs);
+  if (in.size() < scalars || per_group == 0 || (in.size() - scalars) % per_group != 0)
+    rules::fail(kName,
+                detail::str("the program takes ", scalars, " 0-d operands and then groups of ",
+                            per_group, " arrays; got ", in.size(), " operands"));
+  std::vector<AVal> out;
+  if (in.empty()) return out;
+  const DType dtype = in[0].dtype;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    rules::expect_floating(kName, in[i]);
+    if (in[i].dtype != dtype)
+      rules::fail(kName, detail::str("all operands must have one dtype; operand ", i, " is ", in[i],
+                                     ", operand 0 is ", in[0]));
+    if (i < scalars && in[i].shape.rank() != 0)
+      rules::fail(kName, detail::str("operand ", i, " must be 0-d (a scalar), got ", in[i]));
+  }
+  for (std::size_t g = scalars; g < in.size(); g += per_group) {
+    for (std::size_t i = g + 1; i < g + per_group; ++i)
+      if (in[i].shape != in[g].shape)
+        rules::fail(kName, detail::str("the arrays of a group must have one shape; operand ", i,
+                                       " is ", in[i], ", operand ", g, " is ", in[g]));
+    out.insert(out.end(), program->outputs.size(), in[g]);
+  }
+  return out;
+}
+
+}  // namespace
+
+const ir::Primitive fused_elementwise_p(kName, shape_rule);
+
+std::vector<Array> fused_elementwise(std::shared_ptr<const ir::ElementwiseProgram> program,
+                                     std::span<const Array> scalars,
+                                     std::span<const Array> inputs) {
+  std::vector<Array> operands(scalars.begin(), scalars.end());
+  operands.insert(operands.end(), inputs.begin(), inputs.end());
+  return ir::bind(fused_elementwise_p, operands, {{"program", std::move(program)}});
+}
+
+}  // namespace flaxpp::lax

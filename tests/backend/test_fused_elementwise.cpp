@@ -1,0 +1,177 @@
+// fused_elementwise on the default device: a program gives the very bits of the same
+// operations applied one lax primitive at a time, over groups of different shapes in one call;
+// the builder's register assignment; the shape rule's errors. ctest runs the suite on the CPU
+// and again with FLAXPP_DEVICE=cuda.
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "flaxpp/core/array.hpp"
+#include "flaxpp/ir/elementwise_program.hpp"
+#include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ops/numpy.hpp"
+
+using namespace flaxpp;
+using ir::ElementwiseBuilder;
+using ir::EValue;
+
+namespace {
+
+// The operations an expression uses, on Arrays (one primitive each) and on program Values.
+struct ArrayOps {
+  static Array sqrt(const Array& x) { return lax::sqrt(x); }
+  static Array rsqrt(const Array& x) { return lax::rsqrt(x); }
+  static Array square(const Array& x) { return lax::integer_pow(x, 2); }
+  static Array select_lt(const Array& a, double b, const Array& t, const Array& f) {
+    return lax::select(lax::lt(a, lax::scalar(b, a.dtype())), t, f);
+  }
+};
+struct ProgramOps {
+  static EValue sqrt(EValue x) { return ir::sqrt(x); }
+  static EValue rsqrt(EValue x) { return ir::rsqrt(x); }
+  static EValue square(EValue x) { return ir::integer_pow(x, 2); }
+  static EValue select_lt(EValue a, double b, EValue t, EValue f) {
+    return ir::select(ir::lt(a, a.builder().constant(b)), t, f);
+  }
+};
+
+// An Adam-like update with clipping by a scalar s: every instruction kind, constants that
+// need rounding (0.1, 1e-8), a scalar operand, and outputs that are inputs' successors.
+template <class Ops, class V>
+std::vector<V> update(V s, V g, V p, V m, V v) {
+  const V m2 = 0.9 * m + (1.0 - 0.9) * g;
+  const V v2 = (1.0 - 0.999) * Ops::square(g) + 0.999 * v;
+  const V u = m2 / (Ops::sqrt(v2 + 1e-8) + 1e-8);
+  const V clipped = Ops::select_lt(s, 1.5, u, (u / s) * 1.5);
+  const V scaled = Ops::rsqrt(v2 + 0.1) * -clipped;
+  return {p + clipped * -0.01, m2, v2, scaled};
+}
+
+template <class T>
+Array values(const Shape& shape, double base) {
+  std::vector<T> v(static_cast<std::size_t>(shape.size()));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<T>(base + 0.37 * static_cast<double>(i) - 0.05 * double(i * i % 7));
+  return Array::from_vector(v, shape);
+}
+
+template <class T>
+void check_matches_primitives(double s_value) {
+  ElementwiseBuilder b;
+  const EValue s = b.scalar();
+  const EValue g = b.input(), p = b.input(), m = b.input(), v = b.input();
+  for (const EValue out : update<ProgramOps>(s, g, p, m, v))
+    b.output(out);
+  const auto program = b.finish();
+  CHECK(program->num_registers <= ir::ElementwiseProgram::kMaxRegisters);
+
+  const Array scalar = Array::from_vector(std::vector<T>{static_cast<T>(s_value)}, Shape{});
+  std::vector<Array> inputs;
+  const std::vector<Shape> shapes = {Shape{3, 4}, Shape{5}, Shape{}, Shape{0}, Shape{1000}};
+  for (const Shape& shape : shapes) {
+    inputs.push_back(values<T>(shape, -1.0));                      // g
+    inputs.push_back(values<T>(shape, 2.0));                       // p
+    inputs.push_back(values<T>(shape, 0.25));                      // m
+    inputs.push_back(lax::integer_pow(values<T>(shape, 0.5), 2));  // v >= 0
+  }
+  const std::vector<Array> fused =
+      lax::fused_elementwise(program, std::span<const Array>(&scalar, 1), inputs);
+  REQUIRE(fused.size() == shapes.size() * 4);
+  for (std::size_t k = 0; k < shapes.size(); ++k) {
+    const std::vector<Array> expected = update<ArrayOps>(scalar, inputs[4 * k], inputs[4 * k + 1],
+                                                         inputs[4 * k + 2], inputs[4 * k + 3]);
+    for (std::size_t o = 0; o < 4; ++o) {
+      CAPTURE(k);
+      CAPTURE(o);
+      const Array& got = fused[4 * k + o];
+      CHECK(got.aval() == AVal{shapes[k], dtype_of<T>});
+      CHECK(got.device() == inputs[4 * k].device());
+      CHECK(got.to_vector<T>() == expected[o].to_vector<T>());  // the same bits
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE(
+    "fused_elementwise: a program gives the bits of its operations one primitive at a "
+    "time, for every group in one call") {
+  SUBCASE("f32, clipping") {
+    check_matches_primitives<float>(0.75);
+  }
+  SUBCASE("f32, not clipping") {
+    check_matches_primitives<float>(3.0);
+  }
+  SUBCASE("f64") {
+    check_matches_primitives<double>(0.75);
+  }
+}
+
+TEST_CASE("fused_elementwise: registers are reused after their last read; dead code is dropped") {
+  ElementwiseBuilder b;
+  EValue x = b.input();
+  const EValue unused = x * 3.0 + 1.0;  // no output reads it
+  (void)unused;
+  Array expected = Array::from_vector(std::vector<float>{0.5f, -2.0f, 7.0f}, Shape{3});
+  const Array input = expected;
+  for (int i = 0; i < 100; ++i) {
+    x = x * 1.01 + 0.5;
+    expected = expected * 1.01 + 0.5;
+  }
+  b.output(x);
+  const auto program = b.finish();
+  CHECK(program->code.size() == 200);
+  CHECK(program->constants == std::vector<double>{1.01, 0.5});
+  CHECK(program->num_registers == 1 + 2 + 1);  // the input, two constants, one temporary
+  const std::vector<Array> out =
+      lax::fused_elementwise(program, {}, std::span<const Array>(&input, 1));
+  CHECK(out.at(0).to_vector<float>() == expected.to_vector<float>());
+  CHECK(
+      program->str().starts_with("{scalars=0 inputs=1 constants=(1.01, 0.5); r3=mul(r0, r1); "
+                                 "r3=add(r3, r2); r3=mul(r3, r1)"));
+}
+
+TEST_CASE("fused_elementwise: a program needing too many registers is a clear error") {
+  ElementwiseBuilder b;
+  std::vector<EValue> inputs;
+  for (int i = 0; i < 40; ++i)
+    inputs.push_back(b.input());
+  EValue total = inputs[0];
+  for (std::size_t i = 1; i < inputs.size(); ++i)
+    total = total + inputs[i];
+  b.output(total);
+  CHECK_THROWS_WITH_AS(b.finish(), doctest::Contains("needs 41 registers, more than the 32"),
+                       ValueError);
+}
+
+TEST_CASE("fused_elementwise: operands that do not fit the program are clear errors") {
+  ElementwiseBuilder b;
+  const EValue s = b.scalar();
+  b.output(b.input() * s);
+  const auto program = b.finish();
+  const Array s32 = Array::from_vector(std::vector<float>{2.0f}, Shape{});
+  const Array x = Array::from_vector(std::vector<float>{1.0f, 2.0f}, Shape{2});
+  const Array x64 = Array::from_vector(std::vector<double>{1.0, 2.0}, Shape{2});
+  const Array ints = Array::from_vector(std::vector<std::int32_t>{1, 2}, Shape{2});
+  CHECK_THROWS_WITH_AS(lax::fused_elementwise(program, {}, {}),
+                       doctest::Contains("takes 1 0-d operands and then groups of 1 arrays; got 0"),
+                       ValueError);
+  CHECK_THROWS_WITH_AS(
+      lax::fused_elementwise(program, std::span<const Array>(&x, 1), std::span<const Array>(&x, 1)),
+      doctest::Contains("operand 0 must be 0-d"), ValueError);
+  const Array mixed[] = {s32, x64};
+  CHECK_THROWS_WITH_AS(
+      lax::fused_elementwise(program, std::span<const Array>(mixed, 1), std::span(mixed + 1, 1)),
+      doctest::Contains("one dtype"), ValueError);
+  CHECK_THROWS_WITH_AS(
+      lax::fused_elementwise(program, std::span<const Array>(&s32, 1), std::span(&ints, 1)),
+      doctest::Contains("floating"), ValueError);
+
+  ElementwiseBuilder b2;
+  b2.output(b2.input() + b2.input());
+  const Array y = Array::from_vector(std::vector<float>{1.0f, 2.0f, 3.0f}, Shape{3});
+  const Array pair[] = {x, y};
+  CHECK_THROWS_WITH_AS(lax::fused_elementwise(b2.finish(), {}, pair),
+                       doctest::Contains("the arrays of a group must have one shape"), ValueError);
+}
