@@ -1,7 +1,9 @@
-// optax gradient transformations on trees, with eager flaxpp operations (so they run on any
-// backend). Each follows optax 0.2.8's formula to the operation order.
+// optax gradient transformations, each written once as per-leaf code (update_builder.hpp) that
+// runs as fused_elementwise on any backend. Each follows optax 0.2.8's formula to the
+// operation order; constants are weak-typed scalars of the leaves' dtype, as in JAX.
 #include "flaxpp/optim/transform.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "flaxpp/ir/lax.hpp"
@@ -24,31 +26,66 @@ Tree zeros_like_tree(const Tree& t) {
   return tree_map(
       t, [](const Array& x) { return Array::full(x.shape(), 0.0, x.dtype(), x.device()); });
 }
-// bias_correction: moment / (1 - decay ** count), the divisor in float32.
-Tree bias_correction(const Tree& moment, double decay, std::int64_t count) {
-  // decay ** count as XLA computes it on CPU: the correctly rounded float32 power.
+// bias_correction's divisor 1 - decay ** count: decay ** count as XLA computes it on CPU (the
+// correctly rounded float32 power), the difference in float32.
+double bias_divisor(double decay, std::int64_t count) {
   const float power_f32 = round_to_float32(
       std::pow(static_cast<double>(round_to_float32(decay)), static_cast<double>(count)));
-  const float divisor = 1.0f - power_f32;
-  return tree_map(moment, [divisor](const Array& t) { return t / static_cast<double>(divisor); });
+  return static_cast<double>(1.0f - power_f32);
 }
 // update_moment: (1 - decay) * g**order + decay * t.
-Tree update_moment(const Tree& updates, const Tree& moments, double decay, int order) {
-  return tree_map(updates, moments, [decay, order](const Array& g, const Array& t) {
-    return (1.0 - decay) * (order == 1 ? g : power(g, order)) + decay * t;
-  });
+EValue update_moment(EValue g, EValue t, double decay, int order) {
+  return (1.0 - decay) * (order == 1 ? g : ir::integer_pow(g, order)) + decay * t;
+}
+// The rms scaling of optax: rsqrt(n + eps) with eps_in_sqrt, else 1 / (sqrt(n) + eps).
+EValue rms_scaling(EValue n, double eps, bool eps_in_sqrt) {
+  return eps_in_sqrt ? ir::rsqrt(n + eps) : 1.0 / (ir::sqrt(n) + eps);
+}
+// The new state of a transformation whose state does not change.
+StateFn keep(const Tree& state) {
+  return [state](const UpdateResults&) { return state; };
+}
+Tree full_like_tree(const Tree& t, double value) {
+  return tree_map(
+      t, [value](const Array& p) { return Array::full(p.shape(), value, p.dtype(), p.device()); });
 }
 
 }  // namespace
 
+GradientTransformation from_emitter(std::function<Tree(const Tree& params)> init, Emitter emit) {
+  auto update = [emit](const Tree& u, const Tree& s, const Tree& params) {
+    UpdateBuilder b(u, params);
+    const StateFn new_state = emit(b, s);
+    const int slot = b.store(b.update());
+    const UpdateResults r = b.run();
+    return std::pair{r.tree(slot), new_state(r)};
+  };
+  return {std::move(init), std::move(update), std::move(emit)};
+}
+
 GradientTransformation chain(std::vector<GradientTransformation> transforms) {
-  return {[transforms](const Tree& params) {
-            Tree state;
-            for (std::size_t i = 0; i < transforms.size(); ++i)
-              state.set(std::to_string(i), transforms[i].init(params));
-            return state;
-          },
-          [transforms](const Tree& updates, const Tree& state, const Tree& params) {
+  auto init = [transforms](const Tree& params) {
+    Tree state;
+    for (std::size_t i = 0; i < transforms.size(); ++i)
+      state.set(std::to_string(i), transforms[i].init(params));
+    return state;
+  };
+  if (std::all_of(transforms.begin(), transforms.end(),
+                  [](const GradientTransformation& t) { return static_cast<bool>(t.emit); })) {
+    return from_emitter(init, [transforms](UpdateBuilder& b, const Tree& state) {
+      std::vector<StateFn> parts;
+      for (std::size_t i = 0; i < transforms.size(); ++i)
+        parts.push_back(transforms[i].emit(b, state[std::to_string(i)]));
+      return StateFn([parts](const UpdateResults& r) {
+        Tree new_state;
+        for (std::size_t i = 0; i < parts.size(); ++i)
+          new_state.set(std::to_string(i), parts[i](r));
+        return new_state;
+      });
+    });
+  }
+  // A custom transformation among them: one update after the other.
+  return {init, [transforms](const Tree& updates, const Tree& state, const Tree& params) {
             Tree u = updates, new_state;
             for (std::size_t i = 0; i < transforms.size(); ++i) {
               auto [next, s] = transforms[i].update(u, state[std::to_string(i)], params);
@@ -60,17 +97,16 @@ GradientTransformation chain(std::vector<GradientTransformation> transforms) {
 }
 
 GradientTransformation identity() {
-  return {[](const Tree&) { return Tree(); },
-          [](const Tree& u, const Tree& s, const Tree&) {
-            return std::pair{u, s};
-          }};
+  return from_emitter([](const Tree&) { return Tree(); },
+                      [](UpdateBuilder&, const Tree& s) { return keep(s); });
 }
 
 GradientTransformation scale(double step_size) {
-  return {[](const Tree&) { return Tree(); },
-          [step_size](const Tree& u, const Tree& s, const Tree&) {
-            return std::pair{tree_map(u, [step_size](const Array& g) { return g * step_size; }), s};
-          }};
+  return from_emitter([](const Tree&) { return Tree(); },
+                      [step_size](UpdateBuilder& b, const Tree& s) {
+                        b.set_update(b.update() * step_size);
+                        return keep(s);
+                      });
 }
 
 GradientTransformation scale_by_learning_rate(const LearningRate& learning_rate, bool flip_sign) {
@@ -78,132 +114,113 @@ GradientTransformation scale_by_learning_rate(const LearningRate& learning_rate,
   if (const double* lr = std::get_if<double>(&learning_rate)) return scale(m * *lr);
   // scale_by_schedule: updates * schedule(count) (count before this update), then count + 1.
   const Schedule schedule = std::get<Schedule>(learning_rate);
-  return {[](const Tree&) {
-            return Tree{{"count", count_array(0)}};
-          },
-          [schedule, m](const Tree& u, const Tree& s, const Tree&) {
-            const std::int64_t count = count_of(s);
-            const float step = round_to_float32(m * static_cast<double>(schedule(count)));
-            return std::pair{
-                tree_map(u, [step](const Array& g) { return lax::scalar(step, g.dtype()) * g; }),
-                Tree{{"count", count_array(safe_increment(count))}}};
-          }};
+  return from_emitter(
+      [](const Tree&) {
+        return Tree{{"count", count_array(0)}};
+      },
+      [schedule, m](UpdateBuilder& b, const Tree& s) {
+        const std::int64_t count = count_of(s);
+        const float step = round_to_float32(m * static_cast<double>(schedule(count)));
+        b.set_update(b.constant(step) * b.update());
+        return keep(Tree{{"count", count_array(safe_increment(count))}});
+      });
 }
 
 GradientTransformation trace(double decay, bool nesterov) {
-  return {[](const Tree& params) {
-            return Tree{{"trace", zeros_like_tree(params)}};
-          },
-          [decay, nesterov](const Tree& u, const Tree& s, const Tree&) {
-            auto f = [decay](const Array& g, const Array& t) { return g + decay * t; };
-            const Tree new_trace = tree_map(u, s["trace"], f);
-            return std::pair{nesterov ? tree_map(u, new_trace, f) : new_trace,
-                             Tree{{"trace", new_trace}}};
-          }};
+  return from_emitter(
+      [](const Tree& params) {
+        return Tree{{"trace", zeros_like_tree(params)}};
+      },
+      [decay, nesterov](UpdateBuilder& b, const Tree& s) {
+        const EValue g = b.update();
+        const EValue new_trace = g + decay * b.load(s["trace"]);
+        const int slot = b.store(new_trace);
+        b.set_update(nesterov ? g + decay * new_trace : new_trace);
+        return StateFn([slot](const UpdateResults& r) { return Tree{{"trace", r.tree(slot)}}; });
+      });
 }
 
 GradientTransformation scale_by_adam(double b1, double b2, double eps, double eps_root,
                                      bool nesterov) {
-  return {
+  return from_emitter(
       [](const Tree& params) {
         return Tree{{"count", count_array(0)},
                     {"mu", zeros_like_tree(params)},
                     {"nu", zeros_like_tree(params)}};
       },
-      [=](const Tree& u, const Tree& s, const Tree&) {
-        const Tree mu = update_moment(u, s["mu"], b1, 1);
-        const Tree nu = update_moment(u, s["nu"], b2, 2);
+      [=](UpdateBuilder& b, const Tree& s) {
+        const EValue g = b.update();
+        const EValue mu = update_moment(g, b.load(s["mu"]), b1, 1);
+        const EValue nu = update_moment(g, b.load(s["nu"]), b2, 2);
         const std::int64_t count_inc = safe_increment(count_of(s));
-        Tree mu_hat;
-        if (nesterov) {
-          mu_hat = tree_map(
-              bias_correction(mu, b1, safe_increment(count_inc)), bias_correction(u, b1, count_inc),
-              [b1](const Array& m, const Array& g) { return b1 * m + (1.0 - b1) * g; });
-        } else {
-          mu_hat = bias_correction(mu, b1, count_inc);
-        }
-        const Tree nu_hat = bias_correction(nu, b2, count_inc);
-        const Tree updates =
-            tree_map(mu_hat, nu_hat, [eps, eps_root](const Array& m, const Array& v) {
-              return m / (sqrt(v + eps_root) + eps);
-            });
-        return std::pair{updates, Tree{{"count", count_array(count_inc)}, {"mu", mu}, {"nu", nu}}};
-      }};
+        const EValue mu_hat = nesterov ? b1 * (mu / bias_divisor(b1, safe_increment(count_inc))) +
+                                             (1.0 - b1) * (g / bias_divisor(b1, count_inc))
+                                       : mu / bias_divisor(b1, count_inc);
+        const EValue nu_hat = nu / bias_divisor(b2, count_inc);
+        b.set_update(mu_hat / (ir::sqrt(nu_hat + eps_root) + eps));
+        const int mu_slot = b.store(mu), nu_slot = b.store(nu);
+        return StateFn([=](const UpdateResults& r) {
+          return Tree{
+              {"count", count_array(count_inc)}, {"mu", r.tree(mu_slot)}, {"nu", r.tree(nu_slot)}};
+        });
+      });
 }
 
 GradientTransformation add_decayed_weights(double weight_decay) {
-  return {[](const Tree&) { return Tree(); },
-          [weight_decay](const Tree& u, const Tree& s, const Tree& params) {
-            return std::pair{tree_map(u, params,
-                                      [weight_decay](const Array& g, const Array& p) {
-                                        return g + weight_decay * p;
-                                      }),
-                             s};
-          }};
-}
-
-// The rms scaling of optax: rsqrt(n + eps) with eps_in_sqrt, else 1 / (sqrt(n) + eps).
-Array rms_scaling(const Array& n, double eps, bool eps_in_sqrt) {
-  return eps_in_sqrt ? lax::rsqrt(n + eps) : 1.0 / (sqrt(n) + eps);
-}
-
-Tree full_like_tree(const Tree& t, double value) {
-  return tree_map(
-      t, [value](const Array& p) { return Array::full(p.shape(), value, p.dtype(), p.device()); });
+  return from_emitter([](const Tree&) { return Tree(); },
+                      [weight_decay](UpdateBuilder& b, const Tree& s) {
+                        b.set_update(b.update() + weight_decay * b.params());
+                        return keep(s);
+                      });
 }
 
 GradientTransformation scale_by_rms(double decay, double eps, double initial_scale,
                                     bool eps_in_sqrt, bool bias_correct) {
   // The state has a count only with bias correction, as optax's ScaleByRmsState.
-  return {[=](const Tree& params) {
-            Tree state{{"nu", full_like_tree(params, initial_scale)}};
-            if (bias_correct) state.set("count", count_array(0));
-            return state;
-          },
-          [=](const Tree& u, const Tree& s, const Tree&) {
-            const Tree nu = update_moment(u, s["nu"], decay, 2);
-            Tree new_state{{"nu", nu}};
-            Tree nu_hat = nu;
-            if (bias_correct) {
-              const std::int64_t count_inc = safe_increment(count_of(s));
-              nu_hat = bias_correction(nu, decay, count_inc);
-              new_state.set("count", count_array(count_inc));
-            }
-            const Tree updates =
-                tree_map(nu_hat, u, [eps, eps_in_sqrt](const Array& n, const Array& g) {
-                  return rms_scaling(n, eps, eps_in_sqrt) * g;
-                });
-            return std::pair{updates, new_state};
-          }};
+  return from_emitter(
+      [=](const Tree& params) {
+        Tree state{{"nu", full_like_tree(params, initial_scale)}};
+        if (bias_correct) state.set("count", count_array(0));
+        return state;
+      },
+      [=](UpdateBuilder& b, const Tree& s) {
+        const EValue g = b.update();
+        const EValue nu = update_moment(g, b.load(s["nu"]), decay, 2);
+        const std::int64_t count_inc = bias_correct ? safe_increment(count_of(s)) : 0;
+        const EValue nu_hat = bias_correct ? nu / bias_divisor(decay, count_inc) : nu;
+        b.set_update(rms_scaling(nu_hat, eps, eps_in_sqrt) * g);
+        const int nu_slot = b.store(nu);
+        return StateFn([=](const UpdateResults& r) {
+          Tree new_state{{"nu", r.tree(nu_slot)}};
+          if (bias_correct) new_state.set("count", count_array(count_inc));
+          return new_state;
+        });
+      });
 }
 
 GradientTransformation scale_by_stddev(double decay, double eps, double initial_scale,
                                        bool eps_in_sqrt, bool bias_correct) {
-  return {
+  return from_emitter(
       [=](const Tree& params) {
         Tree state{{"mu", zeros_like_tree(params)}, {"nu", full_like_tree(params, initial_scale)}};
         if (bias_correct) state.set("count", count_array(0));
         return state;
       },
-      [=](const Tree& u, const Tree& s, const Tree&) {
-        const Tree mu = update_moment(u, s["mu"], decay, 1);
-        const Tree nu = update_moment(u, s["nu"], decay, 2);
-        Tree new_state{{"mu", mu}, {"nu", nu}};
-        Tree mu_hat = mu, nu_hat = nu;
-        if (bias_correct) {
-          const std::int64_t count_inc = safe_increment(count_of(s));
-          mu_hat = bias_correction(mu, decay, count_inc);
-          nu_hat = bias_correction(nu, decay, count_inc);
-          new_state.set("count", count_array(count_inc));
-        }
-        const Tree scaling =
-            tree_map(mu_hat, nu_hat, [eps, eps_in_sqrt](const Array& m, const Array& n) {
-              return rms_scaling(n - square(m), eps, eps_in_sqrt);
-            });
-        return std::pair{
-            tree_map(scaling, u, [](const Array& sc, const Array& g) { return sc * g; }),
-            new_state};
-      }};
+      [=](UpdateBuilder& b, const Tree& s) {
+        const EValue g = b.update();
+        const EValue mu = update_moment(g, b.load(s["mu"]), decay, 1);
+        const EValue nu = update_moment(g, b.load(s["nu"]), decay, 2);
+        const std::int64_t count_inc = bias_correct ? safe_increment(count_of(s)) : 0;
+        const EValue mu_hat = bias_correct ? mu / bias_divisor(decay, count_inc) : mu;
+        const EValue nu_hat = bias_correct ? nu / bias_divisor(decay, count_inc) : nu;
+        b.set_update(rms_scaling(nu_hat - ir::integer_pow(mu_hat, 2), eps, eps_in_sqrt) * g);
+        const int mu_slot = b.store(mu), nu_slot = b.store(nu);
+        return StateFn([=](const UpdateResults& r) {
+          Tree new_state{{"mu", r.tree(mu_slot)}, {"nu", r.tree(nu_slot)}};
+          if (bias_correct) new_state.set("count", count_array(count_inc));
+          return new_state;
+        });
+      });
 }
 
 Array global_norm(const Tree& updates) {
@@ -216,17 +233,14 @@ Array global_norm(const Tree& updates) {
 }
 
 GradientTransformation clip_by_global_norm(double max_norm) {
-  return {[](const Tree&) { return Tree(); },
-          [max_norm](const Tree& u, const Tree& s, const Tree&) {
-            const Array g_norm = global_norm(u);
-            const Array trigger = lax::lt(g_norm, lax::scalar(max_norm, g_norm.dtype()));
-            return std::pair{tree_map(u,
-                                      [&](const Array& t) {
-                                        return lax::select(broadcast_to(trigger, t.shape()), t,
-                                                           (t / g_norm) * max_norm);
-                                      }),
-                             s};
-          }};
+  return from_emitter(
+      [](const Tree&) { return Tree(); },
+      [max_norm](UpdateBuilder& b, const Tree& s) {
+        const EValue g_norm = b.global_norm();
+        const EValue t = b.update();
+        b.set_update(ir::select(ir::lt(g_norm, b.constant(max_norm)), t, (t / g_norm) * max_norm));
+        return keep(s);
+      });
 }
 
 GradientTransformation sgd(const LearningRate& learning_rate, std::optional<double> momentum,
@@ -262,6 +276,20 @@ GradientTransformation rmsprop(const LearningRate& learning_rate, double decay, 
 Tree apply_updates(const Tree& params, const Tree& updates) {
   return tree_map(params, updates,
                   [](const Array& p, const Array& u) { return astype(p + u, p.dtype()); });
+}
+
+std::pair<Tree, Tree> apply_gradients(const GradientTransformation& tx, const Tree& grads,
+                                      const Tree& state, const Tree& params) {
+  if (!tx.emit) {
+    auto [updates, new_state] = tx.update(grads, state, params);
+    return {apply_updates(params, updates), std::move(new_state)};
+  }
+  UpdateBuilder b(grads, params);
+  const StateFn new_state = tx.emit(b, state);
+  // apply_updates in the same pass: every operand of a leaf has the parameter's dtype.
+  const int slot = b.store(b.params() + b.update());
+  const UpdateResults r = b.run();
+  return {r.tree(slot), new_state(r)};
 }
 
 }  // namespace flaxpp::optim

@@ -62,16 +62,14 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   const Array one = Array::full(Shape{}, 1.0, r.outputs[0].dtype());
   std::vector<Array> cts = r.backward_once(std::span<const Array>(&one, 1));
   cts.resize(n);
-  // The gradients are released as soon as the optimiser has turned them into updates, so the
-  // update's peak holds params, updates and new params, not the gradients too.
-  Tree updates, opt_state;
+  // One fused pass per dtype turns gradients, parameters and optimiser state into the new
+  // parameters and state; the gradients are released as soon as it has run.
   {
     const Tree grads = state.params.with_leaves(cts);
     cts.clear();
-    std::tie(updates, opt_state) = tx_.update(grads, state.opt_state, state.params);
+    std::tie(state.params, state.opt_state) =
+        optim::apply_gradients(tx_, grads, state.opt_state, state.params);
   }
-  state.params = optim::apply_updates(state.params, updates);
-  state.opt_state = std::move(opt_state);
   ++state.step;
   return r.outputs[0].to_vector<float>()[0];
 }

@@ -11,6 +11,7 @@
 
 #include "flaxpp/core/tree.hpp"
 #include "flaxpp/optim/schedule.hpp"
+#include "flaxpp/optim/update_builder.hpp"
 
 namespace flaxpp::optim {
 
@@ -19,7 +20,15 @@ struct GradientTransformation {
   // (updates, state, params) -> (new updates, new state)
   std::function<std::pair<Tree, Tree>(const Tree& updates, const Tree& state, const Tree& params)>
       update;
+  // The same update as per-element code (update_builder.hpp), which every built-in
+  // transformation has (its `update` runs it); empty for a custom transformation given by
+  // init and update alone. A chain of transformations that all have it runs as one fused pass
+  // per dtype, and apply_gradients adds the parameter update to the same pass.
+  Emitter emit = {};
 };
+
+// A transformation from its init and emitter; its update runs the emitted code.
+GradientTransformation from_emitter(std::function<Tree(const Tree& params)> init, Emitter emit);
 
 GradientTransformation chain(std::vector<GradientTransformation> transforms);
 GradientTransformation identity();
@@ -61,5 +70,9 @@ GradientTransformation rmsprop(const LearningRate& learning_rate, double decay =
 Array global_norm(const Tree& updates);
 // optax.apply_updates: params + updates, in the params' dtypes.
 Tree apply_updates(const Tree& params, const Tree& updates);
+// tx.update then apply_updates: (new params, new state), as Flax's TrainState.apply_gradients.
+// With an emitter, one fused pass per dtype computes the new parameters and state together.
+std::pair<Tree, Tree> apply_gradients(const GradientTransformation& tx, const Tree& grads,
+                                      const Tree& state, const Tree& params);
 
 }  // namespace flaxpp::optim

@@ -1,0 +1,142 @@
+// UpdateBuilder: an optimiser update as per-leaf code, run as fused_elementwise once per dtype.
+#include "flaxpp/optim/update_builder.hpp"
+
+#include <map>
+
+#include "flaxpp/core/error.hpp"
+#include "flaxpp/ir/lax.hpp"
+#include "flaxpp/optim/transform.hpp"
+
+namespace flaxpp::optim {
+namespace {
+
+std::vector<std::string> paths_of(const Tree& t) {
+  std::vector<std::string> paths;
+  for (const auto& [path, leaf] : t.flatten())
+    paths.push_back(path);
+  return paths;
+}
+
+}  // namespace
+
+UpdateBuilder::UpdateBuilder(const Tree& updates, const Tree& params)
+    : structure_(updates), paths_(paths_of(updates)), params_tree_(params) {
+  // No params (optax's params=None) is fine until a transformation reads them.
+  if (!params.leaves().empty() && paths_of(params) != paths_)
+    throw ValueError(
+        "an optimiser update needs updates of the params' structure (the same leaf paths); "
+        "pass the gradients of the params being trained");
+  start_stage(updates);
+}
+
+void UpdateBuilder::start_stage(const Tree& updates) {
+  code_ = std::make_unique<ir::ElementwiseBuilder>();
+  inputs_.clear();
+  scalars_.clear();
+  stored_outputs_.clear();
+  params_loaded_ = false;
+  update_input_ = update_ = code_->input();
+  inputs_.push_back(updates.leaves());
+}
+
+void UpdateBuilder::set_update(EValue v) {
+  update_ = v;
+}
+
+EValue UpdateBuilder::params() {
+  if (!params_loaded_) {
+    if (params_tree_.leaves().empty() && !paths_.empty())
+      throw ValueError(
+          "this optimiser reads the parameters (e.g. add_decayed_weights); pass them to update");
+    params_ = load(params_tree_);
+    params_loaded_ = true;
+  }
+  return params_;
+}
+
+EValue UpdateBuilder::load(const Tree& tree) {
+  if (paths_of(tree) != paths_)
+    throw ValueError(
+        "an optimiser state tree must have the params' structure (the same leaf paths); was the "
+        "state made by this optimiser's init for these params?");
+  inputs_.push_back(tree.leaves());
+  return code_->input();
+}
+
+EValue UpdateBuilder::scalar(const Array& value) {
+  if (value.rank() != 0)
+    throw ValueError(detail::str("UpdateBuilder::scalar takes a 0-d array, got ", value.aval()));
+  scalars_.push_back(value);
+  return code_->scalar();
+}
+
+EValue UpdateBuilder::global_norm() {
+  if (update_.id() != update_input_.id()) {
+    // The running update is code so far: run it, and go on from its result.
+    const int out = code_->output(update_);
+    stored_outputs_.push_back(-1);
+    const std::vector<std::vector<Array>> leaves = run_stage_outputs();
+    start_stage(structure_.with_leaves(leaves[static_cast<std::size_t>(out)]));
+  }
+  return scalar(optim::global_norm(structure_.with_leaves(inputs_.front())));
+}
+
+int UpdateBuilder::store(EValue v) {
+  FLAXPP_ASSERT(!spent_, "UpdateBuilder used after run()");
+  code_->output(v);
+  const int slot = static_cast<int>(results_.size());
+  results_.emplace_back();
+  stored_outputs_.push_back(slot);
+  return slot;
+}
+
+std::vector<std::vector<Array>> UpdateBuilder::run_stage_outputs() {
+  const std::shared_ptr<const ir::ElementwiseProgram> program = code_->finish();
+  const std::size_t num_outputs = program->outputs.size();
+  const std::size_t num_leaves = paths_.size();
+  // One fused_elementwise per dtype: the leaves of each, with every operand in that dtype.
+  std::map<DType, std::vector<std::size_t>> by_dtype;
+  for (std::size_t i = 0; i < num_leaves; ++i) {
+    const DType dtype = inputs_.front()[i].dtype();
+    for (const std::vector<Array>& input : inputs_)
+      if (input[i].dtype() != dtype)
+        throw ValueError(detail::str("optimiser update of \"", paths_[i],
+                                     "\": its update, parameter and state leaves must have one "
+                                     "dtype; got ",
+                                     inputs_.front()[i].aval(), " and ", input[i].aval()));
+    by_dtype[dtype].push_back(i);
+  }
+  std::vector<std::vector<Array>> outputs(num_outputs, std::vector<Array>(num_leaves));
+  for (const auto& [dtype, leaves] : by_dtype) {
+    std::vector<Array> scalars;
+    for (const Array& s : scalars_)
+      scalars.push_back(s.dtype() == dtype ? s : lax::convert_element_type(s, dtype));
+    std::vector<Array> operands;
+    for (const std::size_t i : leaves)
+      for (const std::vector<Array>& input : inputs_)
+        operands.push_back(input[i]);
+    const std::vector<Array> results = lax::fused_elementwise(program, scalars, operands);
+    for (std::size_t j = 0; j < leaves.size(); ++j)
+      for (std::size_t o = 0; o < num_outputs; ++o)
+        outputs[o][leaves[j]] = results[j * num_outputs + o];
+  }
+  // Stored values go to their slots; the inputs are released.
+  for (std::size_t o = 0; o < num_outputs; ++o)
+    if (const int slot = stored_outputs_[o]; slot >= 0)
+      results_[static_cast<std::size_t>(slot)] = outputs[o];
+  inputs_.clear();
+  scalars_.clear();
+  return outputs;
+}
+
+UpdateResults UpdateBuilder::run() {
+  FLAXPP_ASSERT(!spent_, "UpdateBuilder::run called twice");
+  run_stage_outputs();
+  spent_ = true;
+  UpdateResults r;
+  for (const std::vector<Array>& leaves : results_)
+    r.trees_.push_back(structure_.with_leaves(leaves));
+  return r;
+}
+
+}  // namespace flaxpp::optim

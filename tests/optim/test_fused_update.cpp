@@ -1,0 +1,199 @@
+// Fused optimiser updates: every transformation is per-leaf code, and a chain of them plus
+// apply_updates runs as one fused_elementwise per dtype. Its results must be the bits of
+// optax's formulas applied one primitive at a time (written out eagerly here), clipping
+// included anywhere in a chain; custom transformations still chain.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "flaxpp/ir/graph.hpp"
+#include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/optim/transform.hpp"
+#include "flaxpp/transforms/trace.hpp"
+
+using namespace flaxpp;
+namespace o = flaxpp::optim;
+
+namespace {
+
+template <class T>
+Array ramp(const Shape& shape, double base, double step) {
+  std::vector<T> v(static_cast<std::size_t>(shape.size()));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<T>(base + step * static_cast<double>(i) - 0.3 * double(i * i % 5));
+  return Array::from_vector(v, shape);
+}
+
+Tree params_tree() {
+  return Tree{{"a", ramp<float>(Shape{3, 4}, 0.5, 0.11)}, {"b", ramp<float>(Shape{5}, -1.0, 0.4)}};
+}
+Tree grads_tree(int step) {
+  return Tree{{"a", ramp<float>(Shape{3, 4}, -0.7 + step, 0.23)},
+              {"b", ramp<float>(Shape{5}, 0.2 * step, -0.31)}};
+}
+
+// optax 0.2.8's formulas, one primitive at a time.
+double divisor(double decay, int count) {
+  const float power =
+      round_to_float32(std::pow(static_cast<double>(round_to_float32(decay)), double(count)));
+  return static_cast<double>(1.0f - power);
+}
+struct EagerAdam {
+  double b1 = 0.9, b2 = 0.999, eps = 1e-8;
+  bool nesterov = false;
+  Tree mu, nu;
+  int count = 0;
+  Tree operator()(const Tree& g) {
+    mu = tree_map(g, mu, [&](const Array& x, const Array& m) { return (1.0 - b1) * x + b1 * m; });
+    nu = tree_map(
+        g, nu, [&](const Array& x, const Array& n) { return (1.0 - b2) * power(x, 2) + b2 * n; });
+    ++count;
+    std::vector<Array> out;
+    const auto gs = g.leaves(), ms = mu.leaves(), ns = nu.leaves();
+    for (std::size_t i = 0; i < gs.size(); ++i) {
+      const Array m_hat = nesterov ? b1 * (ms[i] / divisor(b1, count + 1)) +
+                                         (1.0 - b1) * (gs[i] / divisor(b1, count))
+                                   : ms[i] / divisor(b1, count);
+      const Array n_hat = ns[i] / divisor(b2, count);
+      out.push_back(m_hat / (sqrt(n_hat + 0.0) + eps));
+    }
+    return g.with_leaves(out);
+  }
+};
+Tree eager_clip(const Tree& u, double max_norm) {
+  const Array g_norm = o::global_norm(u);
+  const Array trigger = lax::lt(g_norm, lax::scalar(max_norm, g_norm.dtype()));
+  return tree_map(u, [&](const Array& t) {
+    return lax::select(broadcast_to(trigger, t.shape()), t, (t / g_norm) * max_norm);
+  });
+}
+Tree eager_scale(const Tree& u, double s) {
+  return tree_map(u, [&](const Array& t) { return t * s; });
+}
+
+void check_same_bits(const Tree& got, const Tree& want) {
+  const auto g = got.flatten(), w = want.flatten();
+  REQUIRE(g.size() == w.size());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    CAPTURE(g[i].first);
+    CHECK(g[i].first == w[i].first);
+    CHECK(g[i].second.to_vector<float>() == w[i].second.to_vector<float>());
+  }
+}
+
+// The fused_elementwise equations of apply_gradients(tx, grads, state, params) when traced.
+std::int64_t fused_passes(const o::GradientTransformation& tx, const Tree& params) {
+  const Tree state = tx.init(params);
+  const std::size_t n = params.leaves().size();
+  std::vector<AVal> avals;
+  for (int k = 0; k < 2; ++k)
+    for (const Array& leaf : params.leaves())
+      avals.push_back(leaf.aval());
+  const ir::Graph graph = make_graph(
+      [&](std::span<const Array> in) {
+        const Tree p = params.with_leaves(in.subspan(0, n));
+        const Tree g = params.with_leaves(in.subspan(n, n));
+        return o::apply_gradients(tx, g, state, p).first.leaves();
+      },
+      avals);
+  return ir::count_eqns(graph, lax::fused_elementwise_p);
+}
+
+}  // namespace
+
+TEST_CASE("fused update: clip then nesterov Adam gives optax's formulas' bits, state included") {
+  const o::GradientTransformation tx =
+      o::chain({o::clip_by_global_norm(2.0), o::adam(0.01, 0.9, 0.999, 1e-8, 0.0, true)});
+  Tree params = params_tree();
+  Tree state = tx.init(params);
+  Tree want = params;
+  EagerAdam adam{.nesterov = true, .mu = state["1"]["0"]["mu"], .nu = state["1"]["0"]["nu"]};
+  for (int step = 0; step < 3; ++step) {
+    const Tree g = grads_tree(step);
+    std::tie(params, state) = o::apply_gradients(tx, g, state, params);
+    want = o::apply_updates(want, eager_scale(adam(eager_clip(g, 2.0)), -0.01));
+    check_same_bits(params, want);
+    check_same_bits(state["1"]["0"]["mu"], adam.mu);
+    check_same_bits(state["1"]["0"]["nu"], adam.nu);
+    CHECK(state["1"]["0"]["count"].array().to_vector<std::int32_t>()[0] == step + 1);
+  }
+}
+
+TEST_CASE("fused update: clipping in the middle of a chain runs the code before it first") {
+  const o::GradientTransformation tx =
+      o::chain({o::scale_by_adam(), o::clip_by_global_norm(0.5), o::scale(-0.1)});
+  Tree params = params_tree();
+  Tree state = tx.init(params);
+  EagerAdam adam{.mu = state["0"]["mu"], .nu = state["0"]["nu"]};
+  Tree want = params;
+  for (int step = 0; step < 2; ++step) {
+    const Tree g = grads_tree(step);
+    Tree updates;
+    std::tie(updates, state) = tx.update(g, state, params);
+    check_same_bits(updates, eager_scale(eager_clip(adam(g), 0.5), -0.1));
+  }
+  CHECK(fused_passes(tx, params) == 2);
+}
+
+TEST_CASE("fused update: one pass per dtype for a whole optimiser and apply_updates") {
+  const Tree params = params_tree();
+  CHECK(fused_passes(o::adamw(0.01), params) == 1);
+  CHECK(fused_passes(o::rmsprop(0.01, 0.9, 1e-8, 0.0, true, true, 0.9, true, true), params) == 1);
+  CHECK(fused_passes(o::chain({o::clip_by_global_norm(1.0), o::sgd(0.1, 0.9)}), params) == 1);
+  Tree mixed = params;
+  mixed.set("c", Array::from_vector(std::vector<double>{1.0, 2.0}, Shape{2}));
+  CHECK(fused_passes(o::adam(0.01), mixed) == 2);
+}
+
+TEST_CASE("fused update: apply_gradients is update then apply_updates, for every optimiser") {
+  const std::vector<o::GradientTransformation> all = {
+      o::sgd(0.1),
+      o::sgd(0.1, 0.9, true),
+      o::adam(o::cosine_decay_schedule(0.01, 10)),
+      o::adamw(0.01, 0.9, 0.99, 1e-6, 1e-9, 0.1),
+      o::rmsprop(0.01),
+      o::rmsprop(0.01, 0.9, 1e-8, 0.1, false, true, 0.9, true, true),
+      o::chain({o::clip_by_global_norm(0.1), o::adam(0.001)})};
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    CAPTURE(k);
+    const o::GradientTransformation& tx = all[k];
+    Tree p1 = params_tree(), p2 = p1, s1 = tx.init(p1), s2 = s1;
+    for (int step = 0; step < 3; ++step) {
+      const Tree g = grads_tree(step);
+      std::tie(p1, s1) = o::apply_gradients(tx, g, s1, p1);
+      Tree u;
+      std::tie(u, s2) = tx.update(g, s2, p2);
+      p2 = o::apply_updates(p2, u);
+    }
+    check_same_bits(p1, p2);
+  }
+}
+
+TEST_CASE("fused update: a custom transformation chains with the built-in ones") {
+  // Doubles the updates, in plain operations: it has no emitter, so its chain has none either.
+  const o::GradientTransformation twice{
+      [](const Tree&) { return Tree(); },
+      [](const Tree& u, const Tree& s, const Tree&) {
+        return std::pair{tree_map(u, [](const Array& x) { return x * 2.0; }), s};
+      }};
+  const o::GradientTransformation tx = o::chain({twice, o::sgd(0.5)});
+  CHECK_FALSE(tx.emit);
+  const Tree params = params_tree(), g = grads_tree(1);
+  const auto [new_params, state] = o::apply_gradients(tx, g, tx.init(params), params);
+  check_same_bits(new_params, o::apply_updates(params, eager_scale(eager_scale(g, 2.0), -0.5)));
+}
+
+TEST_CASE("fused update: mismatched trees and missing params are clear errors") {
+  const Tree params = params_tree();
+  const o::GradientTransformation tx = o::adamw(0.01);
+  const Tree state = tx.init(params);
+  const Tree other{{"a", params["a"].array()}};
+  CHECK_THROWS_WITH_AS(o::apply_gradients(tx, other, state, params),
+                       doctest::Contains("updates of the params' structure"), ValueError);
+  CHECK_THROWS_WITH_AS(tx.update(grads_tree(0), state, Tree()),
+                       doctest::Contains("reads the parameters"), ValueError);
+  const o::GradientTransformation adam = o::adam(0.01);
+  CHECK_THROWS_WITH_AS(adam.update(grads_tree(0), adam.init(other), params),
+                       doctest::Contains("state tree must have the params' structure"), ValueError);
+}
