@@ -6,6 +6,14 @@
 #include "flaxpp/optim/losses.hpp"
 
 namespace flaxpp::train {
+namespace {
+
+// A 0-d result on the host as float (a bf16 model's loss is bf16).
+float host_float(const Array& x) {
+  return astype(x, DType::f32).to_vector<float>()[0];
+}
+
+}  // namespace
 
 Tree TrainState::to_tree() const {
   return Tree{{"params", params},
@@ -71,15 +79,14 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
         optim::apply_gradients(tx_, grads, state.opt_state, state.params);
   }
   ++state.step;
-  return r.outputs[0].to_vector<float>()[0];
+  return host_float(r.outputs[0]);
 }
 
 std::pair<float, float> ClassifierStep::evaluate(const Tree& params, const Array& x,
                                                  const Array& y) const {
   const Array logits = apply_(params, x);
-  const float loss =
-      mean(optim::softmax_cross_entropy_with_integer_labels(logits, y)).to_vector<float>()[0];
-  return {loss, optim::accuracy(logits, y).to_vector<float>()[0]};
+  return {host_float(mean(optim::softmax_cross_entropy_with_integer_labels(logits, y))),
+          host_float(optim::accuracy(logits, y))};
 }
 
 }  // namespace flaxpp::train

@@ -14,8 +14,13 @@
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/core/precision.hpp"
 #include "flaxpp/ir/lax.hpp"
+#include "flaxpp/nn/mlp.hpp"
+#include "flaxpp/nn/scope.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/optim/transform.hpp"
+#include "flaxpp/random/key.hpp"
+#include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "harness/finite_diff.hpp"
@@ -196,6 +201,70 @@ TEST_CASE("CUDA bf16 and f16: stored in 16 bits, computed and accumulated in flo
   const std::vector<double> sv = values(s), sr = values(s_ref);
   for (std::size_t i = 0; i < sv.size(); ++i)
     CHECK(std::abs(sv[i] - sr[i]) <= 2e-3 * (std::abs(sr[i]) + 1));
+}
+
+TEST_CASE(
+    "CUDA fused_elementwise: bf16 and f16 programs round after every operation, as the "
+    "primitives do" *
+    doctest::skip(kNoGpu)) {
+  ir::ElementwiseBuilder b;
+  const ir::EValue s = b.scalar(), g = b.input(), m = b.input();
+  const ir::EValue m2 = 0.9 * m + 0.1 * g;
+  b.output(ir::select(ir::lt(s, b.constant(1.0)), m2,
+                      m2 / (ir::sqrt(ir::integer_pow(g, 2) + 1e-3) + 1e-8) * s));
+  b.output(ir::rsqrt(m2 * m2 + 0.5) - g);
+  const auto program = b.finish();
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    CAPTURE(dtype_name(dtype));
+    auto dev = [&](const Shape& shape, unsigned seed) {
+      return astype(random_f32(shape, seed).to(Device::cuda(0)), dtype);
+    };
+    const Array sc = astype(Array::full(Shape{}, 1.5, DType::f32, Device::cuda(0)), dtype);
+    // Two groups, one big enough for many blocks.
+    const std::vector<Array> in = {dev(Shape{70000}, 21), dev(Shape{70000}, 22),
+                                   dev(Shape{3, 5}, 23), dev(Shape{3, 5}, 24)};
+    const std::vector<Array> got = lax::fused_elementwise(program, std::span(&sc, 1), in);
+    REQUIRE(got.size() == 4);
+    for (std::size_t k = 0; k < 2; ++k) {
+      const Array& gk = in[2 * k];
+      const Array& mk = in[2 * k + 1];
+      const Array m2k = 0.9 * mk + 0.1 * gk;
+      const Array u = lax::select(lax::lt(sc, lax::scalar(1.0, dtype)), m2k,
+                                  m2k / (sqrt(square(gk) + 1e-3) + 1e-8) * sc);
+      const Array v = lax::rsqrt(m2k * m2k + 0.5) - gk;
+      CHECK(values(got[2 * k]) == values(u));
+      CHECK(values(got[2 * k + 1]) == values(v));
+    }
+  }
+}
+
+TEST_CASE("CUDA training: a bf16 MLP trains with float32 params and one fused update per step" *
+          doctest::skip(kNoGpu)) {
+  const Array x = random_f32(Shape{64, 16}, 31);
+  std::vector<std::int32_t> labels(64);
+  for (std::size_t i = 0; i < labels.size(); ++i)
+    labels[i] = static_cast<std::int32_t>(i % 10);
+  const Array y = Array::from_vector(labels, Shape{64});
+  auto losses = [&](std::optional<DType> dtype, Device device) {
+    const nn::MLP mlp{.features = {32, 10}, .dtype = dtype};
+    train::ClassifierStep step(train::mlp_apply(mlp, std::nullopt), optim::adam(0.01));
+    Tree params = nn::Model(mlp).init(random::key(0), x)["params"];
+    params = tree_map(params, [&](const Array& p) { return p.to(device); });
+    train::TrainState state = step.init(params);
+    std::vector<float> out;
+    for (int i = 0; i < 30; ++i)
+      out.push_back(step(state, x, y));
+    for (const Array& p : state.params.leaves()) {
+      CHECK(p.dtype() == DType::f32);  // Flax's param_dtype: computation in bf16 only
+      CHECK(p.device() == device);
+    }
+    return out;
+  };
+  const std::vector<float> bf16 = losses(DType::bf16, Device::cuda(0));
+  const std::vector<float> f32 = losses(std::nullopt, Device::cpu());
+  CHECK(bf16.back() < 0.5f * bf16.front());
+  for (std::size_t i = 0; i < f32.size(); ++i)
+    CHECK(std::abs(bf16[i] - f32[i]) <= 0.05f * (std::abs(f32[i]) + 1.0f));
 }
 
 TEST_CASE("CUDA LayerNorm: flaxpp's kernels and cuDNN (bf16) match the CPU, with gradients" *
