@@ -1,5 +1,6 @@
 // ir::eval_primitive: eager evaluation of one primitive on concrete arrays — the shape rule,
 // the choice of device, and the hand-off to that device's backend.
+#include <algorithm>
 #include <vector>
 
 #include "backend/cpu/cpu_eval.hpp"
@@ -55,9 +56,17 @@ std::vector<Array> eval_primitive(const Primitive& prim, std::span<const Array> 
   const std::vector<AVal> out_avals = prim.shape_rule(avals, params);
 
   const Device device = pick_device(prim, inputs);
-  std::vector<Array> on_device(inputs.begin(), inputs.end());
-  for (Array& x : on_device)
-    x = x.to(device);  // host inputs of a GPU computation
+  // Host inputs of a GPU computation are copied there. Otherwise the caller's arrays go
+  // through as they are (an extra copy of each would keep a donated buffer shared).
+  std::vector<Array> moved;
+  std::span<const Array> on_device = inputs;
+  if (std::any_of(inputs.begin(), inputs.end(),
+                  [&](const Array& x) { return x.device() != device; })) {
+    moved.assign(inputs.begin(), inputs.end());
+    for (Array& x : moved)
+      x = x.to(device);
+    on_device = moved;
+  }
 
   std::vector<Array> results;
   switch (device.kind) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/core/aval.hpp"
@@ -39,6 +40,23 @@ class Output {
   AVal aval_;
   std::shared_ptr<Buffer> buffer_;
 };
+
+// For each of `num_outputs` results of one fused_elementwise group (all of the group's aval),
+// the index of the group input whose buffer it takes over, or -1 for a new buffer: with
+// `donate`, each input no other Array shares (its owner gave it up) serves one result. Safe
+// because every element's inputs are read before its results are written, at the same index.
+inline std::vector<int> donated_inputs(std::span<const Array> group_inputs, std::size_t num_outputs,
+                                       bool donate) {
+  std::vector<int> from(num_outputs, -1);
+  std::size_t next = 0;
+  for (int& f : from) {
+    while (donate && next < group_inputs.size() && !group_inputs[next].buffer_unshared())
+      ++next;
+    if (!donate || next == group_inputs.size()) break;
+    f = static_cast<int>(next++);
+  }
+  return from;
+}
 
 // The elements of a concrete array whose dtype has storage type T (std::uint8_t for bool).
 // The pointer is in the memory of the array's device.

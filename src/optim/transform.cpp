@@ -278,14 +278,15 @@ Tree apply_updates(const Tree& params, const Tree& updates) {
                   [](const Array& p, const Array& u) { return astype(p + u, p.dtype()); });
 }
 
-std::pair<Tree, Tree> apply_gradients(const GradientTransformation& tx, const Tree& grads,
-                                      const Tree& state, const Tree& params) {
+std::pair<Tree, Tree> apply_gradients(const GradientTransformation& tx, Tree grads, Tree state,
+                                      Tree params) {
   if (!tx.emit) {
     auto [updates, new_state] = tx.update(grads, state, params);
     return {apply_updates(params, updates), std::move(new_state)};
   }
-  UpdateBuilder b(grads, params);
+  UpdateBuilder b(std::move(grads), std::move(params));
   const StateFn new_state = tx.emit(b, state);
+  state = Tree();  // the builder holds the leaves it loaded: they may be donated
   // apply_updates in the same pass: every operand of a leaf has the parameter's dtype.
   const int slot = b.store(b.params() + b.update());
   const UpdateResults r = b.run();

@@ -19,17 +19,20 @@ std::vector<std::string> paths_of(const Tree& t) {
 
 }  // namespace
 
-UpdateBuilder::UpdateBuilder(const Tree& updates, const Tree& params)
-    : structure_(updates), paths_(paths_of(updates)), params_tree_(params) {
+UpdateBuilder::UpdateBuilder(Tree updates, Tree params)
+    : structure_(updates.with_leaves(std::vector<Array>(updates.leaves().size()))),
+      paths_(paths_of(updates)),
+      params_tree_(std::move(params)) {
+  const Tree& params_tree = params_tree_;
   // No params (optax's params=None) is fine until a transformation reads them.
-  if (!params.leaves().empty() && paths_of(params) != paths_)
+  if (!params_tree.leaves().empty() && paths_of(params_tree) != paths_)
     throw ValueError(
         "an optimiser update needs updates of the params' structure (the same leaf paths); "
         "pass the gradients of the params being trained");
-  start_stage(updates);
+  start_stage(std::move(updates));
 }
 
-void UpdateBuilder::start_stage(const Tree& updates) {
+void UpdateBuilder::start_stage(Tree updates) {
   code_ = std::make_unique<ir::ElementwiseBuilder>();
   inputs_.clear();
   scalars_.clear();
@@ -37,6 +40,7 @@ void UpdateBuilder::start_stage(const Tree& updates) {
   params_loaded_ = false;
   update_input_ = update_ = code_->input();
   inputs_.push_back(updates.leaves());
+  updates = Tree();  // the builder's references only
 }
 
 void UpdateBuilder::set_update(EValue v) {
@@ -111,11 +115,13 @@ std::vector<std::vector<Array>> UpdateBuilder::run_stage_outputs() {
     std::vector<Array> scalars;
     for (const Array& s : scalars_)
       scalars.push_back(s.dtype() == dtype ? s : lax::convert_element_type(s, dtype));
+    // Moved, so that a leaf nothing else holds is the operands' alone: donated.
     std::vector<Array> operands;
     for (const std::size_t i : leaves)
-      for (const std::vector<Array>& input : inputs_)
-        operands.push_back(input[i]);
-    const std::vector<Array> results = lax::fused_elementwise(program, scalars, operands);
+      for (std::vector<Array>& input : inputs_)
+        operands.push_back(std::move(input[i]));
+    const std::vector<Array> results =
+        lax::fused_elementwise_donated(program, scalars, std::move(operands));
     for (std::size_t j = 0; j < leaves.size(); ++j)
       for (std::size_t o = 0; o < num_outputs; ++o)
         outputs[o][leaves[j]] = results[j * num_outputs + o];
@@ -131,6 +137,7 @@ std::vector<std::vector<Array>> UpdateBuilder::run_stage_outputs() {
 
 UpdateResults UpdateBuilder::run() {
   FLAXPP_ASSERT(!spent_, "UpdateBuilder::run called twice");
+  params_tree_ = Tree();  // loaded already if needed; unloaded params stay with their owner
   run_stage_outputs();
   spent_ = true;
   UpdateResults r;

@@ -71,12 +71,13 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   std::vector<Array> cts = r.backward_once(std::span<const Array>(&one, 1));
   cts.resize(n);
   // One fused pass per dtype turns gradients, parameters and optimiser state into the new
-  // parameters and state; the gradients are released as soon as it has run.
+  // parameters and state. Everything is moved in, so the new values take the old ones'
+  // buffers where nothing else holds them (donation).
   {
-    const Tree grads = state.params.with_leaves(cts);
+    Tree grads = state.params.with_leaves(cts);
     cts.clear();
-    std::tie(state.params, state.opt_state) =
-        optim::apply_gradients(tx_, grads, state.opt_state, state.params);
+    std::tie(state.params, state.opt_state) = optim::apply_gradients(
+        tx_, std::move(grads), std::move(state.opt_state), std::move(state.params));
   }
   ++state.step;
   return host_float(r.outputs[0]);

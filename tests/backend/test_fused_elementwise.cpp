@@ -175,3 +175,40 @@ TEST_CASE("fused_elementwise: operands that do not fit the program are clear err
   CHECK_THROWS_WITH_AS(lax::fused_elementwise(b2.finish(), {}, pair),
                        doctest::Contains("the arrays of a group must have one shape"), ValueError);
 }
+
+TEST_CASE("fused_elementwise_donated: results take the buffers of inputs nothing else holds") {
+  ElementwiseBuilder b;
+  const EValue x = b.input(), y = b.input();
+  b.output(x * y);
+  b.output(x + y);
+  const auto program = b.finish();
+  auto ramp = [] { return Array::from_vector(std::vector<float>{1.0f, 2.0f, 3.0f}, Shape{3}); };
+  const std::vector<float> product{1.0f, 4.0f, 9.0f}, sum{2.0f, 4.0f, 6.0f};
+
+  // The caller keeps x: only y's buffer is free, and x keeps its values.
+  const Array kept = ramp();
+  std::vector<Array> inputs{kept, ramp()};
+  const void* y_data = inputs[1].buffer().data();
+  std::vector<Array> out = lax::fused_elementwise_donated(program, {}, std::move(inputs));
+  CHECK(out[0].buffer().data() == y_data);  // the first result takes the first free buffer
+  CHECK(out[1].buffer().data() != kept.buffer().data());
+  CHECK(kept.to_vector<float>() == std::vector<float>{1.0f, 2.0f, 3.0f});
+  CHECK(out[0].to_vector<float>() == product);
+  CHECK(out[1].to_vector<float>() == sum);
+
+  // Both given up: no new buffer at all.
+  std::vector<Array> both{ramp(), ramp()};
+  const void* x_data = both[0].buffer().data();
+  y_data = both[1].buffer().data();
+  out = lax::fused_elementwise_donated(program, {}, std::move(both));
+  CHECK(out[0].buffer().data() == x_data);
+  CHECK(out[1].buffer().data() == y_data);
+  CHECK(out[0].to_vector<float>() == product);
+  CHECK(out[1].to_vector<float>() == sum);
+
+  // Without donation nothing is reused, even for arrays only the operands hold.
+  std::vector<Array> plain{ramp(), ramp()};
+  x_data = plain[0].buffer().data();
+  out = lax::fused_elementwise(program, {}, plain);
+  CHECK(out[0].buffer().data() != x_data);
+}

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "flaxpp/core/backend.hpp"
 #include "flaxpp/ir/graph.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/numpy.hpp"
@@ -196,4 +197,33 @@ TEST_CASE("fused update: mismatched trees and missing params are clear errors") 
   const o::GradientTransformation adam = o::adam(0.01);
   CHECK_THROWS_WITH_AS(adam.update(grads_tree(0), adam.init(other), params),
                        doctest::Contains("state tree must have the params' structure"), ValueError);
+}
+
+TEST_CASE(
+    "fused update: what the caller moves in is updated in place; copies it keeps are never "
+    "written") {
+  const o::GradientTransformation tx = o::adam(0.01);
+  // Kept by the caller: new buffers, the kept values untouched.
+  const Tree params = params_tree(), state = tx.init(params), grads = grads_tree(0);
+  const auto [p1, s1] = o::apply_gradients(tx, grads, state, params);
+  check_same_bits(params, params_tree());
+  check_same_bits(grads, grads_tree(0));
+  check_same_bits(state["0"]["mu"], tx.init(params)["0"]["mu"]);
+
+  // Moved in and held nowhere else: the new parameters and moments take the buffers of the
+  // gradients, parameters and moments, so the update allocates nothing of their size.
+  Tree p = params_tree(), s = tx.init(p), g = grads_tree(0);
+  Backend& be = backend(default_device());
+  be.synchronize();
+  const MemoryStats before = be.memory_stats();
+  be.reset_peak_memory();
+  const std::int64_t param_bytes = 4 * (12 + 5);
+  const auto [p2, s2] = o::apply_gradients(tx, std::move(g), std::move(s), std::move(p));
+  be.synchronize();
+  // Only 0-d values (Adam's count) are new; a copy of one parameter leaf would be 20 bytes.
+  CHECK(be.memory_stats().peak_bytes - before.live_bytes < 20);
+  CHECK(be.memory_stats().live_bytes - before.live_bytes <= 4 - param_bytes);  // grads freed
+  check_same_bits(p2, p1);
+  check_same_bits(s2["0"]["mu"], s1["0"]["mu"]);
+  check_same_bits(s2["0"]["nu"], s1["0"]["nu"]);
 }

@@ -75,6 +75,9 @@ class Array {
   std::int64_t size() const { return shape_.size(); }
   std::int64_t nbytes() const { return size() * static_cast<std::int64_t>(itemsize(dtype_)); }
   const Buffer& buffer() const;
+  // True when no other Array shares this one's buffer: the only owner has given it up to a
+  // primitive that may then write its result there (fused_elementwise's "donate").
+  bool buffer_unshared() const { return buffer_ != nullptr && buffer_.use_count() == 1; }
 
   // The same values on another device (the same array when already there).
   Array to(Device device) const;

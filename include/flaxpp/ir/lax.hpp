@@ -56,7 +56,9 @@ extern const ir::Primitive layer_norm_p, layer_norm_dx_p, layer_norm_dscale_p;
 // param "program" (ElementwiseProgram). Operands: the program's num_scalars 0-d arrays, then
 // groups of num_inputs arrays, the arrays of a group of one shape (groups may differ); all
 // of one floating dtype. Results: for each group, one array per program output, of the
-// group's shape. A backend runs all groups in one pass (on CUDA: one kernel launch). No VJP.
+// group's shape. A backend runs all groups in one pass (on CUDA: one kernel launch). Param
+// "donate" (optional, bool): a result may reuse the buffer of an input of its group that no
+// other Array holds. No VJP.
 extern const ir::Primitive fused_elementwise_p;
 
 Array add(const Array& x, const Array& y);
@@ -107,6 +109,11 @@ Array layer_norm_dscale(const Array& x, const Array& dy, double epsilon);
 // group): group g's results are results[g * num_outputs ...].
 std::vector<Array> fused_elementwise(std::shared_ptr<const ir::ElementwiseProgram> program,
                                      std::span<const Array> scalars, std::span<const Array> inputs);
+// The same, taking the inputs over (JAX's donation): a group's results may be written into the
+// buffers of its inputs that nothing else holds, instead of new buffers.
+std::vector<Array> fused_elementwise_donated(std::shared_ptr<const ir::ElementwiseProgram> program,
+                                             std::span<const Array> scalars,
+                                             std::vector<Array>&& inputs);
 
 // A 0-d array holding `value` converted to `dtype` (a literal in traced graphs).
 Array scalar(double value, DType dtype);

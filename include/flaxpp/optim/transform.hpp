@@ -71,8 +71,10 @@ Array global_norm(const Tree& updates);
 // optax.apply_updates: params + updates, in the params' dtypes.
 Tree apply_updates(const Tree& params, const Tree& updates);
 // tx.update then apply_updates: (new params, new state), as Flax's TrainState.apply_gradients.
-// With an emitter, one fused pass per dtype computes the new parameters and state together.
-std::pair<Tree, Tree> apply_gradients(const GradientTransformation& tx, const Tree& grads,
-                                      const Tree& state, const Tree& params);
+// With an emitter, one fused pass per dtype computes the new parameters and state together,
+// in place of the gradients, parameters and state leaves that the caller moved in and holds
+// nowhere else (JAX's donation); copies the caller keeps are never written.
+std::pair<Tree, Tree> apply_gradients(const GradientTransformation& tx, Tree grads, Tree state,
+                                      Tree params);
 
 }  // namespace flaxpp::optim

@@ -37,7 +37,10 @@ class UpdateBuilder {
   // Builds the update of `updates` (the gradients) for `params`: both one structure, each
   // leaf of one floating dtype as its parameter (params may be empty when no transformation
   // reads them).
-  UpdateBuilder(const Tree& updates, const Tree& params);
+  // The builder takes its own references: trees moved in, and state trees whose other
+  // references are dropped before run(), are donated (updated in place where nothing else
+  // holds a leaf).
+  UpdateBuilder(Tree updates, Tree params);
   UpdateBuilder(const UpdateBuilder&) = delete;
   UpdateBuilder& operator=(const UpdateBuilder&) = delete;
 
@@ -56,11 +59,11 @@ class UpdateBuilder {
   EValue global_norm();
   // Keeps `v` of every leaf; UpdateResults::tree(slot) gives it as a tree of params' structure.
   int store(EValue v);
-  // Runs the program; the builder is spent.
+  // Runs the program; the builder is spent. Leaves nothing else holds take results in place.
   UpdateResults run();
 
  private:
-  void start_stage(const Tree& updates);
+  void start_stage(Tree updates);
   // Runs this stage's program; returns each output's leaves.
   std::vector<std::vector<Array>> run_stage_outputs();
 

@@ -1,6 +1,7 @@
 // CPU evaluation of fused_elementwise: the program runs over chunks of each group's elements,
 // one instruction at a time across the chunk (a plain loop per instruction, which vectorises),
-// with every register a chunk-sized row that stays in the L1 cache.
+// with every register a chunk-sized row that stays in the L1 cache. A chunk's inputs are read
+// before its results are written, so donated inputs take results in place.
 #include <algorithm>
 #include <vector>
 
@@ -14,7 +15,7 @@ namespace {
 constexpr std::int64_t kChunk = 256;
 
 template <class T>
-std::vector<Array> run(const ir::ElementwiseProgram& p, std::span<const Array> in,
+std::vector<Array> run(const ir::ElementwiseProgram& p, bool donate, std::span<const Array> in,
                        std::span<const AVal> out) {
   const auto regs = static_cast<std::size_t>(std::max(p.num_registers, 1));
   std::vector<T> rows(regs * kChunk);
@@ -37,10 +38,17 @@ std::vector<Array> run(const ir::ElementwiseProgram& p, std::span<const Array> i
     const std::span<const Array> inputs = groups.subspan(g * static_cast<std::size_t>(p.num_inputs),
                                                          static_cast<std::size_t>(p.num_inputs));
     std::vector<T*> dst;
+    const std::vector<int> from = backend_impl::donated_inputs(inputs, num_outputs, donate);
     for (std::size_t o = 0; o < num_outputs; ++o) {
-      const Output result(out[g * num_outputs + o]);
-      dst.push_back(result.data<T>());
-      results.push_back(result.array());
+      if (from[o] >= 0) {
+        const Array& donor = inputs[static_cast<std::size_t>(from[o])];
+        dst.push_back(const_cast<T*>(in_data<T>(donor)));
+        results.push_back(donor);
+      } else {
+        const Output result(out[g * num_outputs + o]);
+        dst.push_back(result.data<T>());
+        results.push_back(result.array());
+      }
     }
     const std::int64_t n = inputs[0].size();
     for (std::int64_t start = 0; start < n; start += kChunk) {
@@ -72,11 +80,12 @@ std::vector<Array> Families::fused_elementwise(const ir::Primitive& prim, std::s
                                                std::span<const AVal> out) {
   if (out.empty()) return {};
   const auto& program = *params.get<std::shared_ptr<const ir::ElementwiseProgram>>("program");
+  const bool donate = params.has("donate") && params.get<bool>("donate");
   switch (in[0].dtype()) {
     case DType::f32:
-      return run<float>(program, in, out);
+      return run<float>(program, donate, in, out);
     case DType::f64:
-      return run<double>(program, in, out);
+      return run<double>(program, donate, in, out);
     default:
       throw_unsupported_dtype(prim, in[0].dtype());
   }

@@ -32,7 +32,7 @@ compute_t<S> constant_as(double v) {
 
 template <class S>
 std::vector<Array> run(const ir::Primitive& prim, const ir::ElementwiseProgram& program,
-                       std::span<const Array> in, std::span<const AVal> out) {
+                       bool donate, std::span<const Array> in, std::span<const AVal> out) {
   static_assert(sizeof(FusedLaunch<S>) <= 32000, "the launch parameters exceed CUDA's limit");
   const Device device = in[0].device();
   const int num_inputs = program.num_inputs;
@@ -84,7 +84,17 @@ std::vector<Array> run(const ir::Primitive& prim, const ir::ElementwiseProgram& 
     for (int i = 0; i < num_inputs; ++i)
       p->in[k * num_inputs + i] = in_data<S>(
           groups[g * static_cast<std::size_t>(num_inputs) + static_cast<std::size_t>(i)]);
+    const std::span<const Array> group_inputs = groups.subspan(
+        g * static_cast<std::size_t>(num_inputs), static_cast<std::size_t>(num_inputs));
+    const std::vector<int> from =
+        backend_impl::donated_inputs(group_inputs, static_cast<std::size_t>(num_outputs), donate);
     for (int o = 0; o < num_outputs; ++o) {
+      if (const int d = from[static_cast<std::size_t>(o)]; d >= 0) {
+        const Array& donor = group_inputs[static_cast<std::size_t>(d)];
+        p->out[k * num_outputs + o] = const_cast<S*>(in_data<S>(donor));
+        results.push_back(donor);
+        continue;
+      }
       const Output result(
           out[g * static_cast<std::size_t>(num_outputs) + static_cast<std::size_t>(o)], device);
       p->out[k * num_outputs + o] = result.data<S>();
@@ -104,15 +114,16 @@ std::vector<Array> Families::fused_elementwise(const ir::Primitive& prim, std::s
                                                std::span<const AVal> out) {
   if (out.empty()) return {};
   const auto& program = *params.get<std::shared_ptr<const ir::ElementwiseProgram>>("program");
+  const bool donate = params.has("donate") && params.get<bool>("donate");
   switch (in[0].dtype()) {
     case DType::f32:
-      return run<float>(prim, program, in, out);
+      return run<float>(prim, program, donate, in, out);
     case DType::f64:
-      return run<double>(prim, program, in, out);
+      return run<double>(prim, program, donate, in, out);
     case DType::bf16:
-      return run<__nv_bfloat16>(prim, program, in, out);
+      return run<__nv_bfloat16>(prim, program, donate, in, out);
     case DType::f16:
-      return run<__half>(prim, program, in, out);
+      return run<__half>(prim, program, donate, in, out);
     default:
       backend_impl::throw_unsupported_dtype(prim, in[0].dtype(), in[0].device());
   }

@@ -50,4 +50,17 @@ std::vector<Array> fused_elementwise(std::shared_ptr<const ir::ElementwiseProgra
   return ir::bind(fused_elementwise_p, operands, {{"program", std::move(program)}});
 }
 
+std::vector<Array> fused_elementwise_donated(std::shared_ptr<const ir::ElementwiseProgram> program,
+                                             std::span<const Array> scalars,
+                                             std::vector<Array>&& inputs) {
+  // The operands are this function's own: an input the caller moved in and holds nowhere
+  // else is held by `operands` alone while the backend runs.
+  std::vector<Array> operands(scalars.begin(), scalars.end());
+  for (Array& x : inputs)
+    operands.push_back(std::move(x));
+  inputs.clear();
+  return ir::bind(fused_elementwise_p, operands,
+                  {{"donate", true}, {"program", std::move(program)}});
+}
+
 }  // namespace flaxpp::lax
