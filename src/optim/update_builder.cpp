@@ -32,6 +32,15 @@ UpdateBuilder::UpdateBuilder(Tree updates, Tree params)
   start_stage(std::move(updates));
 }
 
+UpdateBuilder::UpdateBuilder(Leafwise, const Tree& like, Tree params)
+    : UpdateBuilder(like, std::move(params)) {
+  leafwise_ = true;
+  for (Array& leaf : inputs_.front()) {
+    structure_leaf_avals_.push_back(leaf.aval());
+    leaf = Array();  // each arrives with run_leaf
+  }
+}
+
 void UpdateBuilder::start_stage(Tree updates) {
   code_ = std::make_unique<ir::ElementwiseBuilder>();
   inputs_.clear();
@@ -75,6 +84,10 @@ EValue UpdateBuilder::scalar(const Array& value) {
 }
 
 EValue UpdateBuilder::global_norm() {
+  if (leafwise_)
+    throw NeedsAllUpdates(
+        "the global norm needs every leaf's update at once; a leafwise update cannot give it "
+        "(use apply_gradients)");
   if (update_.id() != update_input_.id()) {
     // The running update is code so far: run it, and go on from its result.
     const int out = code_->output(update_);
@@ -94,13 +107,12 @@ int UpdateBuilder::store(EValue v) {
   return slot;
 }
 
-std::vector<std::vector<Array>> UpdateBuilder::run_stage_outputs() {
-  const std::shared_ptr<const ir::ElementwiseProgram> program = code_->finish();
-  const std::size_t num_outputs = program->outputs.size();
-  const std::size_t num_leaves = paths_.size();
+void UpdateBuilder::run_leaves(std::span<const std::size_t> leaves,
+                               std::vector<std::vector<Array>>& outputs) {
+  const std::size_t num_outputs = program_->outputs.size();
   // One fused_elementwise per dtype: the leaves of each, with every operand in that dtype.
   std::map<DType, std::vector<std::size_t>> by_dtype;
-  for (std::size_t i = 0; i < num_leaves; ++i) {
+  for (const std::size_t i : leaves) {
     const DType dtype = inputs_.front()[i].dtype();
     for (const std::vector<Array>& input : inputs_)
       if (input[i].dtype() != dtype)
@@ -110,24 +122,33 @@ std::vector<std::vector<Array>> UpdateBuilder::run_stage_outputs() {
                                      inputs_.front()[i].aval(), " and ", input[i].aval()));
     by_dtype[dtype].push_back(i);
   }
-  std::vector<std::vector<Array>> outputs(num_outputs, std::vector<Array>(num_leaves));
-  for (const auto& [dtype, leaves] : by_dtype) {
+  for (const auto& [dtype, group] : by_dtype) {
     std::vector<Array> scalars;
     for (const Array& s : scalars_)
       scalars.push_back(s.dtype() == dtype ? s : lax::convert_element_type(s, dtype));
     // Moved, so that a leaf nothing else holds is the operands' alone: donated.
     std::vector<Array> operands;
-    for (const std::size_t i : leaves)
+    for (const std::size_t i : group)
       for (std::vector<Array>& input : inputs_)
         operands.push_back(std::move(input[i]));
-    const std::vector<Array> results =
-        lax::fused_elementwise_donated(program, scalars, std::move(operands));
-    for (std::size_t j = 0; j < leaves.size(); ++j)
+    std::vector<Array> results =
+        lax::fused_elementwise_donated(program_, scalars, std::move(operands));
+    for (std::size_t j = 0; j < group.size(); ++j)
       for (std::size_t o = 0; o < num_outputs; ++o)
-        outputs[o][leaves[j]] = results[j * num_outputs + o];
+        outputs[o][group[j]] = std::move(results[j * num_outputs + o]);
   }
+}
+
+std::vector<std::vector<Array>> UpdateBuilder::run_stage_outputs() {
+  program_ = code_->finish();
+  const std::size_t num_leaves = paths_.size();
+  std::vector<std::vector<Array>> outputs(program_->outputs.size(), std::vector<Array>(num_leaves));
+  std::vector<std::size_t> all(num_leaves);
+  for (std::size_t i = 0; i < num_leaves; ++i)
+    all[i] = i;
+  run_leaves(all, outputs);
   // Stored values go to their slots; the inputs are released.
-  for (std::size_t o = 0; o < num_outputs; ++o)
+  for (std::size_t o = 0; o < outputs.size(); ++o)
     if (const int slot = stored_outputs_[o]; slot >= 0)
       results_[static_cast<std::size_t>(slot)] = outputs[o];
   inputs_.clear();
@@ -135,15 +156,58 @@ std::vector<std::vector<Array>> UpdateBuilder::run_stage_outputs() {
   return outputs;
 }
 
-UpdateResults UpdateBuilder::run() {
-  FLAXPP_ASSERT(!spent_, "UpdateBuilder::run called twice");
-  params_tree_ = Tree();  // loaded already if needed; unloaded params stay with their owner
-  run_stage_outputs();
-  spent_ = true;
+UpdateResults UpdateBuilder::results() const {
   UpdateResults r;
   for (const std::vector<Array>& leaves : results_)
     r.trees_.push_back(structure_.with_leaves(leaves));
   return r;
+}
+
+UpdateResults UpdateBuilder::run() {
+  FLAXPP_ASSERT(!spent_ && !leafwise_, "UpdateBuilder::run called twice, or on a leafwise one");
+  params_tree_ = Tree();  // loaded already if needed; unloaded params stay with their owner
+  run_stage_outputs();
+  spent_ = true;
+  return results();
+}
+
+void UpdateBuilder::run_leaf(std::size_t leaf, Array update) {
+  FLAXPP_ASSERT(leafwise_ && !spent_ && leaf < paths_.size(),
+                "UpdateBuilder::run_leaf: not a leafwise builder, spent, or no such leaf");
+  if (program_ == nullptr) {
+    program_ = code_->finish();
+    params_tree_ = Tree();
+    leaf_done_.assign(paths_.size(), false);
+  }
+  if (leaf_done_[leaf])
+    throw ValueError(detail::str("the update of \"", paths_[leaf], "\" was already applied"));
+  if (update.aval() != structure_leaf_avals_[leaf])
+    throw ValueError(detail::str("the update of \"", paths_[leaf], "\" must be ",
+                                 structure_leaf_avals_[leaf], ", got ", update.aval()));
+  inputs_.front()[leaf] = std::move(update);
+  std::vector<std::vector<Array>> outputs(program_->outputs.size(),
+                                          std::vector<Array>(paths_.size()));
+  const std::size_t one[] = {leaf};
+  run_leaves(one, outputs);
+  for (std::size_t o = 0; o < outputs.size(); ++o)
+    if (const int slot = stored_outputs_[o]; slot >= 0) {
+      std::vector<Array>& leaves = results_[static_cast<std::size_t>(slot)];
+      leaves.resize(paths_.size());
+      leaves[leaf] = std::move(outputs[o][leaf]);
+    }
+  leaf_done_[leaf] = true;
+}
+
+UpdateResults UpdateBuilder::finish_leafwise() {
+  FLAXPP_ASSERT(leafwise_ && !spent_, "UpdateBuilder::finish_leafwise: not a leafwise builder");
+  for (std::size_t i = 0; i < paths_.size(); ++i)
+    if (program_ == nullptr || !leaf_done_[i])
+      throw ValueError(detail::str("the update of \"", paths_[i],
+                                   "\" was never applied; every leaf needs its gradient"));
+  spent_ = true;
+  inputs_.clear();
+  scalars_.clear();
+  return results();
 }
 
 }  // namespace flaxpp::optim

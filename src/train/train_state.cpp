@@ -68,16 +68,36 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   VjpResult r = it->second(inputs);
   inputs.clear();
   const Array one = Array::full(Shape{}, 1.0, r.outputs[0].dtype());
-  std::vector<Array> cts = r.backward_once(std::span<const Array>(&one, 1));
-  cts.resize(n);
-  // One fused pass per dtype turns gradients, parameters and optimiser state into the new
-  // parameters and state. Everything is moved in, so the new values take the old ones'
-  // buffers where nothing else holds them (donation).
-  {
-    Tree grads = state.params.with_leaves(cts);
-    cts.clear();
-    std::tie(state.params, state.opt_state) = optim::apply_gradients(
-        tx_, std::move(grads), std::move(state.opt_state), std::move(state.params));
+  const std::span<const Array> seed(&one, 1);
+  // On the CPU each leaf is updated as soon as its gradient is final, so the gradients never
+  // all exist at once (XLA's schedule of a jitted step). On a GPU one fused pass per dtype
+  // updates every leaf (one kernel launch, not one per parameter).
+  std::unique_ptr<optim::LeafwiseApply> leafwise;
+  if (device.kind == DeviceKind::cpu)
+    leafwise = optim::LeafwiseApply::start(tx_, state.opt_state, state.params);
+  // Gradients, parameters and optimiser state are given up to the update, so the new values
+  // take the old ones' buffers where nothing else holds them (donation). A step that fails
+  // part-way therefore leaves `state` without them, as JAX's donated arrays are deleted.
+  try {
+    if (leafwise) {
+      state.params = Tree();
+      state.opt_state = Tree();
+      r.backward_into(seed, [&](std::size_t i, Array ct) {
+        if (i < n) leafwise->apply(i, std::move(ct));
+      });
+      std::tie(state.params, state.opt_state) = leafwise->finish();
+    } else {
+      std::vector<Array> cts = r.backward_once(seed);
+      cts.resize(n);
+      Tree grads = state.params.with_leaves(cts);
+      cts.clear();
+      std::tie(state.params, state.opt_state) = optim::apply_gradients(
+          tx_, std::move(grads), std::move(state.opt_state), std::move(state.params));
+    }
+  } catch (...) {
+    state.params = Tree();
+    state.opt_state = Tree();
+    throw;
   }
   ++state.step;
   return host_float(r.outputs[0]);

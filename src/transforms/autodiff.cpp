@@ -391,7 +391,9 @@ struct Backward {
   std::vector<Array> residuals, known_cts;
   bool spent = false;
 
-  std::vector<Array> run(std::span<const Array> cotangents, bool release) {
+  // Input cotangents, each handed to `sink` (zeros for inputs the outputs do not depend on):
+  // from the backward graph as soon as final, then those the forward part computed.
+  void run_into(std::span<const Array> cotangents, bool release, const OutputSink& sink) {
     if (spent)
       throw ValueError(
           "vjp: the backward pass was already run with backward_once, which frees its residuals");
@@ -407,20 +409,31 @@ struct Backward {
                                      " like the output, got ", cotangents[k].aval()));
       args.push_back(cotangents[k]);
     }
-    const std::vector<Array> unknown_out = eval_graph(lin->pe.unknown, std::move(args));
-    // Input cotangents: from the backward graph or the forward part, zeros where none flowed.
-    std::vector<Array> input_cts;
-    std::size_t next_unknown = 0, next_known = 0, slot = out_avals.size();
+    // Which input each output of the backward graph is the cotangent of.
+    std::vector<std::size_t> unknown_input;
+    std::size_t slot = out_avals.size();
     for (std::size_t i = 0; i < lin->primal_avals.size(); ++i) {
-      if (!lin->nonzero[i]) {
-        input_cts.push_back(
-            Array::full(lin->primal_avals[i].shape, 0.0, lin->primal_avals[i].dtype));
-        continue;
-      }
-      input_cts.push_back(lin->pe.output_known[slot] ? known_cts[next_known++]
-                                                     : unknown_out[next_unknown++]);
+      if (!lin->nonzero[i]) continue;
+      if (!lin->pe.output_known[slot]) unknown_input.push_back(i);
       ++slot;
     }
+    eval_graph(lin->pe.unknown, std::move(args),
+               [&](std::size_t k, Array ct) { sink(unknown_input[k], std::move(ct)); });
+    std::size_t next_known = 0;
+    slot = out_avals.size();
+    for (std::size_t i = 0; i < lin->primal_avals.size(); ++i) {
+      if (!lin->nonzero[i]) {
+        sink(i, Array::full(lin->primal_avals[i].shape, 0.0, lin->primal_avals[i].dtype));
+        continue;
+      }
+      if (lin->pe.output_known[slot]) sink(i, known_cts[next_known++]);
+      ++slot;
+    }
+  }
+
+  std::vector<Array> run(std::span<const Array> cotangents, bool release) {
+    std::vector<Array> input_cts(lin->primal_avals.size());
+    run_into(cotangents, release, [&](std::size_t i, Array ct) { input_cts[i] = std::move(ct); });
     return input_cts;
   }
 };
@@ -458,6 +471,9 @@ VjpResult CompiledVjp::operator()(std::span<const Array> primals) const {
   result.backward_graph = std::shared_ptr<const ir::Graph>(lin_, &lin_->pe.unknown);
   result.backward = [state](std::span<const Array> cts) { return state->run(cts, false); };
   result.backward_once = [state](std::span<const Array> cts) { return state->run(cts, true); };
+  result.backward_into = [state](std::span<const Array> cts, const OutputSink& sink) {
+    state->run_into(cts, true, sink);
+  };
   return result;
 }
 

@@ -2,6 +2,8 @@
 // its last use).
 #include "flaxpp/transforms/trace.hpp"
 
+#include <algorithm>
+
 #include "transforms/graph_trace.hpp"
 
 namespace flaxpp {
@@ -23,16 +25,41 @@ std::vector<Array> eval_graph(const ir::Graph& graph, std::span<const Array> arg
   return eval_graph(graph, std::vector<Array>(args.begin(), args.end()));
 }
 
-std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args) {
+namespace {
+
+// eval_graph's body; with a sink, outputs leave as soon as they are final.
+std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
+                             const OutputSink* sink) {
   if (args.size() != graph.invars.size())
     throw ValueError(detail::str("eval_graph: the graph takes ", graph.invars.size(),
                                  " inputs, got ", args.size()));
   const auto n = static_cast<std::ptrdiff_t>(graph.eqns.size());
-  // last_use[v]: index of the last equation reading v; n for graph outputs (kept to the end).
+  // last_use[v]: index of the last equation reading v; n for graph outputs kept to the end.
   std::vector<std::ptrdiff_t> last_use(graph.num_vars(), -1);
   for (std::ptrdiff_t i = 0; i < n; ++i)
     for (const ir::Atom& a : graph.eqns[static_cast<std::size_t>(i)].inputs)
       if (!a.is_literal()) last_use[static_cast<std::size_t>(a.var)] = i;
+  // With a sink, output k leaves after equation ready[k] (-1: before the first): once its
+  // variable is defined and read by no later equation.
+  std::vector<std::vector<std::size_t>> ready(static_cast<std::size_t>(n) + 1);
+  std::vector<int> pending(graph.num_vars(), 0);
+  if (sink != nullptr) {
+    std::vector<std::ptrdiff_t> defined(graph.num_vars(), -1);
+    for (std::ptrdiff_t i = 0; i < n; ++i)
+      for (const ir::VarId v : graph.eqns[static_cast<std::size_t>(i)].outputs)
+        defined[static_cast<std::size_t>(v)] = i;
+    for (std::size_t k = 0; k < graph.outvars.size(); ++k) {
+      const ir::Atom& a = graph.outvars[k];
+      std::ptrdiff_t at = -1;
+      if (!a.is_literal()) {
+        const auto v = static_cast<std::size_t>(a.var);
+        at = std::max(defined[v], last_use[v]);
+        ++pending[v];
+      }
+      ready[static_cast<std::size_t>(at + 1)].push_back(k);
+    }
+  }
+  // Outputs stay in the environment until the end, or until they leave through the sink.
   for (const ir::Atom& a : graph.outvars)
     if (!a.is_literal()) last_use[static_cast<std::size_t>(a.var)] = n;
 
@@ -46,6 +73,21 @@ std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args)
           detail::str("eval_graph: input ", i, " should be ", want, ", got ", args[i].aval()));
     env[static_cast<std::size_t>(graph.invars[i])] = std::move(args[i]);
   }
+  // Hands out the outputs that became final; the environment lets go of a variable with its
+  // last pending output, so the sink may own the only reference.
+  auto deliver = [&](std::size_t bucket) {
+    if (sink == nullptr) return;
+    for (const std::size_t k : ready[bucket]) {
+      const ir::Atom& a = graph.outvars[k];
+      if (a.is_literal()) {
+        (*sink)(k, a.literal);
+        continue;
+      }
+      const auto v = static_cast<std::size_t>(a.var);
+      (*sink)(k, --pending[v] == 0 ? std::move(env[v]) : env[v]);
+    }
+  };
+  deliver(0);
   std::vector<Array> inputs;
   for (std::ptrdiff_t i = 0; i < n; ++i) {
     const ir::Eqn& e = graph.eqns[static_cast<std::size_t>(i)];
@@ -60,11 +102,23 @@ std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args)
     for (const ir::Atom& a : e.inputs)
       if (!a.is_literal() && last_use[static_cast<std::size_t>(a.var)] == i)
         env[static_cast<std::size_t>(a.var)] = Array();
+    deliver(static_cast<std::size_t>(i) + 1);
   }
   std::vector<Array> results;
+  if (sink != nullptr) return results;
   for (const ir::Atom& a : graph.outvars)
     results.push_back(a.is_literal() ? a.literal : env[static_cast<std::size_t>(a.var)]);
   return results;
+}
+
+}  // namespace
+
+std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args) {
+  return run_graph(graph, std::move(args), nullptr);
+}
+
+void eval_graph(const ir::Graph& graph, std::vector<Array>&& args, const OutputSink& on_output) {
+  run_graph(graph, std::move(args), &on_output);
 }
 
 }  // namespace flaxpp

@@ -12,9 +12,11 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "flaxpp/core/error.hpp"
 #include "flaxpp/core/tree.hpp"
 #include "flaxpp/ir/elementwise_program.hpp"
 
@@ -41,6 +43,11 @@ class UpdateBuilder {
   // references are dropped before run(), are donated (updated in place where nothing else
   // holds a leaf).
   UpdateBuilder(Tree updates, Tree params);
+  // A builder whose updates arrive one leaf at a time through run_leaf (e.g. from a backward
+  // pass), each leaf's program running at once; `like` gives their structure and avals.
+  // Transformations that need all updates together throw NeedsAllUpdates while emitting.
+  struct Leafwise {};
+  UpdateBuilder(Leafwise, const Tree& like, Tree params);
   UpdateBuilder(const UpdateBuilder&) = delete;
   UpdateBuilder& operator=(const UpdateBuilder&) = delete;
 
@@ -61,11 +68,18 @@ class UpdateBuilder {
   int store(EValue v);
   // Runs the program; the builder is spent. Leaves nothing else holds take results in place.
   UpdateResults run();
+  // Leafwise builders: runs the program for one leaf with its update, then (after every leaf)
+  // the results.
+  void run_leaf(std::size_t leaf, Array update);
+  UpdateResults finish_leafwise();
 
  private:
   void start_stage(Tree updates);
   // Runs this stage's program; returns each output's leaves.
   std::vector<std::vector<Array>> run_stage_outputs();
+  // Runs program_ for `leaves` (moving their operands out): outputs[o][leaf].
+  void run_leaves(std::span<const std::size_t> leaves, std::vector<std::vector<Array>>& outputs);
+  UpdateResults results() const;
 
   Tree structure_;  // the updates' (and params') structure
   std::vector<std::string> paths_;
@@ -77,7 +91,18 @@ class UpdateBuilder {
   std::vector<Array> scalars_;
   std::vector<int> stored_outputs_;          // this stage's outputs -> their slots (-1: not stored)
   std::vector<std::vector<Array>> results_;  // per slot: its leaves once run
+  std::shared_ptr<const ir::ElementwiseProgram> program_;
   bool spent_ = false;
+  bool leafwise_ = false;
+  std::vector<AVal> structure_leaf_avals_;  // leafwise: each update's aval
+  std::vector<bool> leaf_done_;
+};
+
+// What a transformation that needs all updates at once (clip_by_global_norm) throws while
+// emitting into a leafwise builder.
+class NeedsAllUpdates : public ValueError {
+ public:
+  using ValueError::ValueError;
 };
 
 // What an emitter returns: the transformation's new state from the program's results.

@@ -42,7 +42,10 @@ class ClassifierStep {
       : apply_(std::move(apply)), tx_(std::move(tx)) {}
 
   TrainState init(const Tree& params) const { return {params, tx_.init(params), 0}; }
-  // Updates `state` in place; returns the loss before the update.
+  // Updates `state` in place; returns the loss before the update. The step takes over the
+  // buffers of state.params and state.opt_state (JAX's donation): copies of them you keep stay
+  // valid but cost memory, and a step that fails after the forward pass (e.g. out of memory)
+  // leaves both empty: restore them from a checkpoint.
   float operator()(TrainState& state, const Array& x, const Array& y);
   // Mean loss and accuracy of `params` on a data set (no update).
   std::pair<float, float> evaluate(const Tree& params, const Array& x, const Array& y) const;

@@ -30,6 +30,10 @@ struct VjpResult {
   // The same, but it hands the residuals to the backward pass, which frees each after its last
   // use (lower peak memory); after it, neither function may be called again.
   std::function<std::vector<Array>(std::span<const Array> cotangents)> backward_once;
+  // backward_once handing each input cotangent to on_input(i, ct) as soon as it is final (the
+  // last layer's gradients first), so the caller can consume them while the backward pass
+  // goes on (apply_gradients leaf by leaf) instead of holding all of them at once.
+  std::function<void(std::span<const Array> cotangents, const OutputSink& on_input)> backward_into;
   // Bytes held as residuals between the forward and the backward pass.
   std::int64_t residual_bytes = 0;
   // The backward graph, for inspection (e.g. counting recomputed dot_generals).

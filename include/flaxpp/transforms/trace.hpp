@@ -26,5 +26,12 @@ ir::Graph make_graph(const ArrayFn& f, std::span<const AVal> in_avals);
 std::vector<Array> eval_graph(const ir::Graph& graph, std::span<const Array> args);
 // The same, taking ownership of `args`: an argument is then released after its last use too.
 std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args);
+// Receives output k of a graph as soon as it is final.
+using OutputSink = std::function<void(std::size_t k, Array value)>;
+// The same, handing each output to `on_output` as soon as no equation reads it any more
+// (outputs that are inputs, constants or literals before the first equation) instead of
+// keeping it to the end: the caller can consume it (e.g. update a parameter with its
+// gradient) while the rest of the graph runs. Every slot of the result is then null.
+void eval_graph(const ir::Graph& graph, std::vector<Array>&& args, const OutputSink& on_output);
 
 }  // namespace flaxpp
