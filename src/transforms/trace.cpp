@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "flaxpp/ir/graph.hpp"
+#include "flaxpp/transforms/checkpoint.hpp"
 #include "transforms/graph_trace.hpp"
 
 namespace flaxpp {
@@ -75,30 +77,62 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
   }
   // Hands out the outputs that became final; the environment lets go of a variable with its
   // last pending output, so the sink may own the only reference.
+  std::vector<bool> delivered(graph.outvars.size(), false);
+  auto deliver_one = [&](std::size_t k) {
+    if (delivered[k]) return;
+    delivered[k] = true;
+    const ir::Atom& a = graph.outvars[k];
+    if (a.is_literal()) {
+      (*sink)(k, a.literal);
+      return;
+    }
+    const auto v = static_cast<std::size_t>(a.var);
+    (*sink)(k, --pending[v] == 0 ? std::move(env[v]) : env[v]);
+  };
   auto deliver = [&](std::size_t bucket) {
     if (sink == nullptr) return;
-    for (const std::size_t k : ready[bucket]) {
-      const ir::Atom& a = graph.outvars[k];
-      if (a.is_literal()) {
-        (*sink)(k, a.literal);
-        continue;
-      }
-      const auto v = static_cast<std::size_t>(a.var);
-      (*sink)(k, --pending[v] == 0 ? std::move(env[v]) : env[v]);
-    }
+    for (const std::size_t k : ready[bucket])
+      deliver_one(k);
   };
   deliver(0);
   std::vector<Array> inputs;
   for (std::ptrdiff_t i = 0; i < n; ++i) {
     const ir::Eqn& e = graph.eqns[static_cast<std::size_t>(i)];
-    inputs.clear();
-    for (const ir::Atom& a : e.inputs)
-      inputs.push_back(a.is_literal() ? a.literal : env[static_cast<std::size_t>(a.var)]);
-    std::vector<Array> outs = ir::bind(*e.prim, inputs, e.params);
-    inputs.clear();  // drop our references before releasing the environment's
-    for (std::size_t k = 0; k < outs.size(); ++k)
-      if (last_use[static_cast<std::size_t>(e.outputs[k])] >= 0)
-        env[static_cast<std::size_t>(e.outputs[k])] = std::move(outs[k]);
+    if (sink != nullptr && e.prim == &checkpoint_p && ir::current_trace() == nullptr) {
+      // A checkpoint region (a remat'd model's whole backward pass) runs inline, so that its
+      // results leave one by one too: each is final when the region's graph says so.
+      std::vector<Array> args_in;
+      for (const ir::Atom& a : e.inputs) {
+        if (a.is_literal()) {
+          args_in.push_back(a.literal);
+        } else {
+          Array& v = env[static_cast<std::size_t>(a.var)];
+          // The region's graph releases what it no longer needs only if it holds the sole
+          // reference: hand over the values this equation reads last.
+          args_in.push_back(last_use[static_cast<std::size_t>(a.var)] == i ? std::move(v) : v);
+        }
+      }
+      const OutputSink region_sink = [&](std::size_t k, Array value) {
+        const auto v = static_cast<std::size_t>(e.outputs[k]);
+        if (last_use[v] < 0) return;
+        env[v] = std::move(value);
+        for (const std::size_t out : ready[static_cast<std::size_t>(i) + 1])
+          if (!graph.outvars[out].is_literal() &&
+              static_cast<std::size_t>(graph.outvars[out].var) == v)
+            deliver_one(out);
+      };
+      run_graph(*e.params.get<std::shared_ptr<const ir::Graph>>("jaxpr"), std::move(args_in),
+                &region_sink);
+    } else {
+      inputs.clear();
+      for (const ir::Atom& a : e.inputs)
+        inputs.push_back(a.is_literal() ? a.literal : env[static_cast<std::size_t>(a.var)]);
+      std::vector<Array> outs = ir::bind(*e.prim, inputs, e.params);
+      inputs.clear();  // drop our references before releasing the environment's
+      for (std::size_t k = 0; k < outs.size(); ++k)
+        if (last_use[static_cast<std::size_t>(e.outputs[k])] >= 0)
+          env[static_cast<std::size_t>(e.outputs[k])] = std::move(outs[k]);
+    }
     for (const ir::Atom& a : e.inputs)
       if (!a.is_literal() && last_use[static_cast<std::size_t>(a.var)] == i)
         env[static_cast<std::size_t>(a.var)] = Array();

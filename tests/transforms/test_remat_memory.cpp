@@ -1,6 +1,7 @@
 // Remat is judged by memory: an 8-layer width-512 MLP-shaped function (dense + bias + relu per
-// layer) at batch 256, each layer in its own checkpoint. Peak bytes during value_and_grad per
-// policy, against what the residual report predicts; recomputed dot_generals per policy.
+// layer) at batch 1024 (activations outweigh the gradients), each layer in its own checkpoint. Peak
+// bytes during value_and_grad per policy, against what the residual report predicts; recomputed
+// dot_generals per policy.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -17,7 +18,7 @@ namespace cp = flaxpp::checkpoint_policies;
 
 namespace {
 
-constexpr std::int64_t kLayers = 8, kWidth = 512, kBatch = 256;
+constexpr std::int64_t kLayers = 8, kWidth = 512, kBatch = 1024;
 constexpr std::int64_t kActivationBytes = kBatch * kWidth * 4;  // one (B, W) float32 activation
 
 struct Run {
