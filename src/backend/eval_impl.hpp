@@ -12,6 +12,7 @@
 #include "flaxpp/core/aval.hpp"
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/core/dtype.hpp"
+#include "flaxpp/ir/elementwise_program.hpp"
 #include "flaxpp/ir/params.hpp"
 #include "flaxpp/ir/primitive.hpp"
 
@@ -40,6 +41,17 @@ class Output {
   AVal aval_;
   std::shared_ptr<Buffer> buffer_;
 };
+
+// fused_elementwise's params: its program, and whether inputs nothing else holds may take
+// results (donated_inputs).
+struct FusedParams {
+  const ir::ElementwiseProgram& program;
+  bool donate;
+};
+inline FusedParams fused_params(const ir::Params& params) {
+  return {*params.get<std::shared_ptr<const ir::ElementwiseProgram>>("program"),
+          params.has("donate") && params.get<bool>("donate")};
+}
 
 // For each of `num_outputs` results of one fused_elementwise group (all of the group's aval),
 // the index of the group input whose buffer it takes over, or -1 for a new buffer: with

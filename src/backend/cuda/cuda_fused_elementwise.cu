@@ -113,8 +113,7 @@ std::vector<Array> Families::fused_elementwise(const ir::Primitive& prim, std::s
                                                const ir::Params& params,
                                                std::span<const AVal> out) {
   if (out.empty()) return {};
-  const auto& program = *params.get<std::shared_ptr<const ir::ElementwiseProgram>>("program");
-  const bool donate = params.has("donate") && params.get<bool>("donate");
+  const auto [program, donate] = backend_impl::fused_params(params);
   switch (in[0].dtype()) {
     case DType::f32:
       return run<float>(prim, program, donate, in, out);
