@@ -73,6 +73,27 @@ std::string ElementwiseProgram::str() const {
   return out + "}";
 }
 
+void ElementwiseProgram::validate() const {
+  auto fail = [this](const std::string& what) {
+    throw ValueError(detail::str("invalid elementwise program ", str(), ": ", what));
+  };
+  if (num_scalars < 0 || num_inputs < 0) fail("negative operand counts");
+  if (num_registers > kMaxRegisters || first_temporary() > num_registers)
+    fail(detail::str("it needs ", std::max(num_registers, first_temporary()),
+                     " registers; a program has at most ", kMaxRegisters));
+  if (outputs.size() > static_cast<std::size_t>(kMaxRegisters))
+    fail(detail::str(outputs.size(), " outputs; a program has at most ", kMaxRegisters));
+  for (const std::uint8_t r : outputs)
+    if (r >= num_registers) fail(detail::str("output register r", int(r), " does not exist"));
+  for (const Instr& in : code) {
+    if (in.dst < first_temporary() || in.dst >= num_registers)
+      fail(detail::str("r", int(in.dst), " is written, but only temporaries r", first_temporary(),
+                       "..r", num_registers - 1, " may be"));
+    for (const std::uint8_t r : {in.a, in.b, in.c})
+      if (r >= num_registers) fail(detail::str("register r", int(r), " does not exist"));
+  }
+}
+
 ElementwiseBuilder& ElementwiseValue::builder() const {
   FLAXPP_ASSERT(builder_ != nullptr, "an ElementwiseBuilder::Value used before it was assigned");
   return *builder_;
@@ -84,7 +105,12 @@ ElementwiseBuilder::Value ElementwiseBuilder::add_node(Node n) {
 }
 
 int ElementwiseBuilder::check(Value v) const {
-  FLAXPP_ASSERT(v.builder_ == this, "an ElementwiseBuilder::Value of another builder (or none)");
+  if (v.builder_ != this)
+    throw ValueError(
+        v.builder_ == nullptr
+            ? "an elementwise program value used before it was assigned"
+            : "an elementwise program value from another program (in an optimiser: a value "
+              "taken before UpdateBuilder::global_norm, which runs the code before it)");
   return v.id_;
 }
 
@@ -197,6 +223,7 @@ std::shared_ptr<const ElementwiseProgram> ElementwiseBuilder::finish() const {
                                  " a fused kernel has; split it into smaller programs"));
   for (const int o : outputs_)
     program->outputs.push_back(static_cast<std::uint8_t>(reg[static_cast<std::size_t>(o)]));
+  program->validate();
   return program;
 }
 

@@ -42,6 +42,8 @@ UpdateBuilder::UpdateBuilder(Leafwise, const Tree& like, Tree params)
 }
 
 void UpdateBuilder::start_stage(Tree updates) {
+  // A value of an earlier stage must fail check() clearly, not point at a freed builder.
+  if (code_) retired_.push_back(std::move(code_));
   code_ = std::make_unique<ir::ElementwiseBuilder>();
   inputs_.clear();
   scalars_.clear();

@@ -401,14 +401,15 @@ struct Backward {
     if (cotangents.size() != out_avals.size())
       throw ValueError(detail::str("vjp backward: expected ", out_avals.size(), " cotangents, got ",
                                    cotangents.size()));
-    std::vector<Array> args = release ? std::move(residuals) : residuals;
-    spent = release;
-    for (std::size_t k = 0; k < cotangents.size(); ++k) {
+    for (std::size_t k = 0; k < cotangents.size(); ++k)
       if (cotangents[k].aval() != out_avals[k])
         throw ValueError(detail::str("vjp backward: cotangent ", k, " must be ", out_avals[k],
                                      " like the output, got ", cotangents[k].aval()));
-      args.push_back(cotangents[k]);
-    }
+    // Checked first, so that bad cotangents leave the residuals for another try.
+    std::vector<Array> args = release ? std::move(residuals) : residuals;
+    std::vector<Array> known = release ? std::move(known_cts) : known_cts;
+    spent = release;
+    args.insert(args.end(), cotangents.begin(), cotangents.end());
     // Which input each output of the backward graph is the cotangent of.
     std::vector<std::size_t> unknown_input;
     std::size_t slot = out_avals.size();
@@ -426,7 +427,7 @@ struct Backward {
         sink(i, Array::full(lin->primal_avals[i].shape, 0.0, lin->primal_avals[i].dtype));
         continue;
       }
-      if (lin->pe.output_known[slot]) sink(i, known_cts[next_known++]);
+      if (lin->pe.output_known[slot]) sink(i, std::move(known[next_known++]));
       ++slot;
     }
   }

@@ -102,16 +102,13 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
       // A checkpoint region (a remat'd model's whole backward pass) runs inline, so that its
       // results leave one by one too: each is final when the region's graph says so.
       std::vector<Array> args_in;
-      for (const ir::Atom& a : e.inputs) {
-        if (a.is_literal()) {
-          args_in.push_back(a.literal);
-        } else {
-          Array& v = env[static_cast<std::size_t>(a.var)];
-          // The region's graph releases what it no longer needs only if it holds the sole
-          // reference: hand over the values this equation reads last.
-          args_in.push_back(last_use[static_cast<std::size_t>(a.var)] == i ? std::move(v) : v);
-        }
-      }
+      for (const ir::Atom& a : e.inputs)
+        args_in.push_back(a.is_literal() ? a.literal : env[static_cast<std::size_t>(a.var)]);
+      // The region's graph releases what it no longer needs only if it holds the sole
+      // reference: let go of the values this equation reads last (a value may be read twice).
+      for (const ir::Atom& a : e.inputs)
+        if (!a.is_literal() && last_use[static_cast<std::size_t>(a.var)] == i)
+          env[static_cast<std::size_t>(a.var)] = Array();
       const OutputSink region_sink = [&](std::size_t k, Array value) {
         const auto v = static_cast<std::size_t>(e.outputs[k]);
         if (last_use[v] < 0) return;

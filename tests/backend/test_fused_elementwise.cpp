@@ -212,3 +212,30 @@ TEST_CASE("fused_elementwise_donated: results take the buffers of inputs nothing
   out = lax::fused_elementwise(program, {}, plain);
   CHECK(out[0].buffer().data() != x_data);
 }
+
+TEST_CASE("fused_elementwise: a malformed program is a clear error, not an out-of-range access") {
+  const Array x = Array::from_vector(std::vector<float>{1.0f, 2.0f}, Shape{2});
+  auto program = [](auto edit) {
+    ir::ElementwiseProgram p;
+    p.num_inputs = 1;
+    p.num_registers = 2;
+    p.code = {{ir::ElementwiseProgram::Op::neg, 1, 0, 0, 0, 0}};
+    p.outputs = {1};
+    edit(p);
+    return std::make_shared<const ir::ElementwiseProgram>(p);
+  };
+  CHECK(lax::fused_elementwise(program([](auto&) {}), {}, std::span(&x, 1))[0].to_vector<float>() ==
+        std::vector<float>{-1.0f, -2.0f});
+  CHECK_THROWS_WITH_AS(
+      lax::fused_elementwise(program([](auto& p) { p.code[0].dst = 0; }), {}, std::span(&x, 1)),
+      doctest::Contains("r0 is written, but only temporaries"), ValueError);
+  CHECK_THROWS_WITH_AS(
+      lax::fused_elementwise(program([](auto& p) { p.outputs = {7}; }), {}, std::span(&x, 1)),
+      doctest::Contains("output register r7 does not exist"), ValueError);
+  CHECK_THROWS_WITH_AS(lax::fused_elementwise(program([](auto& p) { p.outputs.assign(40, 1); }), {},
+                                              std::span(&x, 1)),
+                       doctest::Contains("40 outputs"), ValueError);
+  CHECK_THROWS_WITH_AS(
+      lax::fused_elementwise(program([](auto& p) { p.num_registers = 64; }), {}, std::span(&x, 1)),
+      doctest::Contains("at most 32"), ValueError);
+}

@@ -227,3 +227,20 @@ TEST_CASE(
   check_same_bits(s2["0"]["mu"], s1["0"]["mu"]);
   check_same_bits(s2["0"]["nu"], s1["0"]["nu"]);
 }
+
+TEST_CASE("fused update: a custom emitter's value from before global_norm is a clear error") {
+  // global_norm runs the code so far (the update was changed), so `before` belongs to a
+  // program that has run.
+  const o::GradientTransformation stale =
+      o::from_emitter([](const Tree&) { return Tree(); },
+                      [](o::UpdateBuilder& b, const Tree& s) {
+                        const ir::EValue before = b.update() * 2.0;
+                        b.set_update(before);
+                        const ir::EValue norm = b.global_norm();
+                        b.set_update(before / norm);
+                        return o::StateFn([s](const o::UpdateResults&) { return s; });
+                      });
+  const Tree params = params_tree();
+  CHECK_THROWS_WITH_AS(stale.update(grads_tree(0), Tree(), params),
+                       doctest::Contains("value from another program"), ValueError);
+}

@@ -88,6 +88,32 @@ TEST_CASE("checkpoint: gradients are the same under every policy and without che
   testing::check_grad(checkpoint(f, cp::dots_saveable()), args);
 }
 
+TEST_CASE("checkpoint: a region reading one value twice (tied weights) differentiates") {
+  // The backward pass runs the region's graph inline; the value it reads twice must reach both
+  // of its inputs.
+  const ArrayFn product = [](std::span<const Array> a) {
+    return std::vector<Array>{sum(a[0] * a[1])};
+  };
+  const ArrayFn tied = [&](std::span<const Array> a) {
+    const std::vector<Array> twice{a[0], a[0]};
+    return checkpoint(product, cp::nothing_saveable())(twice);
+  };
+  const Array v = Array::from_vector(std::vector<double>{1.0, -2.0, 3.0}, Shape{3});
+  const std::vector<Array> ct{Array::scalar(1.0)};
+  const auto g = vjp(tied, std::span<const Array>(&v, 1)).backward_once(ct);
+  CHECK(g.at(0).to_vector<double>() == std::vector<double>{2.0, -4.0, 6.0});
+}
+
+TEST_CASE("vjp: a wrong cotangent is an error that keeps the backward pass usable") {
+  const auto args = inputs(3, 2, DType::f64);
+  const VjpResult r = vjp(f, args);
+  const std::vector<Array> wrong{Array::scalar(1.0f)};
+  CHECK_THROWS_WITH_AS(r.backward_once(wrong), doctest::Contains("cotangent 0 must be"),
+                       ValueError);
+  const std::vector<Array> ct{Array::scalar(1.0)};
+  CHECK(r.backward_once(ct).size() == 3);
+}
+
 TEST_CASE("saved_residuals: the lines JAX prints for f and g (jax 0.10.2, N=5, d=4)") {
   const auto args = inputs(5, 4);
   using Lines = std::vector<std::string>;

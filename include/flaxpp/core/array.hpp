@@ -1,5 +1,6 @@
 // flaxpp/core/array.hpp — Array: an immutable value made of a buffer handle, a shape and a
-// dtype. Copies share the buffer; nothing mutates a buffer once an Array holds it. While a
+// dtype. Copies share the buffer, and a buffer is never written while two Arrays hold it (only
+// a donated operand held by nothing else may take a primitive's result in place). While a
 // function is traced (grad, vjp, checkpoint), an Array may instead hold a tracer: it then has
 // a shape and dtype but no values, and reading values is a TracerError.
 #pragma once

@@ -39,8 +39,12 @@ struct ElementwiseProgram {
 
   int first_constant() const { return num_scalars + num_inputs; }
   int first_temporary() const { return first_constant() + static_cast<int>(constants.size()); }
-  // "{s0; a0 a1; c0=0.9; r5 = mul c0 a0; ...; -> r5 r7}" for printed graphs.
+  // "{scalars=0 inputs=2 constants=(0.9); r3=mul(r2, r0); r3=add(r3, r1); -> r3}" for
+  // printed graphs.
   std::string str() const;
+  // ValueError unless the registers fit: at most kMaxRegisters of them and of outputs, every
+  // register read exists, and the code writes temporaries only.
+  void validate() const;
   bool operator==(const ElementwiseProgram&) const = default;
 };
 

@@ -74,7 +74,9 @@ Tree apply_updates(const Tree& params, const Tree& updates);
 // tx.update then apply_updates: (new params, new state), as Flax's TrainState.apply_gradients.
 // With an emitter, one fused pass per dtype computes the new parameters and state together,
 // in place of the gradients, parameters and state leaves that the caller moved in and holds
-// nowhere else (JAX's donation); copies the caller keeps are never written.
+// nowhere else (JAX's donation); copies the caller keeps are never written. The fused pass
+// needs each leaf's gradient and state in the parameter's dtype (a clear error otherwise;
+// apply_updates alone casts the sum to the parameter's dtype).
 std::pair<Tree, Tree> apply_gradients(const GradientTransformation& tx, Tree grads, Tree state,
                                       Tree params);
 

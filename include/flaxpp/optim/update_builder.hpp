@@ -62,7 +62,8 @@ class UpdateBuilder {
   EValue scalar(const Array& value);
   EValue constant(double value) { return code_->constant(value); }
   // The global norm of the running update (optax.global_norm over all leaves). When update()
-  // is no longer the input it was, the program so far runs first, to give it as an array.
+  // is no longer the input it was, the program so far runs first, to give it as an array:
+  // values taken before then belong to that program and cannot be used after it.
   EValue global_norm();
   // Keeps `v` of every leaf; UpdateResults::tree(slot) gives it as a tree of params' structure.
   int store(EValue v);
@@ -85,6 +86,7 @@ class UpdateBuilder {
   std::vector<std::string> paths_;
   Tree params_tree_;
   std::unique_ptr<ir::ElementwiseBuilder> code_;
+  std::vector<std::unique_ptr<ir::ElementwiseBuilder>> retired_;  // earlier stages'
   EValue update_, update_input_, params_;
   bool params_loaded_ = false;
   std::vector<std::vector<Array>> inputs_;  // per input: its leaves

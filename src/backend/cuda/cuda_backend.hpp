@@ -33,6 +33,9 @@ class CudaBackend final : public Backend {
   // driver reports it (cudaMemPoolAttrUsedMemHigh): allocator rounding included.
   std::int64_t pool_used_high() const;
   void reset_pool_peak();
+  // Orders work queued next on stream() after any side-stream copy still reading or writing
+  // `ptr`: call it before writing an existing buffer in place (a donated operand).
+  void before_write(const void* ptr) const { wait_for_copy(ptr); }
 
  protected:
   void* allocate_impl(std::int64_t bytes, MemoryKind kind) override;

@@ -39,13 +39,16 @@ std::vector<Array> run(const ir::Primitive& prim, const ir::ElementwiseProgram& 
   const int num_outputs = static_cast<int>(program.outputs.size());
   if (static_cast<int>(program.code.size()) > kernels::kFusedMaxCode ||
       program.num_scalars > kernels::kFusedMaxScalars ||
+      num_outputs > ir::ElementwiseProgram::kMaxRegisters ||
       std::max(num_inputs, num_outputs) > kernels::kFusedMaxPointers)
-    throw ValueError(detail::str(prim.name(), ": the program has ", program.code.size(),
-                                 " instructions, ", program.num_scalars, " scalars and ",
-                                 num_inputs, " inputs; a CUDA launch takes at most ",
-                                 kernels::kFusedMaxCode, ", ", kernels::kFusedMaxScalars, " and ",
-                                 kernels::kFusedMaxPointers, "; split the program"));
-  // The parameter block (~25 KiB) lives on the heap, not the host stack.
+    throw ValueError(detail::str(
+        prim.name(), ": the program has ", program.code.size(), " instructions, ",
+        program.num_scalars, " scalar operands and ", num_inputs, " inputs and ", num_outputs,
+        " outputs per group; one CUDA launch takes at most ", kernels::kFusedMaxCode, ", ",
+        kernels::kFusedMaxScalars, " and ", kernels::kFusedMaxPointers, " (outputs at most ",
+        ir::ElementwiseProgram::kMaxRegisters,
+        "). For an optimiser: apply part of the chain with its update(), then the rest"));
+  // The parameter block (about 19 KiB) lives on the heap, not the host stack.
   auto p = std::make_unique<FusedLaunch<S>>();
   p->num_code = static_cast<int>(program.code.size());
   std::copy(program.code.begin(), program.code.end(), p->code);
@@ -91,6 +94,7 @@ std::vector<Array> run(const ir::Primitive& prim, const ir::ElementwiseProgram& 
     for (int o = 0; o < num_outputs; ++o) {
       if (const int d = from[static_cast<std::size_t>(o)]; d >= 0) {
         const Array& donor = group_inputs[static_cast<std::size_t>(d)];
+        backend_of(donor).before_write(in_data<S>(donor));  // an offload copy may read it
         p->out[k * num_outputs + o] = const_cast<S*>(in_data<S>(donor));
         results.push_back(donor);
         continue;

@@ -11,6 +11,7 @@ const char* const kName = "fused_elementwise";
 std::vector<AVal> shape_rule(std::span<const AVal> in, const ir::Params& params) {
   const auto& program = params.get<std::shared_ptr<const ir::ElementwiseProgram>>("program");
   FLAXPP_ASSERT(program != nullptr, "fused_elementwise without a program");
+  program->validate();  // the backends index registers by it
   const auto scalars = static_cast<std::size_t>(program->num_scalars);
   const auto per_group = static_cast<std::size_t>(program->num_inputs);
   if (in.size() < scalars || per_group == 0 || (in.size() - scalars) % per_group != 0)
