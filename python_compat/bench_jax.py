@@ -14,7 +14,8 @@ Model and step (per configuration width W, depth L, batch B, policy P):
 * ``nn.remat(MLP, policy=jax.checkpoint_policies.<P>)`` unless P is ``none``.
 * loss = ``optax.softmax_cross_entropy_with_integer_labels(logits, y).mean()``;
   ``tx = optax.sgd(0.01)``; step = value_and_grad, ``tx.update``, ``optax.apply_updates``,
-  under ``jax.jit`` without buffer donation.
+  under ``jax.jit`` with the parameters and optimiser state donated (``donate_argnums=(0, 1)``),
+  as flaxpp's train step donates them.
 
 Measurements:
 
@@ -23,9 +24,10 @@ Measurements:
   and optimiser state feed the next step. ``step_ms`` is the median.
 * ``gflops`` counts ``6 * B * sum(in * out)`` FLOPs per step (2 forward, 4 backward per
   matmul multiply-add; bias, relu, softmax and the update are not counted).
-* ``peak_bytes`` on CPU = ``argument_size_in_bytes + temp_size_in_bytes`` of the compiled
-  step's ``memory_analysis()`` (XLA's buffer assignment: the inputs params, opt_state, x, y
-  plus the temporaries; outputs, aliasing and generated code are not counted). On a GPU, the
+* ``peak_bytes`` on CPU = ``argument + temp + output - alias`` bytes of the compiled step's
+  ``memory_analysis()`` (XLA's buffer assignment: the inputs params, opt_state, x, y, the
+  temporaries, and the outputs that do not reuse a donated input: with donation, arguments plus
+  temporaries and the loss; generated code is not counted). On a GPU, the
   device's ``peak_bytes_in_use`` after the timed steps; each configuration then runs in its
   own process (``--only``), so that the high-water mark is that configuration's.
 * ``residual_bytes`` = sum of the bytes of the residuals
@@ -146,17 +148,18 @@ def main(argv=None) -> int:
                 return optax.apply_updates(p, updates), s, loss
 
             t0 = time.perf_counter()
-            compiled = jax.jit(step).lower(params, opt_state, x, y).compile()
+            compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, x, y).compile()
             compile_s = time.perf_counter() - t0
             mem = compiled.memory_analysis()
-            peak_bytes = int(mem.argument_size_in_bytes + mem.temp_size_in_bytes)
+            peak_bytes = int(mem.argument_size_in_bytes + mem.temp_size_in_bytes +
+                             mem.output_size_in_bytes - mem.alias_size_in_bytes)
 
             res = saved_residuals(lambda p, xb: loss_fn(p, xb, y), params, x)
             residual_bytes = int(sum(
                 int(np.prod(aval.shape)) * aval.dtype.itemsize
                 for aval, desc in res if not desc.startswith("from the argument")))
 
-            p, s = params, opt_state
+            p, s = params, opt_state  # donated by the first step: not used again
             for _ in range(args.warmup):
                 p, s, loss = jax.block_until_ready(compiled(p, s, x, y))
             times = []
@@ -182,7 +185,8 @@ def main(argv=None) -> int:
             print(f"  W={width:5d} L={depth} B={batch:4d} {policy:33s} "
                   f"{med * 1e3:9.3f} ms  {flops / med / 1e9:7.2f} GFLOP/s  "
                   f"peak {peak_bytes / 2**20:8.2f} MiB (arg {mem.argument_size_in_bytes}, "
-                  f"temp {mem.temp_size_in_bytes}, out {mem.output_size_in_bytes})  "
+                  f"temp {mem.temp_size_in_bytes}, out {mem.output_size_in_bytes}, "
+                  f"alias {mem.alias_size_in_bytes})  "
                   f"residuals {residual_bytes / 2**20:.2f} MiB  compile {compile_s:.2f} s  "
                   f"loss {float(loss):.4f}", file=sys.stderr)
     finally:
