@@ -86,7 +86,11 @@ def table(fpp: dict, jx: dict) -> str:
 
 
 def plot(rows: list[dict], field: str, scale: float, ylabel: str, title: str, path: str):
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:  # e.g. a GPU machine's python without it: the table is what counts
+        print(f"bench_compare: matplotlib is not installed; {path} not drawn", file=sys.stderr)
+        return
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 

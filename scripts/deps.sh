@@ -15,6 +15,8 @@ flaxpp_missing_packages() {
 }
 
 flaxpp_install_deps() {
+  # Set where the packages come from elsewhere (scripts/gpu_check.sh with .device/).
+  [ -n "${FLAXPP_NO_APT:-}" ] && return 0
   local missing
   missing=$(flaxpp_missing_packages)
   [ -z "$missing" ] && return 0
