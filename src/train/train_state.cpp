@@ -67,8 +67,11 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   }
   VjpResult r = it->second(inputs);
   inputs.clear();
-  const Array one = Array::full(Shape{}, 1.0, r.outputs[0].dtype());
-  const std::span<const Array> seed(&one, 1);
+  // The loss's cotangent, made once (not a host-to-device copy per step).
+  const AVal loss_aval = r.outputs[0].aval();
+  if (!seed_.valid() || seed_.aval() != loss_aval || seed_.device() != r.outputs[0].device())
+    seed_ = Array::full(Shape{}, 1.0, loss_aval.dtype, r.outputs[0].device());
+  const std::span<const Array> seed(&seed_, 1);
   // On the CPU each leaf is updated as soon as its gradient is final, so the gradients never
   // all exist at once (XLA's schedule of a jitted step). On a GPU one fused pass per dtype
   // updates every leaf (one kernel launch, not one per parameter).

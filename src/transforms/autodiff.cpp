@@ -349,7 +349,8 @@ std::vector<Array> joint(const ir::Graph& g, std::span<const Array> in,
 // Built once for given input avals; immutable afterwards, so calls share it.
 struct Linearized {
   transforms::PartialEvalResult pe;
-  std::vector<bool> nonzero;  // per primal: has a cotangent
+  std::vector<bool> nonzero;         // per primal: has a cotangent
+  std::vector<bool> differentiable;  // per primal: as the caller marked it
   std::size_t num_outputs = 0;
   std::vector<AVal> primal_avals, output_avals;
 };
@@ -363,6 +364,7 @@ Linearized linearize(const ArrayFn& f, std::span<const AVal> primal_avals,
     throw ValueError(detail::str("vjp: the differentiable mask has ", differentiable.size(),
                                  " entries for ", primal_avals.size(), " inputs"));
   Linearized lin;
+  lin.differentiable = differentiable;
   lin.primal_avals.assign(primal_avals.begin(), primal_avals.end());
   const ir::Graph g = make_graph(f, primal_avals);
   lin.num_outputs = g.outvars.size();
@@ -391,9 +393,11 @@ struct Backward {
   std::vector<Array> residuals, known_cts;
   bool spent = false;
 
-  // Input cotangents, each handed to `sink` (zeros for inputs the outputs do not depend on):
-  // from the backward graph as soon as final, then those the forward part computed.
-  void run_into(std::span<const Array> cotangents, bool release, const OutputSink& sink) {
+  // Input cotangents, each handed to `sink` (zeros for inputs the outputs do not depend on,
+  // and for inputs marked not differentiable unless `skip_marked`): from the backward graph as
+  // soon as final, then those the forward part computed.
+  void run_into(std::span<const Array> cotangents, bool release, const OutputSink& sink,
+                bool skip_marked = false) {
     if (spent)
       throw ValueError(
           "vjp: the backward pass was already run with backward_once, which frees its residuals");
@@ -424,7 +428,8 @@ struct Backward {
     slot = out_avals.size();
     for (std::size_t i = 0; i < lin->primal_avals.size(); ++i) {
       if (!lin->nonzero[i]) {
-        sink(i, Array::full(lin->primal_avals[i].shape, 0.0, lin->primal_avals[i].dtype));
+        if (!(skip_marked && !lin->differentiable[i]))
+          sink(i, Array::full(lin->primal_avals[i].shape, 0.0, lin->primal_avals[i].dtype));
         continue;
       }
       if (lin->pe.output_known[slot]) sink(i, std::move(known[next_known++]));
@@ -473,7 +478,7 @@ VjpResult CompiledVjp::operator()(std::span<const Array> primals) const {
   result.backward = [state](std::span<const Array> cts) { return state->run(cts, false); };
   result.backward_once = [state](std::span<const Array> cts) { return state->run(cts, true); };
   result.backward_into = [state](std::span<const Array> cts, const OutputSink& sink) {
-    state->run_into(cts, true, sink);
+    state->run_into(cts, true, sink, /*skip_marked=*/true);
   };
   return result;
 }

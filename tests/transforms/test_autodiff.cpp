@@ -4,6 +4,7 @@
 
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/activations.hpp"
+#include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/custom_vjp.hpp"
 #include "harness/finite_diff.hpp"
@@ -222,4 +223,35 @@ TEST_CASE("custom_vjp: a rule returning a cotangent of the wrong shape or count 
   }
   CHECK_THROWS_WITH_AS(CustomVjpRule("test.bad_shape", {}), doctest::Contains("already exists"),
                        ValueError);
+}
+
+TEST_CASE(
+    "CompiledVjp: backward_into hands each cotangent over once; non-differentiable inputs "
+    "get zeros from backward_once and no call from backward_into") {
+  // f(w, b, x) = sum(w * x) + sum(b): x is marked not differentiable.
+  const ArrayFn f = [](std::span<const Array> a) {
+    return std::vector<Array>{sum(a[0] * a[2]) + sum(a[1])};
+  };
+  const Array w = Array::from_vector(std::vector<double>{1.0, 2.0}, Shape{2});
+  const Array b = Array::from_vector(std::vector<double>{3.0}, Shape{1});
+  const Array x = Array::from_vector(std::vector<double>{5.0, -7.0}, Shape{2});
+  const std::vector<AVal> avals{w.aval(), b.aval(), x.aval()};
+  const CompiledVjp compiled(f, avals, {true, true, false});
+  const std::vector<Array> args{w, b, x};
+  const std::vector<Array> ct{Array::scalar(1.0)};
+
+  const std::vector<Array> all = compiled(args).backward_once(ct);
+  CHECK(all.at(0).to_vector<double>() == std::vector<double>{5.0, -7.0});
+  CHECK(all.at(1).to_vector<double>() == std::vector<double>{1.0});
+  CHECK(all.at(2).to_vector<double>() == std::vector<double>{0.0, 0.0});
+
+  std::vector<int> calls(3, 0);
+  std::vector<Array> got(3);
+  compiled(args).backward_into(ct, [&](std::size_t i, Array g) {
+    ++calls.at(i);
+    got.at(i) = std::move(g);
+  });
+  CHECK(calls == std::vector<int>{1, 1, 0});
+  CHECK(got[0].to_vector<double>() == std::vector<double>{5.0, -7.0});
+  CHECK(got[1].to_vector<double>() == std::vector<double>{1.0});
 }

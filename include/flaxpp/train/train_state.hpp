@@ -56,6 +56,7 @@ class ClassifierStep {
   ApplyFn apply_;
   optim::GradientTransformation tx_;
   std::map<std::string, CompiledVjp> compiled_;  // by the avals of (params, x, y)
+  Array seed_;                                   // 1 of the loss's dtype, on its device
 };
 
 }  // namespace flaxpp::train

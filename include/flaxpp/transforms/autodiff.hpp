@@ -32,7 +32,8 @@ struct VjpResult {
   std::function<std::vector<Array>(std::span<const Array> cotangents)> backward_once;
   // backward_once handing each input cotangent to on_input(i, ct) as soon as it is final (the
   // last layer's gradients first), so the caller can consume them while the backward pass
-  // goes on (apply_gradients leaf by leaf) instead of holding all of them at once.
+  // goes on (apply_gradients leaf by leaf) instead of holding all of them at once. Inputs a
+  // CompiledVjp was told are not differentiable (e.g. the batch) get no call, not zeros.
   std::function<void(std::span<const Array> cotangents, const OutputSink& on_input)> backward_into;
   // Bytes held as residuals between the forward and the backward pass.
   std::int64_t residual_bytes = 0;

@@ -219,8 +219,13 @@ void CudaBackend::copy_to_host_impl(const void* src, void* dst, std::int64_t byt
 void CudaBackend::copy_from_host_impl(const void* src, void* dst, std::int64_t bytes) const {
   FLAXPP_CUDA_CHECK(
       cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
-  // The source is caller-owned host memory that may be freed once we return.
-  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  // The source is caller-owned host memory that may be freed once we return. From pageable
+  // memory the call returns only after staging the bytes (CUDA's documented behaviour for
+  // pageable host-to-device copies), so only a pinned source needs the copy to finish.
+  cudaPointerAttributes attributes{};
+  FLAXPP_CUDA_CHECK(cudaPointerGetAttributes(&attributes, src));
+  if (attributes.type != cudaMemoryTypeUnregistered)
+    FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
 void CudaBackend::copy_impl(const void* src, void* dst, std::int64_t bytes) const {
