@@ -90,9 +90,9 @@ inline constexpr unsigned kAll = kFloat | kInt | kBool;
 
 // Calls f(TypeTag<Storage>{}) for `dtype` when it is in the families kAllowed (bf16 and f16
 // excepted: backends that store them dispatch those first), else throws ValueError naming
-// the primitive, dtype and device. Only allowed types are instantiated.
-template <unsigned kAllowed, class F>
-Array visit_dtype(const ir::Primitive& prim, DType dtype, Device device, F&& f) {
+// the primitive, dtype and device. Only allowed types are instantiated; f returns R.
+template <unsigned kAllowed, class R = Array, class F>
+R visit_dtype(const ir::Primitive& prim, DType dtype, Device device, F&& f) {
   switch (dtype) {
     case DType::f32:
       if constexpr ((kAllowed & kFloat) != 0) return f(TypeTag<float>{});

@@ -4,10 +4,11 @@
 // A backend supplies its families as the static members of a type B (its `Families`):
 //   kNum, kFp, kAny                      the dtype families of numeric, floating and any ops
 //   kName                                its name in errors ("CPU", "CUDA")
-//   binary<kAllowed, Op>, unary<kAllowed, Op>, integer_pow, select_n, convert_element_type,
+//   binary<kAllowed, Op>, select_n, convert_element_type,
 //   reduce_sum, reduce_max, dot_general, layer_norm, layer_norm_dx, layer_norm_dscale  EvalFns
 //   fused_elementwise(prim, inputs, params, out_avals)  its several results
 //   gather(prim, x, copy, out)           the result of a StridedCopy of x
+//   map_unary<kAllowed>(prim, x, out, op)  out[i] = op(x[i]) (the unary families, integer_pow)
 // The layout primitives are built here from B::gather and layout_plan.hpp's plans.
 #pragma once
 
@@ -26,6 +27,19 @@ namespace flaxpp::backend_impl {
 inline Array identity(const ir::Primitive& /*prim*/, std::span<const Array> in,
                       const ir::Params& /*params*/, const AVal& /*out*/) {
   return in[0];
+}
+
+// The unary families and integer_pow, through B::map_unary.
+template <class B, unsigned kAllowed, class Op>
+Array unary(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& /*params*/,
+            const AVal& out) {
+  return B::template map_unary<kAllowed>(prim, in[0], out, Op{});
+}
+template <class B>
+Array integer_pow(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
+                  const AVal& out) {
+  return B::template map_unary<B::kNum>(prim, in[0], out,
+                                        kernels::IntegerPow{params.get<std::int64_t>("y")});
 }
 
 template <class B>
@@ -67,18 +81,18 @@ const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
       {&lax::le_p, B::template binary<kAny, k::Le>},
       {&lax::gt_p, B::template binary<kAny, k::Gt>},
       {&lax::ge_p, B::template binary<kAny, k::Ge>},
-      {&lax::neg_p, B::template unary<kNum, k::Neg>},
-      {&lax::abs_p, B::template unary<kNum, k::Abs>},
-      {&lax::sign_p, B::template unary<kNum, k::Sign>},
-      {&lax::exp_p, B::template unary<kFp, k::Exp>},
-      {&lax::log_p, B::template unary<kFp, k::Log>},
-      {&lax::log1p_p, B::template unary<kFp, k::Log1p>},
-      {&lax::tanh_p, B::template unary<kFp, k::Tanh>},
-      {&lax::logistic_p, B::template unary<kFp, k::Logistic>},
-      {&lax::sqrt_p, B::template unary<kFp, k::Sqrt>},
-      {&lax::rsqrt_p, B::template unary<kFp, k::Rsqrt>},
-      {&lax::erf_p, B::template unary<kFp, k::Erf>},
-      {&lax::integer_pow_p, B::integer_pow},
+      {&lax::neg_p, unary<B, kNum, k::Neg>},
+      {&lax::abs_p, unary<B, kNum, k::Abs>},
+      {&lax::sign_p, unary<B, kNum, k::Sign>},
+      {&lax::exp_p, unary<B, kFp, k::Exp>},
+      {&lax::log_p, unary<B, kFp, k::Log>},
+      {&lax::log1p_p, unary<B, kFp, k::Log1p>},
+      {&lax::tanh_p, unary<B, kFp, k::Tanh>},
+      {&lax::logistic_p, unary<B, kFp, k::Logistic>},
+      {&lax::sqrt_p, unary<B, kFp, k::Sqrt>},
+      {&lax::rsqrt_p, unary<B, kFp, k::Rsqrt>},
+      {&lax::erf_p, unary<B, kFp, k::Erf>},
+      {&lax::integer_pow_p, integer_pow<B>},
       {&lax::select_n_p, B::select_n},
       {&lax::convert_element_type_p, B::convert_element_type},
       {&lax::stop_gradient_p, identity},

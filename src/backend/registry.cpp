@@ -1,7 +1,7 @@
 // The backend registry: one backend per available device, created on first use.
-#include <map>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "backend/cpu/cpu_backend.hpp"
 #include "flaxpp/core/backend.hpp"
@@ -51,12 +51,16 @@ Backend& backend(Device device) {
         cuda_device_count() == 0 ? std::string("no CUDA GPU is visible")
                                  : detail::str(cuda_device_count(), " CUDA GPU(s) are visible"),
         "; available devices: ", available_devices()));
-  static std::mutex mutex;
-  static auto* const backends = new std::map<int, std::unique_ptr<cuda::CudaBackend> >();
-  std::lock_guard lock(mutex);
-  auto& slot = (*backends)[device.index];
-  if (!slot) slot = std::make_unique<cuda::CudaBackend>(device.index);
-  return *slot;
+  // Every primitive call looks its backend up: after the first, a lookup is one atomic load
+  // (call_once), not a lock. A constructor that throws leaves the slot for the next call.
+  static auto* const made =
+      new std::vector<std::once_flag>(static_cast<std::size_t>(cuda_device_count()));
+  static auto* const backends = new std::vector<std::unique_ptr<cuda::CudaBackend> >(
+      static_cast<std::size_t>(cuda_device_count()));
+  const auto i = static_cast<std::size_t>(device.index);
+  std::call_once((*made)[i],
+                 [&] { (*backends)[i] = std::make_unique<cuda::CudaBackend>(device.index); });
+  return *(*backends)[i];
 #endif
 }
 

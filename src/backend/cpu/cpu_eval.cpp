@@ -53,11 +53,9 @@ Array Families::binary(const ir::Primitive& prim, std::span<const Array> in,
   });
 }
 
-namespace {
-
 // out[i] = op(x[i]); `op` may carry parameters (integer_pow's y).
 template <unsigned kAllowed, class Op>
-Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op) {
+Array Families::map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op) {
   return visit_dtype<kAllowed>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
     const Output o(out);
     const T* xs = in_data<T>(x);
@@ -69,6 +67,8 @@ Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op o
   });
 }
 
+namespace {
+
 // Index of the case `which` picks. Out-of-range int32 values are clamped to the first/last
 // case, as XLA's lowering of select_n (a tree of `which < k` selects) resolves them.
 std::size_t case_index(std::int64_t which, std::size_t num_cases) {
@@ -76,17 +76,6 @@ std::size_t case_index(std::int64_t which, std::size_t num_cases) {
 }
 
 }  // namespace
-
-template <unsigned kAllowed, class Op>
-Array Families::unary(const ir::Primitive& prim, std::span<const Array> in,
-                      const ir::Params& /*params*/, const AVal& out) {
-  return map_unary<kAllowed>(prim, in[0], out, Op{});
-}
-
-Array Families::integer_pow(const ir::Primitive& prim, std::span<const Array> in,
-                            const ir::Params& params, const AVal& out) {
-  return map_unary<kNumeric>(prim, in[0], out, kernels::IntegerPow{params.get<std::int64_t>("y")});
-}
 
 // select_n(which, case_0, ..., case_{n-1}).
 Array Families::select_n(const ir::Primitive& prim, std::span<const Array> in,

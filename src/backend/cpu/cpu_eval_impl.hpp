@@ -22,9 +22,7 @@ namespace flaxpp::cpu {
 
 using backend_impl::in_data;
 using backend_impl::kAll;
-using backend_impl::kBool;
 using backend_impl::kFloat;
-using backend_impl::kInt;
 using backend_impl::kNumeric;
 
 // A new, uninitialised CPU buffer for one result.
@@ -38,9 +36,9 @@ class Output : public backend_impl::Output {
 }
 
 // backend_impl::visit_dtype on the CPU.
-template <unsigned kAllowed, class F>
-Array visit_dtype(const ir::Primitive& prim, DType dtype, F&& f) {
-  return backend_impl::visit_dtype<kAllowed>(prim, dtype, Device::cpu(), std::forward<F>(f));
+template <unsigned kAllowed, class R = Array, class F>
+R visit_dtype(const ir::Primitive& prim, DType dtype, F&& f) {
+  return backend_impl::visit_dtype<kAllowed, R>(prim, dtype, Device::cpu(), std::forward<F>(f));
 }
 
 // Writes `copy`'s result (row-major) from `in`, for elements of `itemsize` bytes (1, 4 or 8).
@@ -56,11 +54,9 @@ struct Families {
   template <unsigned kAllowed, class Op>
   static Array binary(const ir::Primitive& prim, std::span<const Array> in,
                       const ir::Params& params, const AVal& out);
+  // out[i] = op(x[i]) for x's dtype in kAllowed (the unary families and integer_pow).
   template <unsigned kAllowed, class Op>
-  static Array unary(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
-                     const AVal& out);
-  static Array integer_pow(const ir::Primitive& prim, std::span<const Array> in,
-                           const ir::Params& params, const AVal& out);
+  static Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op);
   static Array select_n(const ir::Primitive& prim, std::span<const Array> in,
                         const ir::Params& params, const AVal& out);
   static Array convert_element_type(const ir::Primitive& prim, std::span<const Array> in,

@@ -80,14 +80,8 @@ std::vector<Array> Families::fused_elementwise(const ir::Primitive& prim, std::s
                                                std::span<const AVal> out) {
   if (out.empty()) return {};
   const auto [program, donate] = backend_impl::fused_params(params);
-  switch (in[0].dtype()) {
-    case DType::f32:
-      return run<float>(program, donate, in, out);
-    case DType::f64:
-      return run<double>(program, donate, in, out);
-    default:
-      throw_unsupported_dtype(prim, in[0].dtype());
-  }
+  return visit_dtype<kFloat, std::vector<Array>>(
+      prim, in[0].dtype(), [&]<class T>(TypeTag<T>) { return run<T>(program, donate, in, out); });
 }
 
 }  // namespace flaxpp::cpu

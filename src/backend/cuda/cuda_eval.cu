@@ -13,7 +13,7 @@
 namespace flaxpp::cuda {
 
 CudaBackend& backend_of(const Array& a) {
-  return static_cast<CudaBackend&>(backend(a.device()));
+  return static_cast<CudaBackend&>(a.buffer().backend());
 }
 
 void check_launch(const char* kernel) {
@@ -56,10 +56,8 @@ Array Families::binary(const ir::Primitive& prim, std::span<const Array> in,
   });
 }
 
-namespace {
-
 template <unsigned kAllowed, class Op>
-Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op) {
+Array Families::map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op) {
   return visit_dtype<kAllowed>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
     const Output o(out, x.device());
     const std::int64_t n = out.shape.size();
@@ -70,20 +68,6 @@ Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op o
     }
     return o.array();
   });
-}
-
-}  // namespace
-
-template <unsigned kAllowed, class Op>
-Array Families::unary(const ir::Primitive& prim, std::span<const Array> in,
-                      const ir::Params& /*params*/, const AVal& out) {
-  return map_unary<kAllowed>(prim, in[0], out, Op{});
-}
-
-Array Families::integer_pow(const ir::Primitive& prim, std::span<const Array> in,
-                            const ir::Params& params, const AVal& out) {
-  return map_unary<kNumeric | kHalf>(prim, in[0], out,
-                                     kernels::IntegerPow{params.get<std::int64_t>("y")});
 }
 
 // select_n(which, case_0, ..., case_{n-1}); a 0-d `which` picks for every element.

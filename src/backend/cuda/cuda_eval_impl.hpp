@@ -21,10 +21,8 @@ namespace flaxpp::cuda {
 
 using backend_impl::in_data;
 using backend_impl::kAll;
-using backend_impl::kBool;
 using backend_impl::kFloat;
 using backend_impl::kHalf;
-using backend_impl::kInt;
 using backend_impl::kNumeric;
 using backend_impl::Output;
 
@@ -33,13 +31,13 @@ CudaBackend& backend_of(const Array& a);
 
 // backend_impl::visit_dtype on `device`, with bf16 and f16 (stored as __nv_bfloat16 and
 // __half) when kAllowed includes kHalf.
-template <unsigned kAllowed, class F>
-Array visit_dtype(const ir::Primitive& prim, DType dtype, Device device, F&& f) {
+template <unsigned kAllowed, class R = Array, class F>
+R visit_dtype(const ir::Primitive& prim, DType dtype, Device device, F&& f) {
   if constexpr ((kAllowed & kHalf) != 0) {
     if (dtype == DType::bf16) return f(TypeTag<__nv_bfloat16>{});
     if (dtype == DType::f16) return f(TypeTag<__half>{});
   }
-  return backend_impl::visit_dtype<kAllowed & ~kHalf>(prim, dtype, device, std::forward<F>(f));
+  return backend_impl::visit_dtype<kAllowed & ~kHalf, R>(prim, dtype, device, std::forward<F>(f));
 }
 
 // Throws DeviceError naming `kernel` when its launch failed (bad configuration, no kernel
@@ -61,11 +59,9 @@ struct Families {
   template <unsigned kAllowed, class Op>
   static Array binary(const ir::Primitive& prim, std::span<const Array> in,
                       const ir::Params& params, const AVal& out);
+  // out[i] = op(x[i]) for x's dtype in kAllowed (the unary families and integer_pow).
   template <unsigned kAllowed, class Op>
-  static Array unary(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
-                     const AVal& out);
-  static Array integer_pow(const ir::Primitive& prim, std::span<const Array> in,
-                           const ir::Params& params, const AVal& out);
+  static Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op);
   static Array select_n(const ir::Primitive& prim, std::span<const Array> in,
                         const ir::Params& params, const AVal& out);
   static Array convert_element_type(const ir::Primitive& prim, std::span<const Array> in,

@@ -37,17 +37,16 @@ std::vector<Array> run(const ir::Primitive& prim, const ir::ElementwiseProgram& 
   const Device device = in[0].device();
   const int num_inputs = program.num_inputs;
   const int num_outputs = static_cast<int>(program.outputs.size());
+  // The shape rule validated the program: at most kMaxRegisters inputs and outputs, so one
+  // group's pointers always fit a launch; its length and scalars are what may not.
+  static_assert(kernels::kFusedMaxPointers >= ir::ElementwiseProgram::kMaxRegisters);
   if (static_cast<int>(program.code.size()) > kernels::kFusedMaxCode ||
-      program.num_scalars > kernels::kFusedMaxScalars ||
-      num_outputs > ir::ElementwiseProgram::kMaxRegisters ||
-      std::max(num_inputs, num_outputs) > kernels::kFusedMaxPointers)
+      program.num_scalars > kernels::kFusedMaxScalars)
     throw ValueError(detail::str(
-        prim.name(), ": the program has ", program.code.size(), " instructions, ",
-        program.num_scalars, " scalar operands and ", num_inputs, " inputs and ", num_outputs,
-        " outputs per group; one CUDA launch takes at most ", kernels::kFusedMaxCode, ", ",
-        kernels::kFusedMaxScalars, " and ", kernels::kFusedMaxPointers, " (outputs at most ",
-        ir::ElementwiseProgram::kMaxRegisters,
-        "). For an optimiser: apply part of the chain with its update(), then the rest"));
+        prim.name(), ": the program has ", program.code.size(), " instructions and ",
+        program.num_scalars, " scalar operands; one CUDA launch takes at most ",
+        kernels::kFusedMaxCode, " and ", kernels::kFusedMaxScalars,
+        ". For an optimiser: apply part of the chain with its update(), then the rest"));
   // The parameter block (about 19 KiB) lives on the heap, not the host stack.
   auto p = std::make_unique<FusedLaunch<S>>();
   p->num_code = static_cast<int>(program.code.size());
@@ -70,11 +69,8 @@ std::vector<Array> run(const ir::Primitive& prim, const ir::ElementwiseProgram& 
               *p);
       check_launch(prim.name().c_str());
     }
-    p->num_groups = 0;
-    p->offsets[0] = 0;
+    p->num_groups = 0;  // offsets[0] stays 0
   };
-  p->num_groups = 0;
-  p->offsets[0] = 0;
   std::vector<Array> results;
   results.reserve(out.size());
   const std::span<const Array> groups = in.subspan(static_cast<std::size_t>(program.num_scalars));
@@ -118,18 +114,9 @@ std::vector<Array> Families::fused_elementwise(const ir::Primitive& prim, std::s
                                                std::span<const AVal> out) {
   if (out.empty()) return {};
   const auto [program, donate] = backend_impl::fused_params(params);
-  switch (in[0].dtype()) {
-    case DType::f32:
-      return run<float>(prim, program, donate, in, out);
-    case DType::f64:
-      return run<double>(prim, program, donate, in, out);
-    case DType::bf16:
-      return run<__nv_bfloat16>(prim, program, donate, in, out);
-    case DType::f16:
-      return run<__half>(prim, program, donate, in, out);
-    default:
-      backend_impl::throw_unsupported_dtype(prim, in[0].dtype(), in[0].device());
-  }
+  return visit_dtype<Families::kFp, std::vector<Array>>(
+      prim, in[0].dtype(), in[0].device(),
+      [&]<class S>(TypeTag<S>) { return run<S>(prim, program, donate, in, out); });
 }
 
 }  // namespace flaxpp::cuda
