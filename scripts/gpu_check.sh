@@ -47,13 +47,8 @@ run_step() {  # name, command...: runs it into its log, prints one line
 }
 
 do_build() {
-  # shellcheck disable=SC1091
-  source scripts/deps.sh
-  set +e  # deps.sh sets -e; each step reports its own failure
-  flaxpp_install_deps &&
-    cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DFLAXPP_WERROR=ON \
-      -DCMAKE_CUDA_ARCHITECTURES=90 ${DEVDEPS_BLAS:+-DBLAS_LIBRARIES=$DEVDEPS_BLAS} &&
-    cmake --build "$build_dir" -j "$(nproc)"
+  FLAXPP_BUILD_DIR=$build_dir bash scripts/build.sh -DFLAXPP_WERROR=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 ${DEVDEPS_BLAS:+-DBLAS_LIBRARIES=$DEVDEPS_BLAS}
 }
 do_test() {
   nvidia-smi -L || true

@@ -71,12 +71,9 @@ Array random_f32(const Shape& shape, unsigned seed) {
   return astype(testing::random_f64(shape, seed, -2.0, 2.0), DType::f32);
 }
 
-// float32 -> bfloat16 -> float32 by round-to-nearest-even on the bits (finite values).
+// float32 -> bfloat16 -> float32, rounded to nearest-even (flaxpp's host conversion).
 float round_to_bf16(float x) {
-  std::uint32_t bits = 0;
-  std::memcpy(&bits, &x, 4);
-  bits += 0x7fffu + ((bits >> 16) & 1u);
-  bits &= 0xffff0000u;
+  const std::uint32_t bits = std::uint32_t{round_to_bfloat16_bits(x)} << 16;
   float out = 0;
   std::memcpy(&out, &bits, 4);
   return out;

@@ -12,9 +12,11 @@
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/transform.hpp"
 #include "flaxpp/transforms/trace.hpp"
+#include "harness/tree_bits.hpp"
 
 using namespace flaxpp;
 namespace o = flaxpp::optim;
+using testing::check_same_bits;
 
 namespace {
 
@@ -71,16 +73,6 @@ Tree eager_clip(const Tree& u, double max_norm) {
 }
 Tree eager_scale(const Tree& u, double s) {
   return tree_map(u, [&](const Array& t) { return t * s; });
-}
-
-void check_same_bits(const Tree& got, const Tree& want) {
-  const auto g = got.flatten(), w = want.flatten();
-  REQUIRE(g.size() == w.size());
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    CAPTURE(g[i].first);
-    CHECK(g[i].first == w[i].first);
-    CHECK(g[i].second.to_vector<float>() == w[i].second.to_vector<float>());
-  }
 }
 
 // The fused_elementwise equations of apply_gradients(tx, grads, state, params) when traced.

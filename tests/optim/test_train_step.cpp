@@ -16,9 +16,11 @@
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "harness/finite_diff.hpp"
+#include "harness/tree_bits.hpp"
 
 using namespace flaxpp;
 namespace o = flaxpp::optim;
+using testing::check_same_bits;
 
 namespace {
 
@@ -31,15 +33,6 @@ Batch batch(std::int64_t rows, std::int64_t dim, unsigned seed) {
     labels[i] = static_cast<std::int32_t>((i * 7 + seed) % 10);
   return {astype(testing::random_f64(Shape{rows, dim}, seed), DType::f32),
           Array::from_vector(labels, Shape{rows})};
-}
-
-void check_same_bits(const Tree& got, const Tree& want) {
-  const auto g = got.flatten(), w = want.flatten();
-  REQUIRE(g.size() == w.size());
-  for (std::size_t i = 0; i < g.size(); ++i) {
-    CAPTURE(g[i].first);
-    CHECK(g[i].second.to_vector<float>() == w[i].second.to_vector<float>());
-  }
 }
 
 }  // namespace
