@@ -6,14 +6,15 @@
 #include <algorithm>
 #include <cmath>
 
-#include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/numpy.hpp"
 
 namespace flaxpp::optim {
 namespace {
 
+// optax's count is host state (schedules and bias corrections are computed on the host), so
+// it lives in host memory: reading it each step costs no device synchronisation.
 Array count_array(std::int64_t c) {
-  return Array::scalar(static_cast<std::int32_t>(c));
+  return Array::scalar(static_cast<std::int32_t>(c), Device::cpu());
 }
 std::int64_t count_of(const Tree& state) {
   return state["count"].array().to_vector<std::int32_t>()[0];
@@ -22,9 +23,9 @@ std::int64_t count_of(const Tree& state) {
 std::int64_t safe_increment(std::int64_t c) {
   return c < 2147483647 ? c + 1 : c;
 }
-Tree zeros_like_tree(const Tree& t) {
+Tree full_like_tree(const Tree& t, double value) {
   return tree_map(
-      t, [](const Array& x) { return Array::full(x.shape(), 0.0, x.dtype(), x.device()); });
+      t, [value](const Array& p) { return Array::full(p.shape(), value, p.dtype(), p.device()); });
 }
 // bias_correction's divisor 1 - decay ** count: decay ** count as XLA computes it on CPU (the
 // correctly rounded float32 power), the difference in float32.
@@ -44,10 +45,6 @@ EValue rms_scaling(EValue n, double eps, bool eps_in_sqrt) {
 // The new state of a transformation whose state does not change.
 StateFn keep(const Tree& state) {
   return [state](const UpdateResults&) { return state; };
-}
-Tree full_like_tree(const Tree& t, double value) {
-  return tree_map(
-      t, [value](const Array& p) { return Array::full(p.shape(), value, p.dtype(), p.device()); });
 }
 
 }  // namespace
@@ -129,7 +126,7 @@ GradientTransformation scale_by_learning_rate(const LearningRate& learning_rate,
 GradientTransformation trace(double decay, bool nesterov) {
   return from_emitter(
       [](const Tree& params) {
-        return Tree{{"trace", zeros_like_tree(params)}};
+        return Tree{{"trace", full_like_tree(params, 0.0)}};
       },
       [decay, nesterov](UpdateBuilder& b, const Tree& s) {
         const EValue g = b.update();
@@ -145,8 +142,8 @@ GradientTransformation scale_by_adam(double b1, double b2, double eps, double ep
   return from_emitter(
       [](const Tree& params) {
         return Tree{{"count", count_array(0)},
-                    {"mu", zeros_like_tree(params)},
-                    {"nu", zeros_like_tree(params)}};
+                    {"mu", full_like_tree(params, 0.0)},
+                    {"nu", full_like_tree(params, 0.0)}};
       },
       [=](UpdateBuilder& b, const Tree& s) {
         const EValue g = b.update();
@@ -202,7 +199,8 @@ GradientTransformation scale_by_stddev(double decay, double eps, double initial_
                                        bool eps_in_sqrt, bool bias_correct) {
   return from_emitter(
       [=](const Tree& params) {
-        Tree state{{"mu", zeros_like_tree(params)}, {"nu", full_like_tree(params, initial_scale)}};
+        Tree state{{"mu", full_like_tree(params, 0.0)},
+                   {"nu", full_like_tree(params, initial_scale)}};
         if (bias_correct) state.set("count", count_array(0));
         return state;
       },

@@ -43,9 +43,11 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
       if (!a.is_literal()) last_use[static_cast<std::size_t>(a.var)] = i;
   // With a sink, output k leaves after equation ready[k] (-1: before the first): once its
   // variable is defined and read by no later equation.
-  std::vector<std::vector<std::size_t>> ready(static_cast<std::size_t>(n) + 1);
-  std::vector<int> pending(graph.num_vars(), 0);
+  std::vector<std::vector<std::size_t>> ready;
+  std::vector<int> pending;
   if (sink != nullptr) {
+    ready.resize(static_cast<std::size_t>(n) + 1);
+    pending.assign(graph.num_vars(), 0);
     std::vector<std::ptrdiff_t> defined(graph.num_vars(), -1);
     for (std::ptrdiff_t i = 0; i < n; ++i)
       for (const ir::VarId v : graph.eqns[static_cast<std::size_t>(i)].outputs)
@@ -77,7 +79,7 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
   }
   // Hands out the outputs that became final; the environment lets go of a variable with its
   // last pending output, so the sink may own the only reference.
-  std::vector<bool> delivered(graph.outvars.size(), false);
+  std::vector<bool> delivered(sink != nullptr ? graph.outvars.size() : 0, false);
   auto deliver_one = [&](std::size_t k) {
     if (delivered[k]) return;
     delivered[k] = true;
