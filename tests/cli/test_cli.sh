@@ -45,6 +45,7 @@ expect "unknown command" 2 'unknown command "chek"' -- "$flaxpp" chek
 expect "residuals" 0 'f32\[5,4\] output of dot_general' -- "$flaxpp" residuals checkpoint_dot_policy --policy dots_saveable
 expect "residuals, named" 0 "named 'a'" -- "$flaxpp" residuals named_dot_policy --policy '{"name": "save_only_these_names", "names": ["a"]}'
 expect "residuals, bad policy" 2 'unknown checkpoint policy' -- "$flaxpp" residuals checkpoint_dot_policy --policy dots_savable
+expect "a BLAS that does not load" 2 'cannot load the BLAS library /nonexistent/libblas.so .*FLAXPP_BLAS' -- env FLAXPP_BLAS=/nonexistent/libblas.so "$flaxpp" bench --steps 1 --width 64 --device cpu --out "$dir/no_blas.jsonl"
 
 # flaxpp train: a small synthetic data set (3 separable classes), an uninterrupted run, and a
 # run stopped after 7 steps then resumed; both must end with the same checkpoint, byte for byte.

@@ -1,27 +1,14 @@
 // CPU evaluation of dot_general through BLAS (sgemm/dgemm, one call per batch element) for
 // any dimension numbers. f32 accumulates in f32, as JAX's CPU backend does.
-#include <cblas.h>
-
 #include <algorithm>
 #include <climits>
 
+#include "backend/cpu/cpu_blas.hpp"
 #include "backend/cpu/cpu_eval_impl.hpp"
 #include "flaxpp/core/error.hpp"
 
 namespace flaxpp::cpu {
 namespace {
-
-void gemm(bool trans_a, bool trans_b, int m, int n, int k, const float* a, int lda, const float* b,
-          int ldb, float* c, int ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
-}
-
-void gemm(bool trans_a, bool trans_b, int m, int n, int k, const double* a, int lda,
-          const double* b, int ldb, double* c, int ldc) {
-  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
-}
 
 // An operand's elements as a batch of row-major matrices, read as the plan says; a permuted
 // copy when the plan needs one (outside memory accounting).
@@ -66,10 +53,12 @@ Array dot_general_t(const Array& lhs, const Array& rhs, const ir::DotDimensionNu
   const MatrixBatch<T> b = as_matrix_batch<T>(rhs, p.rhs);  // (batch, k, n)
   const int lda = blas_int(p.lhs.transposed ? p.m : p.k);
   const int ldb = blas_int(p.rhs.transposed ? p.k : p.n);
+  const Blas& lib = blas();
+  const auto ta = static_cast<Transpose>(p.lhs.transposed);
+  const auto tb = static_cast<Transpose>(p.rhs.transposed);
   for (std::int64_t i = 0; i < p.batch; ++i)
-    gemm(p.lhs.transposed, p.rhs.transposed, blas_int(p.m), blas_int(p.n), blas_int(p.k),
-         a.data + i * p.m * p.k, lda, b.data + i * p.k * p.n, ldb, c + i * p.m * p.n,
-         blas_int(p.n));
+    lib.gemm(ta, tb, blas_int(p.m), blas_int(p.n), blas_int(p.k), a.data + i * p.m * p.k, lda,
+             b.data + i * p.k * p.n, ldb, c + i * p.m * p.n, blas_int(p.n));
   return o.array();
 }
 
