@@ -68,8 +68,10 @@ std::string ElementwiseProgram::str() const {
     out += ")";
   }
   out += "; ->";
-  for (const std::uint8_t r : outputs)
-    out += detail::str(" r", int(r));
+  for (std::size_t k = 0; k < outputs.size(); ++k) {
+    out += detail::str(" r", int(outputs[k]));
+    if (k < aliases.size() && aliases[k] >= 0) out += detail::str("@in", int(aliases[k]));
+  }
   return out + "}";
 }
 
@@ -85,6 +87,14 @@ void ElementwiseProgram::validate() const {
     fail(detail::str(outputs.size(), " outputs; a program has at most ", kMaxRegisters));
   for (const std::uint8_t r : outputs)
     if (r >= num_registers) fail(detail::str("output register r", int(r), " does not exist"));
+  if (!aliases.empty() && aliases.size() != outputs.size())
+    fail(detail::str(aliases.size(), " aliases for ", outputs.size(), " outputs"));
+  for (std::size_t k = 0; k < aliases.size(); ++k) {
+    if (aliases[k] < -1 || aliases[k] >= num_inputs)
+      fail(detail::str("output ", k, " aliases operand ", int(aliases[k]), " of ", num_inputs));
+    if (aliases[k] >= 0 && std::count(aliases.begin(), aliases.end(), aliases[k]) > 1)
+      fail(detail::str("operand ", int(aliases[k]), " is aliased by two outputs"));
+  }
   for (const Instr& in : code) {
     if (in.dst < first_temporary() || in.dst >= num_registers)
       fail(detail::str("r", int(in.dst), " is written, but only temporaries r", first_temporary(),
@@ -145,8 +155,16 @@ ElementwiseBuilder::Value ElementwiseBuilder::apply(Op op, Value a, Value b, Val
                    .y = y});
 }
 
-int ElementwiseBuilder::output(Value v) {
+int ElementwiseBuilder::output(Value v, Value in_place_of) {
+  std::int8_t alias = -1;
+  if (in_place_of.valid()) {
+    const Node& n = nodes_[static_cast<std::size_t>(check(in_place_of))];
+    if (n.kind != Kind::input)
+      throw ValueError("an elementwise program result can replace an input() only");
+    alias = static_cast<std::int8_t>(n.index);
+  }
   outputs_.push_back(check(v));
+  aliases_.push_back(alias);
   return static_cast<int>(outputs_.size()) - 1;
 }
 
@@ -223,6 +241,8 @@ std::shared_ptr<const ElementwiseProgram> ElementwiseBuilder::finish() const {
                                  " a fused kernel has; split it into smaller programs"));
   for (const int o : outputs_)
     program->outputs.push_back(static_cast<std::uint8_t>(reg[static_cast<std::size_t>(o)]));
+  if (std::any_of(aliases_.begin(), aliases_.end(), [](std::int8_t a) { return a >= 0; }))
+    program->aliases = aliases_;
   program->validate();
   return program;
 }

@@ -129,9 +129,9 @@ GradientTransformation trace(double decay, bool nesterov) {
         return Tree{{"trace", full_like_tree(params, 0.0)}};
       },
       [decay, nesterov](UpdateBuilder& b, const Tree& s) {
-        const EValue g = b.update();
-        const EValue new_trace = g + decay * b.load(s["trace"]);
-        const int slot = b.store(new_trace);
+        const EValue g = b.update(), old_trace = b.load(s["trace"]);
+        const EValue new_trace = g + decay * old_trace;
+        const int slot = b.store(new_trace, old_trace);
         b.set_update(nesterov ? g + decay * new_trace : new_trace);
         return StateFn([slot](const UpdateResults& r) { return Tree{{"trace", r.tree(slot)}}; });
       });
@@ -146,16 +146,16 @@ GradientTransformation scale_by_adam(double b1, double b2, double eps, double ep
                     {"nu", full_like_tree(params, 0.0)}};
       },
       [=](UpdateBuilder& b, const Tree& s) {
-        const EValue g = b.update();
-        const EValue mu = update_moment(g, b.load(s["mu"]), b1, 1);
-        const EValue nu = update_moment(g, b.load(s["nu"]), b2, 2);
+        const EValue g = b.update(), old_mu = b.load(s["mu"]), old_nu = b.load(s["nu"]);
+        const EValue mu = update_moment(g, old_mu, b1, 1);
+        const EValue nu = update_moment(g, old_nu, b2, 2);
         const std::int64_t count_inc = safe_increment(count_of(s));
         const EValue mu_hat = nesterov ? b1 * (mu / bias_divisor(b1, safe_increment(count_inc))) +
                                              (1.0 - b1) * (g / bias_divisor(b1, count_inc))
                                        : mu / bias_divisor(b1, count_inc);
         const EValue nu_hat = nu / bias_divisor(b2, count_inc);
         b.set_update(mu_hat / (ir::sqrt(nu_hat + eps_root) + eps));
-        const int mu_slot = b.store(mu), nu_slot = b.store(nu);
+        const int mu_slot = b.store(mu, old_mu), nu_slot = b.store(nu, old_nu);
         return StateFn([=](const UpdateResults& r) {
           return Tree{
               {"count", count_array(count_inc)}, {"mu", r.tree(mu_slot)}, {"nu", r.tree(nu_slot)}};
@@ -181,12 +181,12 @@ GradientTransformation scale_by_rms(double decay, double eps, double initial_sca
         return state;
       },
       [=](UpdateBuilder& b, const Tree& s) {
-        const EValue g = b.update();
-        const EValue nu = update_moment(g, b.load(s["nu"]), decay, 2);
+        const EValue g = b.update(), old_nu = b.load(s["nu"]);
+        const EValue nu = update_moment(g, old_nu, decay, 2);
         const std::int64_t count_inc = bias_correct ? safe_increment(count_of(s)) : 0;
         const EValue nu_hat = bias_correct ? nu / bias_divisor(decay, count_inc) : nu;
         b.set_update(rms_scaling(nu_hat, eps, eps_in_sqrt) * g);
-        const int nu_slot = b.store(nu);
+        const int nu_slot = b.store(nu, old_nu);
         return StateFn([=](const UpdateResults& r) {
           Tree new_state{{"nu", r.tree(nu_slot)}};
           if (bias_correct) new_state.set("count", count_array(count_inc));
@@ -205,14 +205,14 @@ GradientTransformation scale_by_stddev(double decay, double eps, double initial_
         return state;
       },
       [=](UpdateBuilder& b, const Tree& s) {
-        const EValue g = b.update();
-        const EValue mu = update_moment(g, b.load(s["mu"]), decay, 1);
-        const EValue nu = update_moment(g, b.load(s["nu"]), decay, 2);
+        const EValue g = b.update(), old_mu = b.load(s["mu"]), old_nu = b.load(s["nu"]);
+        const EValue mu = update_moment(g, old_mu, decay, 1);
+        const EValue nu = update_moment(g, old_nu, decay, 2);
         const std::int64_t count_inc = bias_correct ? safe_increment(count_of(s)) : 0;
         const EValue mu_hat = bias_correct ? mu / bias_divisor(decay, count_inc) : mu;
         const EValue nu_hat = bias_correct ? nu / bias_divisor(decay, count_inc) : nu;
         b.set_update(rms_scaling(nu_hat - ir::integer_pow(mu_hat, 2), eps, eps_in_sqrt) * g);
-        const int mu_slot = b.store(mu), nu_slot = b.store(nu);
+        const int mu_slot = b.store(mu, old_mu), nu_slot = b.store(nu, old_nu);
         return StateFn([=](const UpdateResults& r) {
           Tree new_state{{"mu", r.tree(mu_slot)}, {"nu", r.tree(nu_slot)}};
           if (bias_correct) new_state.set("count", count_array(count_inc));
@@ -286,7 +286,7 @@ std::pair<Tree, Tree> apply_gradients(const GradientTransformation& tx, Tree gra
   const StateFn new_state = tx.emit(b, state);
   state = Tree();  // the builder holds the leaves it loaded: they may be donated
   // apply_updates in the same pass: every operand of a leaf has the parameter's dtype.
-  const int slot = b.store(b.params() + b.update());
+  const int slot = b.store(b.params() + b.update(), b.params());
   const UpdateResults r = b.run();
   return {r.tree(slot), new_state(r)};
 }
@@ -300,7 +300,8 @@ std::unique_ptr<LeafwiseApply> LeafwiseApply::start(const GradientTransformation
   } catch (const NeedsAllUpdates&) {
     return nullptr;
   }
-  lw->slot_ = lw->builder_.store(lw->builder_.params() + lw->builder_.update());
+  lw->slot_ =
+      lw->builder_.store(lw->builder_.params() + lw->builder_.update(), lw->builder_.params());
   return lw;
 }
 

@@ -100,9 +100,9 @@ EValue UpdateBuilder::global_norm() {
   return scalar(optim::global_norm(structure_.with_leaves(inputs_.front())));
 }
 
-int UpdateBuilder::store(EValue v) {
+int UpdateBuilder::store(EValue v, EValue replaces) {
   FLAXPP_ASSERT(!spent_, "UpdateBuilder used after run()");
-  code_->output(v);
+  code_->output(v, replaces);
   const int slot = static_cast<int>(results_.size());
   results_.emplace_back();
   stored_outputs_.push_back(slot);

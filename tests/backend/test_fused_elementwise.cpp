@@ -213,6 +213,45 @@ TEST_CASE("fused_elementwise_donated: results take the buffers of inputs nothing
   CHECK(out[0].buffer().data() != x_data);
 }
 
+TEST_CASE(
+    "fused_elementwise_donated: an aliased result takes the buffer of the input it replaces") {
+  // Results in the order (new y, new x): without aliases the first takes x's buffer.
+  ElementwiseBuilder b;
+  const EValue x = b.input(), y = b.input();
+  b.output(y - x, y);
+  b.output(x * 2.0, x);
+  const auto program = b.finish();
+  CHECK(program->str().find("@in1") != std::string::npos);
+  auto ramp = [] { return Array::from_vector(std::vector<float>{1.0f, 2.0f, 3.0f}, Shape{3}); };
+  std::vector<Array> both{ramp(), ramp()};
+  const void* x_data = both[0].buffer().data();
+  const void* y_data = both[1].buffer().data();
+  std::vector<Array> out = lax::fused_elementwise_donated(program, {}, std::move(both));
+  CHECK(out[0].buffer().data() == y_data);
+  CHECK(out[1].buffer().data() == x_data);
+  CHECK(out[0].to_vector<float>() == std::vector<float>{0.0f, 0.0f, 0.0f});
+  CHECK(out[1].to_vector<float>() == std::vector<float>{2.0f, 4.0f, 6.0f});
+
+  // The aliased input is kept by the caller: its result takes another free buffer instead.
+  const Array kept = ramp();
+  std::vector<Array> one_free{ramp(), kept};
+  x_data = one_free[0].buffer().data();
+  out = lax::fused_elementwise_donated(program, {}, std::move(one_free));
+  CHECK(out[1].buffer().data() == x_data);  // its own input
+  CHECK(out[0].buffer().data() != kept.buffer().data());
+  CHECK(kept.to_vector<float>() == std::vector<float>{1.0f, 2.0f, 3.0f});
+
+  ElementwiseBuilder bad;
+  const EValue in = bad.input();
+  CHECK_THROWS_WITH_AS(bad.output(in * 2.0, in * 3.0), doctest::Contains("input() only"),
+                       ValueError);
+  ir::ElementwiseProgram twice = *program;
+  twice.aliases = {0, 0};
+  CHECK_THROWS_WITH_AS(twice.validate(), doctest::Contains("aliased by two outputs"), ValueError);
+  twice.aliases = {2, -1};
+  CHECK_THROWS_WITH_AS(twice.validate(), doctest::Contains("aliases operand 2 of 2"), ValueError);
+}
+
 TEST_CASE("fused_elementwise: a malformed program is a clear error, not an out-of-range access") {
   const Array x = Array::from_vector(std::vector<float>{1.0f, 2.0f}, Shape{2});
   auto program = [](auto edit) {

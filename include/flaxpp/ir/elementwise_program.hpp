@@ -36,6 +36,11 @@ struct ElementwiseProgram {
   int num_registers = 0;
   std::vector<Instr> code;
   std::vector<std::uint8_t> outputs;  // the registers stored, one per result array
+  // Per result: the per-array operand (0..num_inputs-1) whose buffer it takes when that
+  // operand is donated, or -1 for any donated operand (XLA's input/output aliasing). Pairing
+  // a new value with the old one it replaces keeps each array at one address from call to
+  // call, as a replayed CUDA graph needs. Empty: -1 for every result.
+  std::vector<std::int8_t> aliases;
 
   int first_constant() const { return num_scalars + num_inputs; }
   int first_temporary() const { return first_constant() + static_cast<int>(constants.size()); }
@@ -86,8 +91,9 @@ class ElementwiseBuilder {
   Value input();
   Value constant(double value);
   Value apply(ElementwiseProgram::Op op, Value a, Value b = {}, Value c = {}, std::int32_t y = 0);
-  // Adds a result; returns its index among the outputs.
-  int output(Value v);
+  // Adds a result; returns its index among the outputs. With `in_place_of` (an input()),
+  // the result takes that operand's buffer when the operand is donated.
+  int output(Value v, Value in_place_of = {});
 
   int num_scalars() const { return num_scalars_; }
   int num_inputs() const { return num_inputs_; }
@@ -108,7 +114,8 @@ class ElementwiseBuilder {
 
   std::vector<Node> nodes_;
   std::vector<double> constants_;
-  std::vector<int> outputs_;  // node ids
+  std::vector<int> outputs_;          // node ids
+  std::vector<std::int8_t> aliases_;  // per output: an input's number, or -1
   int num_scalars_ = 0, num_inputs_ = 0;
 };
 

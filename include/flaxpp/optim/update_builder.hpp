@@ -66,7 +66,9 @@ class UpdateBuilder {
   // values taken before then belong to that program and cannot be used after it.
   EValue global_norm();
   // Keeps `v` of every leaf; UpdateResults::tree(slot) gives it as a tree of params' structure.
-  int store(EValue v);
+  // `replaces` (a load()ed or params() value) names the old value `v` supersedes: a donated
+  // leaf of it gives `v` its buffer, so parameters and state keep their addresses.
+  int store(EValue v, EValue replaces = {});
   // Runs the program; the builder is spent. Leaves nothing else holds take results in place.
   UpdateResults run();
   // Leafwise builders: runs the program for one leaf with its update, then (after every leaf)

@@ -38,7 +38,7 @@ std::vector<Array> run(const ir::ElementwiseProgram& p, bool donate, std::span<c
     const std::span<const Array> inputs = groups.subspan(g * static_cast<std::size_t>(p.num_inputs),
                                                          static_cast<std::size_t>(p.num_inputs));
     std::vector<T*> dst;
-    const std::vector<int> from = backend_impl::donated_inputs(inputs, num_outputs, donate);
+    const std::vector<int> from = backend_impl::donated_inputs(inputs, p, donate);
     for (std::size_t o = 0; o < num_outputs; ++o) {
       if (from[o] >= 0) {
         const Array& donor = inputs[static_cast<std::size_t>(from[o])];

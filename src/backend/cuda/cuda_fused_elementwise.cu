@@ -85,8 +85,7 @@ std::vector<Array> run(const ir::Primitive& prim, const ir::ElementwiseProgram& 
           groups[g * static_cast<std::size_t>(num_inputs) + static_cast<std::size_t>(i)]);
     const std::span<const Array> group_inputs = groups.subspan(
         g * static_cast<std::size_t>(num_inputs), static_cast<std::size_t>(num_inputs));
-    const std::vector<int> from =
-        backend_impl::donated_inputs(group_inputs, static_cast<std::size_t>(num_outputs), donate);
+    const std::vector<int> from = backend_impl::donated_inputs(group_inputs, program, donate);
     for (int o = 0; o < num_outputs; ++o) {
       if (const int d = from[static_cast<std::size_t>(o)]; d >= 0) {
         const Array& donor = group_inputs[static_cast<std::size_t>(d)];
