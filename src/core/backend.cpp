@@ -97,6 +97,54 @@ MemoryStats Backend::memory_stats(MemoryKind kind) const {
   return stats_[static_cast<std::size_t>(kind)];
 }
 
+std::unique_ptr<DeviceGraph> Backend::capture_impl(const std::function<void()>&, std::string& why) {
+  why = detail::str("the ", device(), " backend runs work as it is queued; it records nothing");
+  return nullptr;
+}
+
+// A recording whose launches count its work's temporaries toward the device's peak: the
+// allocations of replayed work are not made through the backend again.
+class AccountedGraph final : public DeviceGraph {
+ public:
+  AccountedGraph(Backend& backend, std::unique_ptr<DeviceGraph> graph, std::int64_t transient)
+      : backend_(backend), graph_(std::move(graph)), transient_(transient) {}
+  void launch() override {
+    graph_->launch();
+    backend_.count_transient(transient_);
+  }
+
+ private:
+  Backend& backend_;
+  std::unique_ptr<DeviceGraph> graph_;
+  std::int64_t transient_;
+};
+
+std::unique_ptr<DeviceGraph> Backend::capture(const std::function<void()>& work, std::string& why) {
+  MemoryStats& s = stats_[static_cast<std::size_t>(MemoryKind::device)];
+  std::int64_t peak_before = 0;
+  {
+    std::lock_guard lock(mutex_);
+    peak_before = s.peak_bytes;
+    s.peak_bytes = s.live_bytes;
+  }
+  std::unique_ptr<DeviceGraph> graph = capture_impl(work, why);
+  std::int64_t transient = 0;
+  {
+    std::lock_guard lock(mutex_);
+    // What the work needed beyond what it kept (the kept buffers stay live between launches).
+    transient = s.peak_bytes - s.live_bytes;
+    s.peak_bytes = std::max(peak_before, s.peak_bytes);
+  }
+  if (graph == nullptr) return nullptr;
+  return std::make_unique<AccountedGraph>(*this, std::move(graph), transient);
+}
+
+void Backend::count_transient(std::int64_t bytes) {
+  std::lock_guard lock(mutex_);
+  MemoryStats& s = stats_[static_cast<std::size_t>(MemoryKind::device)];
+  s.peak_bytes = std::max(s.peak_bytes, s.live_bytes + bytes);
+}
+
 void Backend::reset_peak_memory() {
   std::lock_guard lock(mutex_);
   for (MemoryStats& s : stats_)

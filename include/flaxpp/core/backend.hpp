@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -56,6 +57,16 @@ class Buffer {
   MemoryKind kind_;
 };
 
+// A recording of the device work that some host code queued (a CUDA graph): launch() runs the
+// same kernels on the same buffers again without running that host code.
+class DeviceGraph {
+ public:
+  virtual ~DeviceGraph() = default;
+  // Queues one run, asynchronously like the recorded work; the buffers the recording reads must
+  // hold their new inputs by then, and what it writes is ready for work queued after it.
+  virtual void launch() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -82,6 +93,15 @@ class Backend {
   // computes eagerly). Timing code calls it before reading the clock.
   virtual void synchronize() const {}
 
+  // Records the device work `work` queues into a DeviceGraph instead of running it (CUDA
+  // stream capture). Buffers `work` allocates and keeps become the recording's: their values
+  // exist after each launch(), and the first launch must come before any other use. Returns
+  // nullptr, with the reason in `why`, where nothing can be recorded: on the CPU, or when
+  // `work` did what a recording cannot hold (a host synchronisation, a copy from pageable
+  // memory); the buffers it kept then hold nothing and may only be dropped. Not thread-safe
+  // with other work on this backend.
+  // Each launch counts the recorded work's temporaries toward peak_bytes, as running it did.
+  std::unique_ptr<DeviceGraph> capture(const std::function<void()>& work, std::string& why);
   MemoryStats memory_stats(MemoryKind kind = MemoryKind::device) const;
   // Sets every kind's peak to its current live bytes.
   void reset_peak_memory();
@@ -97,10 +117,16 @@ class Backend {
   virtual void copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) {
     copy_impl(src.data(), dst.data(), bytes);
   }
+  // capture()'s recording; the default records nothing.
+  virtual std::unique_ptr<DeviceGraph> capture_impl(const std::function<void()>& work,
+                                                    std::string& why);
 
  private:
   friend class Buffer;
+  friend class AccountedGraph;
   void release(void* data, std::int64_t bytes, MemoryKind kind) noexcept;
+  // A launch of a recording whose work needs `bytes` beyond the live device bytes at its peak.
+  void count_transient(std::int64_t bytes);
 
   Device device_;
   mutable std::mutex mutex_;

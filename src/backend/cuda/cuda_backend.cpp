@@ -119,6 +119,7 @@ void* CudaBackend::allocate_impl(std::int64_t bytes, MemoryKind kind) {
     return nullptr;  // the base class turns this into an OutOfMemoryError with the stats
   }
   if (err != cudaSuccess) throw_cuda_error(err, "allocate", __FILE__, __LINE__);
+  if (capture_ && kind == MemoryKind::device) capture_->made.insert(ptr);
   return ptr;
 }
 
@@ -130,6 +131,27 @@ void CudaBackend::deallocate_impl(void* data, std::int64_t bytes, MemoryKind kin
     copying = pending_.erase(data) != 0;
   }
   cudaError_t err = cudaSuccess;
+  if (kind == MemoryKind::device && never_made_.erase(data) != 0) return;
+  if (kind == MemoryKind::device && capture_) {
+    // A graph allocation freed inside the recording becomes a free node. A buffer from before
+    // the capture cannot be freed by a graph (and the recording may read it): its free waits
+    // for the end of the capture, which fails.
+    if (capture_->made.erase(data) == 0) {
+      try {
+        capture_->deferred_frees.push_back(data);
+      } catch (...) {  // no memory to note it: the buffer leaks, the capture still fails
+      }
+      if (capture_->problem.empty())
+        capture_->problem =
+            "the recorded work released a buffer allocated before the recording began (the "
+            "recording would read freed memory); keep its inputs alive while recording";
+      return;
+    }
+    // If the capture was invalidated, this fails as everything queued now does: it ends
+    // with the capture.
+    (void)cudaFreeAsync(data, stream_);
+    return;
+  }
   if (kind == MemoryKind::device) {
     // Stream-ordered free. A buffer a side-stream copy reads is freed on that stream, after
     // the copy and after everything queued on the main stream so far (an event orders them).

@@ -10,7 +10,10 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "flaxpp/core/backend.hpp"
@@ -36,6 +39,9 @@ class CudaBackend final : public Backend {
   // Orders work queued next on stream() after any side-stream copy still reading or writing
   // `ptr`: call it before writing an existing buffer in place (a donated operand).
   void before_write(const void* ptr) const { wait_for_copy(ptr); }
+  // Buffers a recording kept but never launched: they were never allocated, so their frees
+  // are skipped.
+  void forget_allocations(const std::unordered_set<void*>& never_made);
 
  protected:
   void* allocate_impl(std::int64_t bytes, MemoryKind kind) override;
@@ -46,6 +52,9 @@ class CudaBackend final : public Backend {
   // Device -> pinned host (offloading a residual) runs on a side stream and returns at once;
   // pinned host -> device waits for that copy on the GPU, not the host. Other copies: copy().
   void copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) override;
+  // Stream capture of stream() into a CUDA graph (cuda_graph.cpp).
+  std::unique_ptr<DeviceGraph> capture_impl(const std::function<void()>& work,
+                                            std::string& why) override;
 
  private:
   int index_;
@@ -69,6 +78,15 @@ class CudaBackend final : public Backend {
   std::mutex pinned_mutex_;
   std::map<std::size_t, std::vector<PinnedBlock>> pinned_cache_;
   std::size_t pinned_cached_ = 0;
+  // While capturing: the graph allocations made so far, pre-existing buffers released (their
+  // frees wait for the end of the capture, which then fails), and the first problem seen.
+  struct Capture {
+    std::unordered_set<void*> made;
+    std::vector<void*> deferred_frees;
+    std::string problem;
+  };
+  std::optional<Capture> capture_;
+  std::unordered_set<void*> never_made_;
   std::once_flag blas_once_;
   cublasHandle_t blas_ = nullptr;
 };

@@ -1,0 +1,115 @@
+// CUDA graphs: CudaBackend::capture_impl records the work queued on the backend's stream (stream
+// capture, with stream-ordered allocations becoming graph memory nodes) and CudaGraph replays
+// it. A recording that fails (a synchronisation, a pageable copy, an error) leaves nothing
+// behind: its kept buffers are forgotten, and the caller runs its work eagerly instead.
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <exception>
+#include <utility>
+
+#include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_check.hpp"
+
+namespace flaxpp::cuda {
+namespace {
+
+class CudaGraph final : public DeviceGraph {
+ public:
+  CudaGraph(CudaBackend& backend, cudaGraph_t graph, cudaGraphExec_t exec,
+            std::unordered_set<void*> kept)
+      : backend_(backend), graph_(graph), exec_(exec), kept_(std::move(kept)) {}
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  ~CudaGraph() override {
+    // Destructors never throw: report and go on. A recording never launched allocated
+    // nothing: the buffers it kept must not be freed.
+    if (!launched_) backend_.forget_allocations(kept_);
+    if (cudaStreamSynchronize(backend_.stream()) != cudaSuccess ||
+        cudaGraphExecDestroy(exec_) != cudaSuccess || cudaGraphDestroy(graph_) != cudaSuccess)
+      std::fprintf(stderr, "flaxpp: destroying a CUDA graph failed: %s\n",
+                   cudaGetErrorString(cudaGetLastError()));
+  }
+
+  void launch() override {
+    FLAXPP_CUDA_CHECK(cudaSetDevice(backend_.device().index));
+    const cudaError_t err = cudaGraphLaunch(exec_, backend_.stream());
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      throw OutOfMemoryError(
+          detail::str("launching a recorded CUDA graph on ", backend_.device(),
+                      ": its memory (the recorded step's temporaries) does not fit beside the ",
+                      backend_.memory_stats().live_bytes,
+                      " live bytes; use a remat policy, a smaller batch, or FLAXPP_CUDA_GRAPHS=0"));
+    }
+    if (err != cudaSuccess) throw_cuda_error(err, "cudaGraphLaunch", __FILE__, __LINE__);
+    if (!launched_) kept_.clear();
+    launched_ = true;
+  }
+
+ private:
+  CudaBackend& backend_;
+  cudaGraph_t graph_;
+  cudaGraphExec_t exec_;
+  std::unordered_set<void*> kept_;  // graph allocations the recorded work kept
+  bool launched_ = false;
+};
+
+}  // namespace
+
+void CudaBackend::forget_allocations(const std::unordered_set<void*>& never_made) {
+  never_made_.insert(never_made.begin(), never_made.end());
+}
+
+std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void()>& work,
+                                                       std::string& why) {
+  FLAXPP_ASSERT(!capture_, "CudaBackend::capture inside a capture");
+  FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
+  // Thread-local mode: a call from this thread that could synchronise (cudaMalloc, a blocking
+  // copy) fails and ends the recording instead of silently breaking it.
+  if (const cudaError_t err = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+      err != cudaSuccess) {
+    (void)cudaGetLastError();
+    why = detail::str("cudaStreamBeginCapture failed: ", cudaGetErrorString(err));
+    return nullptr;
+  }
+  capture_.emplace();
+  std::string problem;
+  try {
+    work();
+  } catch (const std::exception& e) {
+    problem = e.what();
+  }
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+  (void)cudaGetLastError();  // capture errors are not sticky; clear the last one
+  Capture done = std::move(*capture_);
+  capture_.reset();
+  for (void* p : done.deferred_frees)
+    if (const cudaError_t err = cudaFreeAsync(p, stream_); err != cudaSuccess)
+      std::fprintf(stderr, "flaxpp: freeing CUDA memory failed: %s\n", cudaGetErrorString(err));
+  if (problem.empty()) problem = done.problem;
+  if (problem.empty() && ended != cudaSuccess)
+    problem = detail::str("cudaStreamEndCapture failed: ", cudaGetErrorString(ended));
+  cudaGraphExec_t exec = nullptr;
+  if (problem.empty()) {
+    // The kept buffers (the recording's outputs) stay allocated between launches; each launch
+    // frees and remakes them at the same addresses.
+    if (const cudaError_t err =
+            cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch);
+        err != cudaSuccess) {
+      (void)cudaGetLastError();
+      problem = detail::str("cudaGraphInstantiate failed: ", cudaGetErrorString(err));
+    }
+  }
+  if (!problem.empty()) {
+    if (graph != nullptr) (void)cudaGraphDestroy(graph);
+    forget_allocations(done.made);
+    why = problem;
+    return nullptr;
+  }
+  return std::make_unique<CudaGraph>(*this, graph, exec, std::move(done.made));
+}
+
+}  // namespace flaxpp::cuda
