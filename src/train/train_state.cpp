@@ -1,6 +1,10 @@
 // TrainState and the compiled classifier step.
 #include "flaxpp/train/train_state.hpp"
 
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
 #include "flaxpp/nn/remat.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/losses.hpp"
@@ -39,71 +43,210 @@ ApplyFn mlp_apply(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy) {
   return policy ? apply_of(remat<nn::MLP>(*policy)(mlp)) : apply_of(nn::Model(mlp));
 }
 
+// One input shape's compiled step, and on a GPU its recorded forward and backward pass with
+// what the recording reads (the parameters' addresses, the batch buffers) and keeps (the loss
+// and the gradients, rewritten by every launch).
+struct ClassifierStep::Traced {
+  explicit Traced(CompiledVjp v) : vjp(std::move(v)) {}
+  CompiledVjp vjp;
+  std::optional<AVal> loss_aval;  // known after the first eager step
+  bool recordable = true;         // false once a recording failed, or after too many
+  int recordings = 0;
+  std::vector<const void*> param_addresses;
+  std::shared_ptr<Buffer> x_buffer, y_buffer;
+  Array loss;
+  std::vector<Array> grads;
+  // Destroyed before the buffers it kept (loss, grads): a recording never launched made none.
+  std::unique_ptr<DeviceGraph> graph;
+};
+
+namespace {
+
+bool graphs_enabled_by_environment() {
+  const char* v = std::getenv("FLAXPP_CUDA_GRAPHS");
+  return v == nullptr || std::string_view(v) != "0";
+}
+
+// Recordings of one shape whose parameters keep moving (copies kept every step) would cost
+// more than they save.
+constexpr int kMaxRecordings = 3;
+
+std::vector<const void*> addresses(std::span<const Array> arrays) {
+  std::vector<const void*> out;
+  for (const Array& a : arrays)
+    out.push_back(a.buffer().data());
+  return out;
+}
+
+// Writes `a`'s elements into `dst`, a buffer of its size on `device` (ordered after the work
+// queued there, which may still read the old ones).
+void copy_into(const Array& a, Buffer& dst) {
+  Backend& be = dst.backend();
+  if (a.device().kind == DeviceKind::cpu)
+    be.copy_from_host(a.buffer().data(), dst, a.nbytes());
+  else
+    be.copy(a.to(dst.device()).buffer(), dst, a.nbytes());
+}
+
+}  // namespace
+
+ClassifierStep::ClassifierStep(ApplyFn apply, optim::GradientTransformation tx)
+    : apply_(std::move(apply)), tx_(std::move(tx)), graphs_(graphs_enabled_by_environment()) {}
+
+bool ClassifierStep::record(Traced& t, std::span<const Array> params, const Array& x,
+                            const Array& y) {
+  ++t.recordings;
+  const Device device = params.front().device();
+  Backend& be = backend(device);
+  t.x_buffer = be.allocate(x.nbytes());
+  t.y_buffer = be.allocate(y.nbytes());
+  copy_into(x, *t.x_buffer);
+  copy_into(y, *t.y_buffer);
+  std::vector<Array> inputs(params.begin(), params.end());
+  inputs.emplace_back(t.x_buffer, x.shape(), x.dtype());
+  inputs.emplace_back(t.y_buffer, y.shape(), y.dtype());
+  const std::size_t n = params.size();
+  Array loss;
+  std::vector<Array> grads(n);
+  std::string why;
+  std::unique_ptr<DeviceGraph> graph = be.capture(
+      [&] {
+        VjpResult r = t.vjp(inputs);
+        loss = r.outputs[0];
+        r.backward_into(std::span<const Array>(&seed_, 1), [&](std::size_t i, Array ct) {
+          if (i < n) grads[i] = std::move(ct);
+        });
+      },
+      why);
+  inputs.clear();
+  if (graph == nullptr) {
+    t.recordable = false;
+    t.x_buffer.reset();
+    t.y_buffer.reset();
+    std::fprintf(stderr, "flaxpp: this train step runs without a CUDA graph on %s: %s\n",
+                 device.str().c_str(), why.c_str());
+    return false;
+  }
+  t.graph = std::move(graph);
+  t.param_addresses = addresses(params);
+  t.loss = std::move(loss);
+  t.grads = std::move(grads);
+  return true;
+}
+
 float ClassifierStep::operator()(TrainState& state, const Array& x, const Array& y) {
-  std::vector<Array> inputs = state.params.leaves();
-  const std::size_t n = inputs.size();
+  std::vector<Array> params = state.params.leaves();
+  const std::size_t n = params.size();
   // Data sets live in host memory: the batch goes where the parameters are, once.
-  const Device device = n > 0 ? inputs.front().device() : x.device();
-  inputs.push_back(x.to(device));
-  inputs.push_back(y.to(device));
+  const Device device = n > 0 ? params.front().device() : x.device();
   std::string key;
-  for (const Array& a : inputs)
+  for (const Array& a : params)
     key += a.aval().str() + ";";
-  auto it = compiled_.find(key);
-  if (it == compiled_.end()) {
+  key += x.aval().str() + ";" + y.aval().str();
+  std::shared_ptr<Traced>& traced = traced_[key];
+  if (!traced) {
     const Tree structure = state.params;
     const ApplyFn apply = apply_;
     const ArrayFn loss = [structure, apply, n](std::span<const Array> in) {
-      const Tree params = structure.with_leaves(in.subspan(0, n));
+      const Tree p = structure.with_leaves(in.subspan(0, n));
       return std::vector<Array>{
-          mean(optim::softmax_cross_entropy_with_integer_labels(apply(params, in[n]), in[n + 1]))};
+          mean(optim::softmax_cross_entropy_with_integer_labels(apply(p, in[n]), in[n + 1]))};
     };
     std::vector<AVal> avals;
-    for (const Array& a : inputs)
+    for (const Array& a : params)
       avals.push_back(a.aval());
-    std::vector<bool> differentiable(inputs.size(), true);
+    avals.push_back(x.aval());
+    avals.push_back(y.aval());
+    std::vector<bool> differentiable(avals.size(), true);
     differentiable[n] = differentiable[n + 1] = false;  // the batch
-    it = compiled_.emplace(key, CompiledVjp(loss, avals, differentiable)).first;
+    traced = std::make_shared<Traced>(CompiledVjp(loss, avals, differentiable));
   }
-  VjpResult r = it->second(inputs);
-  inputs.clear();
-  // The loss's cotangent, made once (not a host-to-device copy per step).
-  const AVal loss_aval = r.outputs[0].aval();
-  if (!seed_.valid() || seed_.aval() != loss_aval || seed_.device() != r.outputs[0].device())
-    seed_ = Array::full(Shape{}, 1.0, loss_aval.dtype, r.outputs[0].device());
-  const std::span<const Array> seed(&seed_, 1);
+  Traced& t = *traced;
+
+  // A GPU step of a shape seen before replays its recorded forward and backward pass, if the
+  // parameters are still where the recording reads them.
+  const bool gpu = device.kind != DeviceKind::cpu;
+  if (gpu && graphs_ && n > 0 && !t.graph && t.recordable && t.loss_aval && seed_.valid() &&
+      seed_.aval() == *t.loss_aval && seed_.device() == device)
+    record(t, params, x, y);
+  bool replay = t.graph != nullptr;
+  if (replay && addresses(params) != t.param_addresses) {
+    // The parameters moved (a copy kept elsewhere stopped donation): this step runs eagerly,
+    // and the next one records again where they are now, a few times at most.
+    replay = false;
+    t.graph.reset();
+    t.loss = Array();
+    t.grads.clear();
+    t.x_buffer.reset();
+    t.y_buffer.reset();
+    t.recordable = t.recordings < kMaxRecordings;
+  }
+
+  // The loss and the gradients: from the recording, or computed now.
+  Array loss;
+  std::vector<Array> grads;
   // On the CPU each leaf is updated as soon as its gradient is final, so the gradients never
   // all exist at once (XLA's schedule of a jitted step). On a GPU one fused pass per dtype
   // updates every leaf (one kernel launch, not one per parameter).
   std::unique_ptr<optim::LeafwiseApply> leafwise;
-  if (device.kind == DeviceKind::cpu)
-    leafwise = optim::LeafwiseApply::start(tx_, state.opt_state, state.params);
-  // Gradients, parameters and optimiser state are given up to the update, so the new values
-  // take the old ones' buffers where nothing else holds them (donation). A step that fails
-  // part-way therefore leaves `state` without them, as JAX's donated arrays are deleted.
-  try {
+  if (replay) {
+    copy_into(x, *t.x_buffer);
+    copy_into(y, *t.y_buffer);
+    t.graph->launch();
+    ++replays_;
+    loss = t.loss;
+    grads = t.grads;
+  } else {
+    std::vector<Array> inputs = params;
+    inputs.push_back(x.to(device));
+    inputs.push_back(y.to(device));
+    VjpResult r = t.vjp(inputs);
+    inputs.clear();
+    loss = r.outputs[0];
+    t.loss_aval = loss.aval();
+    // The loss's cotangent, made once (not a host-to-device copy per step).
+    if (!seed_.valid() || seed_.aval() != loss.aval() || seed_.device() != loss.device())
+      seed_ = Array::full(Shape{}, 1.0, loss.dtype(), loss.device());
+    const std::span<const Array> seed(&seed_, 1);
+    if (!gpu) leafwise = optim::LeafwiseApply::start(tx_, state.opt_state, state.params);
+    params.clear();
     if (leafwise) {
+      // Gradients, parameters and optimiser state are given up to the update, so the new values
+      // take the old ones' buffers where nothing else holds them (donation). A step that fails
+      // part-way therefore leaves `state` without them, as JAX's donated arrays are deleted.
       state.params = Tree();
       state.opt_state = Tree();
-      r.backward_into(seed, [&](std::size_t i, Array ct) {
-        if (i < n) leafwise->apply(i, std::move(ct));
-      });
-      std::tie(state.params, state.opt_state) = leafwise->finish();
-    } else {
-      std::vector<Array> cts = r.backward_once(seed);
-      cts.resize(n);
-      Tree grads = state.params.with_leaves(cts);
-      cts.clear();
-      std::tie(state.params, state.opt_state) = optim::apply_gradients(
-          tx_, std::move(grads), std::move(state.opt_state), std::move(state.params));
+      try {
+        r.backward_into(seed, [&](std::size_t i, Array ct) {
+          if (i < n) leafwise->apply(i, std::move(ct));
+        });
+        std::tie(state.params, state.opt_state) = leafwise->finish();
+      } catch (...) {
+        state.params = Tree();
+        state.opt_state = Tree();
+        throw;
+      }
+      ++state.step;
+      return host_float(loss);
     }
+    grads.resize(n);
+    r.backward_into(seed, [&](std::size_t i, Array ct) {
+      if (i < n) grads[i] = std::move(ct);
+    });
+  }
+  params.clear();
+  Tree g = state.params.with_leaves(grads);
+  grads.clear();
+  try {
+    std::tie(state.params, state.opt_state) = optim::apply_gradients(
+        tx_, std::move(g), std::move(state.opt_state), std::move(state.params));
   } catch (...) {
     state.params = Tree();
     state.opt_state = Tree();
     throw;
   }
   ++state.step;
-  return host_float(r.outputs[0]);
+  return host_float(loss);
 }
 
 std::pair<float, float> ClassifierStep::evaluate(const Tree& params, const Array& x,

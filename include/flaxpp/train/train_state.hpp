@@ -1,12 +1,15 @@
 // flaxpp/train/train_state.hpp — TrainState (params, optimiser state, step) and a classifier
 // train step that is traced once per input shape and then replayed (its forward and backward
-// graphs are kept; only new shapes, e.g. a last partial batch, trace again).
+// graphs are kept, and on a GPU recorded as a CUDA graph; only new shapes, e.g. a last partial
+// batch, trace again).
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "flaxpp/core/tree.hpp"
@@ -36,10 +39,16 @@ ApplyFn mlp_apply(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy);
 
 // One optimisation step of mean softmax cross-entropy with integer labels:
 // value_and_grad, tx.update, apply_updates.
+//
+// On a GPU, once a shape has run eagerly, its forward and backward pass are recorded into a
+// CUDA graph and replayed at every later step of that shape (the optimiser update follows as
+// one fused kernel per dtype). The recording reads the parameters where they are, which the
+// step keeps them (donation): a step whose parameters moved (copies kept elsewhere) runs
+// eagerly. A shape whose recording fails runs eagerly, with one line on stderr saying why.
+// FLAXPP_CUDA_GRAPHS=0 or set_graphs(false) turns recording off.
 class ClassifierStep {
  public:
-  ClassifierStep(ApplyFn apply, optim::GradientTransformation tx)
-      : apply_(std::move(apply)), tx_(std::move(tx)) {}
+  ClassifierStep(ApplyFn apply, optim::GradientTransformation tx);
 
   TrainState init(const Tree& params) const { return {params, tx_.init(params), 0}; }
   // Updates `state` in place; returns the loss before the update. The step takes over the
@@ -50,13 +59,22 @@ class ClassifierStep {
   // Mean loss and accuracy of `params` on a data set (no update).
   std::pair<float, float> evaluate(const Tree& params, const Array& x, const Array& y) const;
   // How many distinct input shapes were traced so far.
-  std::size_t traces() const { return compiled_.size(); }
+  std::size_t traces() const { return traced_.size(); }
+  void set_graphs(bool on) { graphs_ = on; }
+  // Steps whose forward and backward pass were a replayed CUDA graph.
+  std::int64_t replays() const { return replays_; }
 
  private:
+  struct Traced;  // one input shape's compiled step and its recording
+  // Records t's forward and backward pass for these inputs (on their GPU); false if it cannot.
+  bool record(Traced& t, std::span<const Array> params, const Array& x, const Array& y);
+
   ApplyFn apply_;
   optim::GradientTransformation tx_;
-  std::map<std::string, CompiledVjp> compiled_;  // by the avals of (params, x, y)
-  Array seed_;                                   // 1 of the loss's dtype, on its device
+  std::map<std::string, std::shared_ptr<Traced>> traced_;  // by the avals of (params, x, y)
+  Array seed_;                                             // 1 of the loss's dtype, on its device
+  bool graphs_ = true;
+  std::int64_t replays_ = 0;
 };
 
 }  // namespace flaxpp::train
