@@ -241,6 +241,23 @@ TEST_CASE(
   CHECK(out[0].buffer().data() != kept.buffer().data());
   CHECK(kept.to_vector<float>() == std::vector<float>{1.0f, 2.0f, 3.0f});
 
+  // Two inputs passed through, each into the other's buffer: a swap, with both donated.
+  ElementwiseBuilder swap;
+  const EValue sx = swap.input(), sy = swap.input();
+  swap.output(sy, sx);
+  swap.output(sx, sy);
+  std::vector<float> xs(600), ys(600);
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    xs[i] = static_cast<float>(i);
+    ys[i] = -static_cast<float>(i) - 0.5f;
+  }
+  std::vector<Array> pair{Array::from_vector(xs, Shape{600}), Array::from_vector(ys, Shape{600})};
+  x_data = pair[0].buffer().data();
+  out = lax::fused_elementwise_donated(swap.finish(), {}, std::move(pair));
+  CHECK(out[0].buffer().data() == x_data);
+  CHECK(out[0].to_vector<float>() == ys);
+  CHECK(out[1].to_vector<float>() == xs);
+
   ElementwiseBuilder bad;
   const EValue in = bad.input();
   CHECK_THROWS_WITH_AS(bad.output(in * 2.0, in * 3.0), doctest::Contains("input() only"),

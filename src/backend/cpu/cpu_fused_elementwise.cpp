@@ -1,7 +1,8 @@
 // CPU evaluation of fused_elementwise: the program runs over chunks of each group's elements,
 // one instruction at a time across the chunk (a plain loop per instruction, which vectorises),
-// with every register a chunk-sized row that stays in the L1 cache. A chunk's inputs are read
-// before its results are written, so donated inputs take results in place.
+// with every temporary a chunk-sized row that stays in the L1 cache; instructions read the
+// inputs in place. A chunk's results are written after its code has run, so donated inputs
+// take results in place.
 #include <algorithm>
 #include <vector>
 
@@ -20,6 +21,13 @@ std::vector<Array> run(const ir::ElementwiseProgram& p, bool donate, std::span<c
   const auto regs = static_cast<std::size_t>(std::max(p.num_registers, 1));
   std::vector<T> rows(regs * kChunk);
   auto row = [&](int r) { return rows.data() + static_cast<std::size_t>(r) * kChunk; };
+  // Where each register's chunk is read from: its row, or for an input the input itself.
+  std::vector<const T*> reg(regs);
+  for (std::size_t r = 0; r < regs; ++r)
+    reg[r] = row(static_cast<int>(r));
+  std::vector<bool> is_result(regs, false);
+  for (const std::uint8_t r : p.outputs)
+    is_result[r] = true;
   // Scalars and constants fill their rows once; the code never writes them.
   for (int s = 0; s < p.num_scalars; ++s)
     std::fill_n(row(s), kChunk, in_data<T>(in[static_cast<std::size_t>(s)])[0]);
@@ -53,21 +61,28 @@ std::vector<Array> run(const ir::ElementwiseProgram& p, bool donate, std::span<c
     const std::int64_t n = inputs[0].size();
     for (std::int64_t start = 0; start < n; start += kChunk) {
       const std::int64_t m = std::min(kChunk, n - start);
-      for (int i = 0; i < p.num_inputs; ++i)
-        std::copy_n(in_data<T>(inputs[static_cast<std::size_t>(i)]) + start, m,
-                    row(p.num_scalars + i));
+      // The code reads the inputs where they are; results are written after the chunk's code.
+      // An input that is itself a result is copied first: another result may take its buffer.
+      for (int i = 0; i < p.num_inputs; ++i) {
+        const int r = p.num_scalars + i;
+        const T* data = in_data<T>(inputs[static_cast<std::size_t>(i)]) + start;
+        if (is_result[static_cast<std::size_t>(r)])
+          std::copy_n(data, m, row(r));
+        else
+          reg[static_cast<std::size_t>(r)] = data;
+      }
       for (const ir::ElementwiseProgram::Instr& instr : p.code) {
         T* d = row(instr.dst);
-        const T* a = row(instr.a);
-        const T* b = row(instr.b);
-        const T* c = row(instr.c);
+        const T* a = reg[instr.a];
+        const T* b = reg[instr.b];
+        const T* c = reg[instr.c];
         kernels::visit_instr(instr.op, instr.y, [&](auto f) {
           for (std::int64_t i = 0; i < m; ++i)
             d[i] = f(a[i], b[i], c[i]);
         });
       }
       for (std::size_t o = 0; o < num_outputs; ++o)
-        std::copy_n(row(p.outputs[o]), m, dst[o] + start);
+        std::copy_n(reg[p.outputs[o]], m, dst[o] + start);
     }
   }
   return results;
