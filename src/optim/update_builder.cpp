@@ -180,6 +180,9 @@ void UpdateBuilder::run_leaf(std::size_t leaf, Array update) {
     program_ = code_->finish();
     params_tree_ = Tree();
     leaf_done_.assign(paths_.size(), false);
+    leaf_outputs_.assign(program_->outputs.size(), std::vector<Array>(paths_.size()));
+    for (const int slot : stored_outputs_)
+      if (slot >= 0) results_[static_cast<std::size_t>(slot)].resize(paths_.size());
   }
   if (leaf_done_[leaf])
     throw ValueError(detail::str("the update of \"", paths_[leaf], "\" was already applied"));
@@ -187,16 +190,15 @@ void UpdateBuilder::run_leaf(std::size_t leaf, Array update) {
     throw ValueError(detail::str("the update of \"", paths_[leaf], "\" must be ",
                                  structure_leaf_avals_[leaf], ", got ", update.aval()));
   inputs_.front()[leaf] = std::move(update);
-  std::vector<std::vector<Array>> outputs(program_->outputs.size(),
-                                          std::vector<Array>(paths_.size()));
+  // The results of every leaf land in results_ directly: one pass costs O(outputs), not
+  // O(outputs x leaves).
   const std::size_t one[] = {leaf};
-  run_leaves(one, outputs);
-  for (std::size_t o = 0; o < outputs.size(); ++o)
-    if (const int slot = stored_outputs_[o]; slot >= 0) {
-      std::vector<Array>& leaves = results_[static_cast<std::size_t>(slot)];
-      leaves.resize(paths_.size());
-      leaves[leaf] = std::move(outputs[o][leaf]);
-    }
+  run_leaves(one, leaf_outputs_);
+  for (std::size_t o = 0; o < leaf_outputs_.size(); ++o)
+    if (const int slot = stored_outputs_[o]; slot >= 0)
+      results_[static_cast<std::size_t>(slot)][leaf] = std::move(leaf_outputs_[o][leaf]);
+    else
+      leaf_outputs_[o][leaf] = Array();
   leaf_done_[leaf] = true;
 }
 

@@ -208,7 +208,10 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
     if (!seed_.valid() || seed_.aval() != loss.aval() || seed_.device() != loss.device())
       seed_ = Array::full(Shape{}, 1.0, loss.dtype(), loss.device());
     const std::span<const Array> seed(&seed_, 1);
-    if (!gpu) leafwise = optim::LeafwiseApply::start(tx_, state.opt_state, state.params);
+    if (!gpu && leafwise_possible_) {
+      leafwise = optim::LeafwiseApply::start(tx_, state.opt_state, state.params);
+      leafwise_possible_ = leafwise != nullptr;  // the same optimiser every step
+    }
     params.clear();
     if (leafwise) {
       // Gradients, parameters and optimiser state are given up to the update, so the new values

@@ -353,6 +353,8 @@ struct Linearized {
   std::vector<bool> differentiable;  // per primal: as the caller marked it
   std::size_t num_outputs = 0;
   std::vector<AVal> primal_avals, output_avals;
+  // Per output of the backward graph: the primal it is the cotangent of.
+  std::vector<std::size_t> unknown_input;
 };
 
 namespace {
@@ -384,6 +386,12 @@ Linearized linearize(const ArrayFn& f, std::span<const AVal> primal_avals,
   transforms::dce(lin.pe.unknown);
   for (std::size_t k = 0; k < lin.num_outputs; ++k)
     FLAXPP_ASSERT(lin.pe.output_known[k], "a primal output depends on a cotangent");
+  std::size_t slot = lin.num_outputs;
+  for (std::size_t i = 0; i < lin.primal_avals.size(); ++i) {
+    if (!lin.nonzero[i]) continue;
+    if (!lin.pe.output_known[slot]) lin.unknown_input.push_back(i);
+    ++slot;
+  }
   return lin;
 }
 
@@ -414,18 +422,10 @@ struct Backward {
     std::vector<Array> known = release ? std::move(known_cts) : known_cts;
     spent = release;
     args.insert(args.end(), cotangents.begin(), cotangents.end());
-    // Which input each output of the backward graph is the cotangent of.
-    std::vector<std::size_t> unknown_input;
-    std::size_t slot = out_avals.size();
-    for (std::size_t i = 0; i < lin->primal_avals.size(); ++i) {
-      if (!lin->nonzero[i]) continue;
-      if (!lin->pe.output_known[slot]) unknown_input.push_back(i);
-      ++slot;
-    }
     eval_graph(lin->pe.unknown, std::move(args),
-               [&](std::size_t k, Array ct) { sink(unknown_input[k], std::move(ct)); });
+               [&](std::size_t k, Array ct) { sink(lin->unknown_input[k], std::move(ct)); });
     std::size_t next_known = 0;
-    slot = out_avals.size();
+    std::size_t slot = out_avals.size();
     for (std::size_t i = 0; i < lin->primal_avals.size(); ++i) {
       if (!lin->nonzero[i]) {
         if (!(skip_marked && !lin->differentiable[i]))

@@ -100,6 +100,7 @@ class UpdateBuilder {
   bool leafwise_ = false;
   std::vector<AVal> structure_leaf_avals_;  // leafwise: each update's aval
   std::vector<bool> leaf_done_;
+  std::vector<std::vector<Array>> leaf_outputs_;  // leafwise: run_leaves' scratch, per output
 };
 
 // What a transformation that needs all updates at once (clip_by_global_norm) throws while

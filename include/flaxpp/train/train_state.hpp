@@ -74,6 +74,7 @@ class ClassifierStep {
   std::map<std::string, std::shared_ptr<Traced>> traced_;  // by the avals of (params, x, y)
   Array seed_;                                             // 1 of the loss's dtype, on its device
   bool graphs_ = true;
+  bool leafwise_possible_ = true;  // false once tx_ could not update leaf by leaf
   std::int64_t replays_ = 0;
 };
 
