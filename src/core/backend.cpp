@@ -127,13 +127,21 @@ std::unique_ptr<DeviceGraph> Backend::capture(const std::function<void()>& work,
     peak_before = s.peak_bytes;
     s.peak_bytes = s.live_bytes;
   }
-  std::unique_ptr<DeviceGraph> graph = capture_impl(work, why);
+  std::unique_ptr<DeviceGraph> graph;
+  try {
+    graph = capture_impl(work, why);
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    s.peak_bytes = peak_before;
+    throw;
+  }
   std::int64_t transient = 0;
   {
     std::lock_guard lock(mutex_);
     // What the work needed beyond what it kept (the kept buffers stay live between launches).
+    // A failed recording allocated nothing: the peak stays as it was.
     transient = s.peak_bytes - s.live_bytes;
-    s.peak_bytes = std::max(peak_before, s.peak_bytes);
+    s.peak_bytes = graph ? std::max(peak_before, s.peak_bytes) : peak_before;
   }
   if (graph == nullptr) return nullptr;
   return std::make_unique<AccountedGraph>(*this, std::move(graph), transient);

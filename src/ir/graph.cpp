@@ -129,15 +129,45 @@ void Graph::verify() const {
     use(a, "outputs");
 }
 
+namespace {
+
+// The (name, sub-graph) params of an equation (a checkpoint's body, ...).
+std::vector<std::pair<std::string, std::shared_ptr<const Graph>>> graph_params_of(const Eqn& e) {
+  std::vector<std::pair<std::string, std::shared_ptr<const Graph>>> out;
+  for (const auto& [k, v] : e.params.items())
+    if (const auto* sub = std::get_if<std::shared_ptr<const Graph>>(&v); sub && *sub)
+      out.emplace_back(k, *sub);
+  return out;
+}
+
+}  // namespace
+
 std::int64_t count_eqns(const Graph& graph, const Primitive& prim) {
   std::int64_t n = 0;
   for (const Eqn& e : graph.eqns) {
     n += e.prim == &prim ? 1 : 0;
-    for (const auto& [k, v] : e.params.items())
-      if (const auto* sub = std::get_if<std::shared_ptr<const Graph>>(&v); sub && *sub)
-        n += count_eqns(**sub, prim);
+    for (const auto& [k, sub] : graph_params_of(e))
+      n += count_eqns(*sub, prim);
   }
   return n;
+}
+
+Graph with_constants_on(const Graph& graph, Device device) {
+  auto place = [device](Array& a) {
+    if (a.valid() && !a.is_traced() && a.device() != device) a = a.to(device);
+  };
+  Graph g = graph;
+  for (Array& c : g.consts)
+    place(c);
+  for (Atom& a : g.outvars)
+    place(a.literal);
+  for (Eqn& e : g.eqns) {
+    for (Atom& a : e.inputs)
+      place(a.literal);
+    for (const auto& [k, v] : graph_params_of(e))
+      e.params.set(k, std::make_shared<const Graph>(with_constants_on(*v, device)));
+  }
+  return g;
 }
 
 }  // namespace flaxpp::ir

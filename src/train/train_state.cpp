@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "flaxpp/core/precision.hpp"
 #include "flaxpp/nn/remat.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/losses.hpp"
@@ -54,6 +55,7 @@ struct ClassifierStep::Traced {
   int recordings = 0;
   std::vector<const void*> param_addresses;
   std::shared_ptr<Buffer> x_buffer, y_buffer;
+  Array seed;  // the loss's cotangent the recording reads
   Array loss;
   std::vector<Array> grads;
   // Destroyed before the buffers it kept (loss, grads): a recording never launched made none.
@@ -90,6 +92,17 @@ void copy_into(const Array& a, Buffer& dst) {
 
 }  // namespace
 
+// Drops t's recording and what it kept (the graph first: a recording never launched made
+// none of them).
+void ClassifierStep::forget_recording(Traced& t) {
+  t.graph.reset();
+  t.loss = Array();
+  t.grads.clear();
+  t.seed = Array();
+  t.x_buffer.reset();
+  t.y_buffer.reset();
+}
+
 ClassifierStep::ClassifierStep(ApplyFn apply, optim::GradientTransformation tx)
     : apply_(std::move(apply)), tx_(std::move(tx)), graphs_(graphs_enabled_by_environment()) {}
 
@@ -97,32 +110,37 @@ bool ClassifierStep::record(Traced& t, std::span<const Array> params, const Arra
                             const Array& y) {
   ++t.recordings;
   const Device device = params.front().device();
-  Backend& be = backend(device);
-  t.x_buffer = be.allocate(x.nbytes());
-  t.y_buffer = be.allocate(y.nbytes());
-  copy_into(x, *t.x_buffer);
-  copy_into(y, *t.y_buffer);
-  std::vector<Array> inputs(params.begin(), params.end());
-  inputs.emplace_back(t.x_buffer, x.shape(), x.dtype());
-  inputs.emplace_back(t.y_buffer, y.shape(), y.dtype());
-  const std::size_t n = params.size();
-  Array loss;
-  std::vector<Array> grads(n);
   std::string why;
-  std::unique_ptr<DeviceGraph> graph = be.capture(
-      [&] {
-        VjpResult r = t.vjp(inputs);
-        loss = r.outputs[0];
-        r.backward_into(std::span<const Array>(&seed_, 1), [&](std::size_t i, Array ct) {
-          if (i < n) grads[i] = std::move(ct);
-        });
-      },
-      why);
-  inputs.clear();
+  std::unique_ptr<DeviceGraph> graph;
+  Array loss;
+  std::vector<Array> grads(params.size());
+  try {
+    Backend& be = backend(device);
+    t.x_buffer = be.allocate(x.nbytes());
+    t.y_buffer = be.allocate(y.nbytes());
+    copy_into(x, *t.x_buffer);
+    copy_into(y, *t.y_buffer);
+    t.seed = seed_;
+    std::vector<Array> inputs(params.begin(), params.end());
+    inputs.emplace_back(t.x_buffer, x.shape(), x.dtype());
+    inputs.emplace_back(t.y_buffer, y.shape(), y.dtype());
+    const std::size_t n = params.size();
+    graph = be.capture(
+        [&] {
+          VjpResult r = t.vjp(inputs);
+          loss = r.outputs[0];
+          r.backward_into(std::span<const Array>(&t.seed, 1), [&](std::size_t i, Array ct) {
+            if (i < n) grads[i] = std::move(ct);
+          });
+        },
+        why);
+  } catch (const std::exception& e) {  // e.g. no memory for the batch buffers
+    why = e.what();
+    graph = nullptr;
+  }
   if (graph == nullptr) {
+    forget_recording(t);
     t.recordable = false;
-    t.x_buffer.reset();
-    t.y_buffer.reset();
     std::fprintf(stderr, "flaxpp: this train step runs without a CUDA graph on %s: %s\n",
                  device.str().c_str(), why.c_str());
     return false;
@@ -139,11 +157,14 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   const std::size_t n = params.size();
   // Data sets live in host memory: the batch goes where the parameters are, once.
   const Device device = n > 0 ? params.front().device() : x.device();
-  std::string key;
+  // The matmul precision is read when the step runs, so a recording holds it too.
+  std::string key = device.str() + ";" +
+                    std::string(matmul_precision_name(default_matmul_precision())) + ";";
   for (const Array& a : params)
     key += a.aval().str() + ";";
   key += x.aval().str() + ";" + y.aval().str();
-  std::shared_ptr<Traced>& traced = traced_[key];
+  std::shared_ptr<Traced> traced;
+  if (const auto it = traced_.find(key); it != traced_.end()) traced = it->second;
   if (!traced) {
     const Tree structure = state.params;
     const ApplyFn apply = apply_;
@@ -159,7 +180,10 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
     avals.push_back(y.aval());
     std::vector<bool> differentiable(avals.size(), true);
     differentiable[n] = differentiable[n + 1] = false;  // the batch
-    traced = std::make_shared<Traced>(CompiledVjp(loss, avals, differentiable));
+    // Its constants live where it runs: no host copies per step, nothing a CUDA graph
+    // recording cannot hold.
+    traced = std::make_shared<Traced>(CompiledVjp(loss, avals, differentiable).on(device));
+    traced_.emplace(key, traced);
   }
   Traced& t = *traced;
 
@@ -169,16 +193,12 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   if (gpu && graphs_ && n > 0 && !t.graph && t.recordable && t.loss_aval && seed_.valid() &&
       seed_.aval() == *t.loss_aval && seed_.device() == device)
     record(t, params, x, y);
-  bool replay = t.graph != nullptr;
+  bool replay = graphs_ && t.graph != nullptr;
   if (replay && addresses(params) != t.param_addresses) {
     // The parameters moved (a copy kept elsewhere stopped donation): this step runs eagerly,
     // and the next one records again where they are now, a few times at most.
     replay = false;
-    t.graph.reset();
-    t.loss = Array();
-    t.grads.clear();
-    t.x_buffer.reset();
-    t.y_buffer.reset();
+    forget_recording(t);
     t.recordable = t.recordings < kMaxRecordings;
   }
 
@@ -192,7 +212,18 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   if (replay) {
     copy_into(x, *t.x_buffer);
     copy_into(y, *t.y_buffer);
-    t.graph->launch();
+    try {
+      t.graph->launch();
+    } catch (const OutOfMemoryError& e) {
+      // The graph's memory does not fit beside the pool's: this shape runs eagerly from now on.
+      std::fprintf(stderr, "flaxpp: this train step runs without a CUDA graph on %s: %s\n",
+                   device.str().c_str(), e.what());
+      forget_recording(t);
+      t.recordable = false;
+      replay = false;
+    }
+  }
+  if (replay) {
     ++replays_;
     loss = t.loss;
     grads = t.grads;

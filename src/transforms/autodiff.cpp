@@ -450,6 +450,13 @@ CompiledVjp::CompiledVjp(const ArrayFn& f, std::span<const AVal> avals,
                          std::vector<bool> differentiable)
     : lin_(std::make_shared<const Linearized>(linearize(f, avals, std::move(differentiable)))) {}
 
+CompiledVjp CompiledVjp::on(Device device) const {
+  auto lin = std::make_shared<Linearized>(*lin_);
+  lin->pe.known = ir::with_constants_on(lin->pe.known, device);
+  lin->pe.unknown = ir::with_constants_on(lin->pe.unknown, device);
+  return CompiledVjp(std::move(lin));
+}
+
 VjpResult CompiledVjp::operator()(std::span<const Array> primals) const {
   if (primals.size() != lin_->primal_avals.size())
     throw ValueError(detail::str("compiled vjp: traced for ", lin_->primal_avals.size(),

@@ -11,14 +11,17 @@
 
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/core/backend.hpp"
+#include "flaxpp/ir/graph.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/nn/scope.hpp"
+#include "flaxpp/ops/activations.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/schedule.hpp"
 #include "flaxpp/optim/transform.hpp"
 #include "flaxpp/random/key.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
+#include "flaxpp/transforms/trace.hpp"
 #include "harness/finite_diff.hpp"
 #include "harness/tree_bits.hpp"
 
@@ -103,6 +106,17 @@ TEST_CASE("CUDA graphs: parameters that moved run the step eagerly, with the sam
   testing::check_same_bits(replayed.state.params, eager.state.params);
 }
 
+TEST_CASE("CUDA graphs: an offload policy is not recorded, and its steps run eagerly" *
+          doctest::skip(kNoGpu)) {
+  // Pinned host memory and side-stream copies cannot be part of a recording: it fails, says
+  // so on stderr, and every step runs eagerly with the eager bits.
+  const Run eager = train_on(Device::cuda(0), cp::offload_dot_with_no_batch_dims(), false, 4);
+  const Run asked = train_on(Device::cuda(0), cp::offload_dot_with_no_batch_dims(), true, 4);
+  CHECK(asked.replays == 0);
+  CHECK(asked.losses == eager.losses);
+  testing::check_same_bits(asked.state.params, eager.state.params);
+}
+
 TEST_CASE("CUDA graphs: a replayed step's peak counts the recorded temporaries" *
           doctest::skip(kNoGpu)) {
   // A large batch through a small MLP: the activations (2048 x 64 floats per layer, 512 KiB)
@@ -139,6 +153,47 @@ TEST_CASE("CUDA graphs: a replayed step's peak counts the recorded temporaries" 
   // batch buffers (2048 x 21 x 4 bytes), which a replay keeps allocated between steps.
   CHECK(replayed.peak - replayed.live_before > 1024 * 1024);
   CHECK(std::abs(replayed.peak - eager.peak) <= 2 * 2048 * 21 * 4);
+}
+
+namespace {
+
+// Every concrete constant and literal of `g` and its sub-graphs, with a check of its device.
+void check_constants_on(const ir::Graph& g, Device device, int& seen) {
+  for (const Array& c : g.consts) {
+    CHECK(c.device() == device);
+    ++seen;
+  }
+  for (const ir::Eqn& e : g.eqns) {
+    for (const ir::Atom& a : e.inputs)
+      if (a.is_literal()) {
+        CHECK(a.literal.device() == device);
+        ++seen;
+      }
+    for (const auto& [k, v] : e.params.items())
+      if (const auto* sub = std::get_if<std::shared_ptr<const ir::Graph>>(&v); sub && *sub)
+        check_constants_on(**sub, device, seen);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CUDA graphs: a graph's constants and literals move to the GPU, in sub-graphs too" *
+          doctest::skip(kNoGpu)) {
+  // Made with the CPU as the default device: the literals (2.0, the mean's divisor) and the
+  // captured array are host arrays, which a recording cannot copy from.
+  const Array offset = Array::from_vector(std::vector<float>{1.0f, 2.0f, 3.0f}, Shape{3});
+  const ArrayFn body = [offset](std::span<const Array> in) {
+    return std::vector<Array>{mean(relu(in[0] * 2.0 + offset))};
+  };
+  const AVal aval{Shape{3}, DType::f32};
+  const ir::Graph g = make_graph(checkpoint(body, cp::nothing_saveable()), std::span(&aval, 1));
+  const ir::Graph moved = ir::with_constants_on(g, Device::cuda(0));
+  int seen = 0;
+  check_constants_on(moved, Device::cuda(0), seen);
+  CHECK(seen >= 3);
+  const Array x = Array::from_vector(std::vector<float>{-1.0f, 0.5f, 2.0f}, Shape{3});
+  CHECK(eval_graph(moved, std::span(&x, 1))[0].to_vector<float>()[0] ==
+        doctest::Approx(eval_graph(g, std::span(&x, 1))[0].to_vector<float>()[0]));
 }
 
 TEST_CASE("CUDA graphs: the CPU backend records nothing and says why; its steps run eagerly") {

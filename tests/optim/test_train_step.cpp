@@ -74,6 +74,9 @@ TEST_CASE(
   const nn::MLP mlp{.features = {256, 256, 256}};
   const Batch b = batch(4, 256, 2);
   train::ClassifierStep step(train::mlp_apply(mlp, std::nullopt), o::sgd(0.01));
+  // The eager step's memory: a step replayed from a CUDA graph keeps its gradients and batch
+  // between steps (tests/cuda/test_cuda_graph.cpp checks its peak).
+  step.set_graphs(false);
   train::TrainState state = step.init(nn::Model(mlp).init(random::key(0), b.x)["params"]);
   std::int64_t param_bytes = 0;
   for (const Array& p : state.params.leaves())

@@ -61,4 +61,10 @@ class Graph {
 // Number of equations of primitive `prim` (recursing into sub-graphs held in params).
 std::int64_t count_eqns(const Graph& graph, const Primitive& prim);
 
+// `graph` with its concrete constants and literals copied to `device` (recursing into
+// sub-graphs held in params): evaluated there, it then copies nothing from the host (which a
+// GPU computation would do for every host constant at every call, and which a CUDA graph
+// recording cannot hold).
+Graph with_constants_on(const Graph& graph, Device device);
+
 }  // namespace flaxpp::ir

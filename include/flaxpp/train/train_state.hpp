@@ -66,6 +66,7 @@ class ClassifierStep {
 
  private:
   struct Traced;  // one input shape's compiled step and its recording
+  static void forget_recording(Traced& t);
   // Records t's forward and backward pass for these inputs (on their GPU); false if it cannot.
   bool record(Traced& t, std::span<const Array> params, const Array& x, const Array& y);
 

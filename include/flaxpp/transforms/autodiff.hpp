@@ -53,8 +53,12 @@ class CompiledVjp {
   CompiledVjp(const ArrayFn& f, std::span<const AVal> avals, std::vector<bool> differentiable = {});
   // The same as vjp(f, primals); the primals must have the traced avals.
   VjpResult operator()(std::span<const Array> primals) const;
+  // The same function with its constants on `device` (ir::with_constants_on), for primals
+  // on that device: its passes then copy nothing from the host.
+  CompiledVjp on(Device device) const;
 
  private:
+  explicit CompiledVjp(std::shared_ptr<const Linearized> lin) : lin_(std::move(lin)) {}
   std::shared_ptr<const Linearized> lin_;
 };
 

@@ -105,8 +105,23 @@ void* CudaBackend::take_pinned(std::size_t size) {
   return nullptr;
 }
 
+void CudaBackend::refuse_in_capture(const char* what) const {
+  if (!capture_) return;
+  std::string problem =
+      detail::str(what,
+                  " cannot be part of a CUDA graph (a synchronisation, pinned memory or a "
+                  "host copy); the work runs eagerly");
+  if (capture_->problem.empty()) capture_->problem = problem;
+  throw DeviceError(problem);
+}
+
+void CudaBackend::trim_pool() {
+  FLAXPP_CUDA_CHECK(cudaMemPoolTrimTo(pool_, 0));
+}
+
 void* CudaBackend::allocate_impl(std::int64_t bytes, MemoryKind kind) {
   FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
+  if (kind == MemoryKind::pinned_host) refuse_in_capture("pinned host memory (an offload policy)");
   if (kind == MemoryKind::pinned_host)
     if (void* cached = take_pinned(pinned_size(bytes))) return cached;
   void* ptr = nullptr;
@@ -150,6 +165,16 @@ void CudaBackend::deallocate_impl(void* data, std::int64_t bytes, MemoryKind kin
     // If the capture was invalidated, this fails as everything queued now does: it ends
     // with the capture.
     (void)cudaFreeAsync(data, stream_);
+    return;
+  }
+  if (kind == MemoryKind::pinned_host && capture_) {
+    // Its events would be recorded into the capture: it is freed after it, which then fails.
+    try {
+      capture_->deferred_pinned_frees.emplace_back(data, bytes);
+    } catch (...) {  // no memory to note it: the block leaks, the capture still fails
+    }
+    if (capture_->problem.empty())
+      capture_->problem = "pinned host memory (an offload policy) cannot be part of a CUDA graph";
     return;
   }
   if (kind == MemoryKind::device) {
@@ -198,6 +223,7 @@ void CudaBackend::wait_for_copy(const void* ptr) const {
 }
 
 void CudaBackend::copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) {
+  refuse_in_capture("an offload copy");
   const bool offload =
       src.memory_kind() == MemoryKind::device && dst.memory_kind() == MemoryKind::pinned_host;
   const bool restore =
@@ -232,6 +258,7 @@ void CudaBackend::copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t b
 }
 
 void CudaBackend::copy_to_host_impl(const void* src, void* dst, std::int64_t bytes) const {
+  refuse_in_capture("a device-to-host copy");
   wait_for_copy(src);
   FLAXPP_CUDA_CHECK(
       cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
@@ -239,6 +266,7 @@ void CudaBackend::copy_to_host_impl(const void* src, void* dst, std::int64_t byt
 }
 
 void CudaBackend::copy_from_host_impl(const void* src, void* dst, std::int64_t bytes) const {
+  refuse_in_capture("a host-to-device copy");
   FLAXPP_CUDA_CHECK(
       cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
   // The source is caller-owned host memory that may be freed once we return. From pageable
@@ -251,6 +279,7 @@ void CudaBackend::copy_from_host_impl(const void* src, void* dst, std::int64_t b
 }
 
 void CudaBackend::copy_impl(const void* src, void* dst, std::int64_t bytes) const {
+  refuse_in_capture("a synchronous copy");
   wait_for_copy(src);
   wait_for_copy(dst);
   FLAXPP_CUDA_CHECK(

@@ -42,6 +42,8 @@ class CudaBackend final : public Backend {
   // Buffers a recording kept but never launched: they were never allocated, so their frees
   // are skipped.
   void forget_allocations(const std::unordered_set<void*>& never_made);
+  // Hands the pool's unused memory back to the driver, where a CUDA graph's memory comes from.
+  void trim_pool();
 
  protected:
   void* allocate_impl(std::int64_t bytes, MemoryKind kind) override;
@@ -83,9 +85,13 @@ class CudaBackend final : public Backend {
   struct Capture {
     std::unordered_set<void*> made;
     std::vector<void*> deferred_frees;
+    std::vector<std::pair<void*, std::int64_t>> deferred_pinned_frees;
     std::string problem;
   };
-  std::optional<Capture> capture_;
+  // While capturing: notes why `what` cannot be recorded (the capture then fails) and, where
+  // the caller can throw, throws it.
+  void refuse_in_capture(const char* what) const;
+  mutable std::optional<Capture> capture_;
   std::unordered_set<void*> never_made_;
   std::once_flag blas_once_;
   cublasHandle_t blas_ = nullptr;

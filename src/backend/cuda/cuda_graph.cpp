@@ -26,14 +26,21 @@ class CudaGraph final : public DeviceGraph {
     // Destructors never throw: report and go on. A recording never launched allocated
     // nothing: the buffers it kept must not be freed.
     if (!launched_) backend_.forget_allocations(kept_);
-    if (cudaStreamSynchronize(backend_.stream()) != cudaSuccess ||
-        cudaGraphExecDestroy(exec_) != cudaSuccess || cudaGraphDestroy(graph_) != cudaSuccess)
-      std::fprintf(stderr, "flaxpp: destroying a CUDA graph failed: %s\n",
-                   cudaGetErrorString(cudaGetLastError()));
+    cudaError_t err = cudaStreamSynchronize(backend_.stream());
+    if (err == cudaSuccess) err = cudaGraphExecDestroy(exec_);
+    if (err == cudaSuccess) err = cudaGraphDestroy(graph_);
+    // The memory its temporaries used goes back to the driver (its kept buffers stay until
+    // their owners free them).
+    if (err == cudaSuccess) err = cudaDeviceGraphMemTrim(backend_.device().index);
+    if (err != cudaSuccess)
+      std::fprintf(stderr, "flaxpp: destroying a CUDA graph failed: %s\n", cudaGetErrorString(err));
   }
 
   void launch() override {
     FLAXPP_CUDA_CHECK(cudaSetDevice(backend_.device().index));
+    // The graph's memory comes from the driver, not the backend's pool: the first launch
+    // lets the pool hand back what it holds unused (the eager steps' temporaries).
+    if (!launched_) backend_.trim_pool();
     const cudaError_t err = cudaGraphLaunch(exec_, backend_.stream());
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
@@ -80,6 +87,8 @@ std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void(
     work();
   } catch (const std::exception& e) {
     problem = e.what();
+  } catch (...) {
+    problem = "the recorded work threw a non-standard exception";
   }
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
@@ -89,6 +98,8 @@ std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void(
   for (void* p : done.deferred_frees)
     if (const cudaError_t err = cudaFreeAsync(p, stream_); err != cudaSuccess)
       std::fprintf(stderr, "flaxpp: freeing CUDA memory failed: %s\n", cudaGetErrorString(err));
+  for (const auto& [p, bytes] : done.deferred_pinned_frees)
+    deallocate_impl(p, bytes, MemoryKind::pinned_host);
   if (problem.empty()) problem = done.problem;
   if (problem.empty() && ended != cudaSuccess)
     problem = detail::str("cudaStreamEndCapture failed: ", cudaGetErrorString(ended));
