@@ -19,10 +19,21 @@ constexpr std::int64_t kTile = 32;
 template <class T>
 void copy_2d(const T* in, std::int64_t rs, std::int64_t cs, std::int64_t rows, std::int64_t cols,
              T* out) {
-  if (cs == 0 || cs == 1 || rows == 1) {
+  // Rows that are contiguous runs (copies) or one repeated element (broadcasts) go through
+  // memcpy/memset-speed loops: a run-time stride would keep the plain loop from vectorising.
+  if (cs == 1) {
     for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t c = 0; c < cols; ++c)
-        out[r * cols + c] = in[r * rs + c * cs];
+      std::copy_n(in + r * rs, cols, out + r * cols);
+    return;
+  }
+  if (cs == 0) {
+    for (std::int64_t r = 0; r < rows; ++r)
+      std::fill_n(out + r * cols, cols, in[r * rs]);
+    return;
+  }
+  if (rows == 1) {
+    for (std::int64_t c = 0; c < cols; ++c)
+      out[c] = in[c * cs];
     return;
   }
   for (std::int64_t r0 = 0; r0 < rows; r0 += kTile) {
