@@ -6,7 +6,9 @@ Usage (from the repository root)::
         [--out-dir docs/bench]
 
 Rows are joined on (backend, width, depth, batch, dtype, policy); rows present in only one
-file are listed on stderr and left out of the table (the plots show every row). Writes
+file are listed on stderr and left out of the table (the plots show every row). A
+configuration measured several times (``scripts/bench.sh --repeat N`` appends each run) is
+reported by the median of its runs' step times and GEMM floors. Writes
 ``OUT_DIR/table.md`` (also printed to stdout), ``OUT_DIR/step_time.png`` (median step time vs
 width, log y) and ``OUT_DIR/peak_memory.png`` (peak MiB vs width), one line per
 (framework, policy), one panel per (backend, depth, batch, dtype) group.
@@ -39,14 +41,33 @@ def load(path: str) -> list[dict]:
     return rows
 
 
+def median(values: list[float]) -> float:
+    v = sorted(values)
+    n = len(v)
+    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
+
+
+def merge(runs: list[dict]) -> dict:
+    """One row from repeated runs of a configuration (bench.sh --repeat): the median step time
+    and GEMM floor over the runs, the rates and ratios recomputed from them."""
+    row = dict(runs[0])
+    row["runs"] = len(runs)
+    step = median([r["step_ms"] for r in runs])
+    row["gflops"] = runs[0]["gflops"] * runs[0]["step_ms"] / step
+    row["step_ms"] = step
+    row["samples_per_s"] = row["batch"] * 1e3 / step
+    floors = [r["gemm_floor_ms"] for r in runs if r.get("gemm_floor_ms") is not None]
+    if floors:
+        row["gemm_floor_ms"] = median(floors)
+        row["step_over_floor"] = step / row["gemm_floor_ms"]
+    return row
+
+
 def index(rows: list[dict], path: str) -> dict:
-    out = {}
+    groups = defaultdict(list)
     for r in rows:
-        k = tuple(r[c] for c in KEY)
-        if k in out:
-            print(f"warning: {path}: duplicate row {k}; keeping the last", file=sys.stderr)
-        out[k] = r
-    return out
+        groups[tuple(r[c] for c in KEY)].append(r)
+    return {k: merge(runs) if len(runs) > 1 else runs[0] for k, runs in groups.items()}
 
 
 def sort_key(k):
@@ -66,8 +87,11 @@ def table(fpp: dict, jx: dict) -> str:
     keys = sorted(set(fpp) & set(jx), key=sort_key)
     backends = sorted({k[0] for k in keys})
     dtypes = sorted({k[4] for k in keys})
+    runs = sorted({fpp[k].get("runs", 1) for k in keys} | {jx[k].get("runs", 1) for k in keys})
+    over = f" over {', '.join(map(str, runs))} runs each" if runs and runs != [1] else ""
     lines = [f"Backend: {', '.join(backends) or 'n/a'}; dtype: {', '.join(dtypes) or 'n/a'}. "
-             "Step times are medians; ratios > 1 mean flaxpp is slower / uses more memory.",
+             f"Step times are medians{over}; ratios > 1 mean flaxpp is slower / uses more "
+             "memory.",
              "",
              "| width | depth | batch | policy | flaxpp ms | JAX ms | time ratio flaxpp/JAX "
              "| flaxpp step/floor | flaxpp peak MiB | JAX peak MiB | peak ratio |",
@@ -145,7 +169,7 @@ def main(argv=None) -> int:
         f.write(md)
     sys.stdout.write(md)
 
-    rows = fpp_rows + jax_rows
+    rows = list(fpp.values()) + list(jx.values())
     plot(rows, "step_ms", 1.0, "median step time (ms)", "Training step time",
          os.path.join(args.out_dir, "step_time.png"))
     plot(rows, "peak_bytes", 1 / MIB, "peak memory (MiB)", "Peak memory",
