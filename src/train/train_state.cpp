@@ -69,6 +69,20 @@ bool graphs_enabled_by_environment() {
   return v == nullptr || std::string_view(v) != "0";
 }
 
+// Runs `update`, which takes over state's parameters and optimiser state (donation), and
+// counts the step. If it fails, `state` is left without them, as JAX deletes donated arrays.
+template <class F>
+void update_donated(TrainState& state, F&& update) {
+  try {
+    update();
+  } catch (...) {
+    state.params = Tree();
+    state.opt_state = Tree();
+    throw;
+  }
+  ++state.step;
+}
+
 // Recordings of one shape whose parameters keep moving (copies kept every step) would cost
 // more than they save.
 constexpr int kMaxRecordings = 3;
@@ -158,8 +172,8 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   // Data sets live in host memory: the batch goes where the parameters are, once.
   const Device device = n > 0 ? params.front().device() : x.device();
   // The matmul precision is read when the step runs, so a recording holds it too.
-  std::string key = device.str() + ";" +
-                    std::string(matmul_precision_name(default_matmul_precision())) + ";";
+  std::string key =
+      device.str() + ";" + std::string(matmul_precision_name(default_matmul_precision())) + ";";
   for (const Array& a : params)
     key += a.aval().str() + ";";
   key += x.aval().str() + ";" + y.aval().str();
@@ -250,17 +264,12 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
       // part-way therefore leaves `state` without them, as JAX's donated arrays are deleted.
       state.params = Tree();
       state.opt_state = Tree();
-      try {
+      update_donated(state, [&] {
         r.backward_into(seed, [&](std::size_t i, Array ct) {
           if (i < n) leafwise->apply(i, std::move(ct));
         });
         std::tie(state.params, state.opt_state) = leafwise->finish();
-      } catch (...) {
-        state.params = Tree();
-        state.opt_state = Tree();
-        throw;
-      }
-      ++state.step;
+      });
       return host_float(loss);
     }
     grads.resize(n);
@@ -271,15 +280,10 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   params.clear();
   Tree g = state.params.with_leaves(grads);
   grads.clear();
-  try {
+  update_donated(state, [&] {
     std::tie(state.params, state.opt_state) = optim::apply_gradients(
         tx_, std::move(g), std::move(state.opt_state), std::move(state.params));
-  } catch (...) {
-    state.params = Tree();
-    state.opt_state = Tree();
-    throw;
-  }
-  ++state.step;
+  });
   return host_float(loss);
 }
 
