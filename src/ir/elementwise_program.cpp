@@ -162,6 +162,9 @@ int ElementwiseBuilder::output(Value v, Value in_place_of) {
     if (n.kind != Kind::input)
       throw ValueError("an elementwise program result can replace an input() only");
     alias = static_cast<std::int8_t>(n.index);
+    if (std::find(aliases_.begin(), aliases_.end(), alias) != aliases_.end())
+      throw ValueError(detail::str("two results of an elementwise program replace input ",
+                                   int(alias), "; name it as in_place_of for one of them only"));
   }
   outputs_.push_back(check(v));
   aliases_.push_back(alias);

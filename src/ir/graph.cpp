@@ -2,7 +2,9 @@
 #include "flaxpp/ir/graph.hpp"
 
 #include <iomanip>
+#include <memory>
 #include <sstream>
+#include <unordered_map>
 
 namespace flaxpp::ir {
 namespace {
@@ -152,22 +154,44 @@ std::int64_t count_eqns(const Graph& graph, const Primitive& prim) {
   return n;
 }
 
-Graph with_constants_on(const Graph& graph, Device device) {
-  auto place = [device](Array& a) {
-    if (a.valid() && !a.is_traced() && a.device() != device) a = a.to(device);
-  };
-  Graph g = graph;
-  for (Array& c : g.consts)
-    place(c);
-  for (Atom& a : g.outvars)
-    place(a.literal);
-  for (Eqn& e : g.eqns) {
-    for (Atom& a : e.inputs)
-      place(a.literal);
-    for (const auto& [k, v] : graph_params_of(e))
-      e.params.set(k, std::make_shared<const Graph>(with_constants_on(*v, device)));
+namespace {
+
+// with_constants_on's walk: each host buffer and each sub-graph is moved once, however often
+// it appears.
+struct Placer {
+  Device device;
+  std::unordered_map<const void*, Array> arrays;
+  std::unordered_map<const Graph*, std::shared_ptr<const Graph>> graphs;
+
+  void place(Array& a) {
+    if (!a.valid() || a.is_traced() || a.device() == device) return;
+    Array& moved = arrays[a.buffer().data()];
+    if (!moved.valid()) moved = a.to(device);
+    a = moved;
   }
-  return g;
+  Graph graph(const Graph& in) {
+    Graph g = in;
+    for (Array& c : g.consts)
+      place(c);
+    for (Atom& a : g.outvars)
+      place(a.literal);
+    for (Eqn& e : g.eqns) {
+      for (Atom& a : e.inputs)
+        place(a.literal);
+      for (const auto& [k, v] : graph_params_of(e)) {
+        std::shared_ptr<const Graph>& moved = graphs[v.get()];
+        if (!moved) moved = std::make_shared<const Graph>(graph(*v));
+        e.params.set(k, moved);
+      }
+    }
+    return g;
+  }
+};
+
+}  // namespace
+
+Graph with_constants_on(const Graph& graph, Device device) {
+  return Placer{device, {}, {}}.graph(graph);
 }
 
 }  // namespace flaxpp::ir

@@ -1,6 +1,7 @@
 // TrainState and the compiled classifier step.
 #include "flaxpp/train/train_state.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -55,7 +56,8 @@ struct ClassifierStep::Traced {
   int recordings = 0;
   std::vector<const void*> param_addresses;
   std::shared_ptr<Buffer> x_buffer, y_buffer;
-  Array seed;  // the loss's cotangent the recording reads
+  Array seed;                                            // the loss's cotangent the recording reads
+  MatmulPrecision precision = MatmulPrecision::float32;  // read when recorded, held by it
   Array loss;
   std::vector<Array> grads;
   // Destroyed before the buffers it kept (loss, grads): a recording never launched made none.
@@ -66,7 +68,15 @@ namespace {
 
 bool graphs_enabled_by_environment() {
   const char* v = std::getenv("FLAXPP_CUDA_GRAPHS");
-  return v == nullptr || std::string_view(v) != "0";
+  if (v == nullptr) return true;
+  const std::string_view s(v);
+  return s != "0" && s != "false" && s != "off";
+}
+
+// One line on stderr when a shape's step cannot be a CUDA graph.
+void say_eager(Device device, const std::string& why) {
+  std::fprintf(stderr, "flaxpp: this train step runs eagerly on %s, without a CUDA graph: %s\n",
+               device.str().c_str(), why.c_str());
 }
 
 // Runs `update`, which takes over state's parameters and optimiser state (donation), and
@@ -94,8 +104,8 @@ std::vector<const void*> addresses(std::span<const Array> arrays) {
   return out;
 }
 
-// Writes `a`'s elements into `dst`, a buffer of its size on `device` (ordered after the work
-// queued there, which may still read the old ones).
+// Writes `a`'s elements into `dst`, a buffer of its size (ordered after the work queued on
+// dst's device, which may still read the old ones).
 void copy_into(const Array& a, Buffer& dst) {
   Backend& be = dst.backend();
   if (a.device().kind == DeviceKind::cpu)
@@ -120,6 +130,13 @@ void ClassifierStep::forget_recording(Traced& t) {
 ClassifierStep::ClassifierStep(ApplyFn apply, optim::GradientTransformation tx)
     : apply_(std::move(apply)), tx_(std::move(tx)), graphs_(graphs_enabled_by_environment()) {}
 
+void ClassifierStep::set_graphs(bool on) {
+  graphs_ = on;
+  if (!on)
+    for (auto& [key, t] : traced_)
+      forget_recording(*t);
+}
+
 bool ClassifierStep::record(Traced& t, std::span<const Array> params, const Array& x,
                             const Array& y) {
   ++t.recordings;
@@ -135,6 +152,7 @@ bool ClassifierStep::record(Traced& t, std::span<const Array> params, const Arra
     copy_into(x, *t.x_buffer);
     copy_into(y, *t.y_buffer);
     t.seed = seed_;
+    t.precision = default_matmul_precision();
     std::vector<Array> inputs(params.begin(), params.end());
     inputs.emplace_back(t.x_buffer, x.shape(), x.dtype());
     inputs.emplace_back(t.y_buffer, y.shape(), y.dtype());
@@ -155,8 +173,7 @@ bool ClassifierStep::record(Traced& t, std::span<const Array> params, const Arra
   if (graph == nullptr) {
     forget_recording(t);
     t.recordable = false;
-    std::fprintf(stderr, "flaxpp: this train step runs without a CUDA graph on %s: %s\n",
-                 device.str().c_str(), why.c_str());
+    say_eager(device, why);
     return false;
   }
   t.graph = std::move(graph);
@@ -171,9 +188,7 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   const std::size_t n = params.size();
   // Data sets live in host memory: the batch goes where the parameters are, once.
   const Device device = n > 0 ? params.front().device() : x.device();
-  // The matmul precision is read when the step runs, so a recording holds it too.
-  std::string key =
-      device.str() + ";" + std::string(matmul_precision_name(default_matmul_precision())) + ";";
+  std::string key = device.str() + ";";
   for (const Array& a : params)
     key += a.aval().str() + ";";
   key += x.aval().str() + ";" + y.aval().str();
@@ -204,13 +219,15 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   // A GPU step of a shape seen before replays its recorded forward and backward pass, if the
   // parameters are still where the recording reads them.
   const bool gpu = device.kind != DeviceKind::cpu;
+  bool batch_in_place = false;  // the recording copied this step's batch already
   if (gpu && graphs_ && n > 0 && !t.graph && t.recordable && t.loss_aval && seed_.valid() &&
       seed_.aval() == *t.loss_aval && seed_.device() == device)
-    record(t, params, x, y);
+    batch_in_place = record(t, params, x, y);
   bool replay = graphs_ && t.graph != nullptr;
-  if (replay && addresses(params) != t.param_addresses) {
-    // The parameters moved (a copy kept elsewhere stopped donation): this step runs eagerly,
-    // and the next one records again where they are now, a few times at most.
+  if (replay &&
+      (addresses(params) != t.param_addresses || t.precision != default_matmul_precision())) {
+    // The parameters moved (a copy kept elsewhere stopped donation), or the matmul precision
+    // changed: this step runs eagerly, and the next one records again, a few times at most.
     replay = false;
     forget_recording(t);
     t.recordable = t.recordings < kMaxRecordings;
@@ -224,14 +241,15 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   // updates every leaf (one kernel launch, not one per parameter).
   std::unique_ptr<optim::LeafwiseApply> leafwise;
   if (replay) {
-    copy_into(x, *t.x_buffer);
-    copy_into(y, *t.y_buffer);
+    if (!batch_in_place) {
+      copy_into(x, *t.x_buffer);
+      copy_into(y, *t.y_buffer);
+    }
     try {
       t.graph->launch();
     } catch (const OutOfMemoryError& e) {
       // The graph's memory does not fit beside the pool's: this shape runs eagerly from now on.
-      std::fprintf(stderr, "flaxpp: this train step runs without a CUDA graph on %s: %s\n",
-                   device.str().c_str(), e.what());
+      say_eager(device, e.what());
       forget_recording(t);
       t.recordable = false;
       replay = false;
@@ -284,6 +302,14 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
     std::tie(state.params, state.opt_state) = optim::apply_gradients(
         tx_, std::move(g), std::move(state.opt_state), std::move(state.params));
   });
+  g = Tree();
+  // Every launch rewrites the recording's gradients in place: one that an optimiser kept (a
+  // custom one may) must become its own, so the recording lets go of them all.
+  if (replay && std::any_of(t.grads.begin(), t.grads.end(),
+                            [](const Array& a) { return a.valid() && !a.buffer_unshared(); })) {
+    forget_recording(t);
+    t.recordable = t.recordings < kMaxRecordings;
+  }
   return host_float(loss);
 }
 

@@ -12,6 +12,7 @@
 #include "flaxpp/transforms/autodiff.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -355,6 +356,8 @@ struct Linearized {
   std::vector<AVal> primal_avals, output_avals;
   // Per output of the backward graph: the primal it is the cotangent of.
   std::vector<std::size_t> unknown_input;
+  // Where CompiledVjp::on placed the constants (zero cotangents are made there too).
+  std::optional<Device> device;
 };
 
 namespace {
@@ -429,7 +432,8 @@ struct Backward {
     for (std::size_t i = 0; i < lin->primal_avals.size(); ++i) {
       if (!lin->nonzero[i]) {
         if (!(skip_marked && !lin->differentiable[i]))
-          sink(i, Array::full(lin->primal_avals[i].shape, 0.0, lin->primal_avals[i].dtype));
+          sink(i, Array::full(lin->primal_avals[i].shape, 0.0, lin->primal_avals[i].dtype,
+                              lin->device.value_or(default_device())));
         continue;
       }
       if (lin->pe.output_known[slot]) sink(i, std::move(known[next_known++]));
@@ -454,6 +458,7 @@ CompiledVjp CompiledVjp::on(Device device) const {
   auto lin = std::make_shared<Linearized>(*lin_);
   lin->pe.known = ir::with_constants_on(lin->pe.known, device);
   lin->pe.unknown = ir::with_constants_on(lin->pe.unknown, device);
+  lin->device = device;
   return CompiledVjp(std::move(lin));
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The flaxpp command line as a user meets it: exit codes, summary lines and error messages of
-# `flaxpp check` and `flaxpp residuals`. Usage: test_cli.sh path/to/flaxpp
+# `flaxpp check`, `residuals`, `train` and `bench`, and of a BLAS that cannot be loaded.
+# Usage: test_cli.sh path/to/flaxpp
 set -u
 flaxpp=$1
 dir=$(mktemp -d)
@@ -45,6 +46,7 @@ expect "unknown command" 2 'unknown command "chek"' -- "$flaxpp" chek
 expect "residuals" 0 'f32\[5,4\] output of dot_general' -- "$flaxpp" residuals checkpoint_dot_policy --policy dots_saveable
 expect "residuals, named" 0 "named 'a'" -- "$flaxpp" residuals named_dot_policy --policy '{"name": "save_only_these_names", "names": ["a"]}'
 expect "residuals, bad policy" 2 'unknown checkpoint policy' -- "$flaxpp" residuals checkpoint_dot_policy --policy dots_savable
+expect "a library that is no BLAS" 2 'libm.so.6 has no cblas_[sd]gemm .*unset it' -- env FLAXPP_BLAS=libm.so.6 "$flaxpp" bench --steps 1 --width 64 --device cpu --out "$dir/no_blas.jsonl"
 expect "a BLAS that does not load" 2 'cannot load the BLAS library /nonexistent/libblas.so .*FLAXPP_BLAS' -- env FLAXPP_BLAS=/nonexistent/libblas.so "$flaxpp" bench --steps 1 --width 64 --device cpu --out "$dir/no_blas.jsonl"
 
 # flaxpp train: a small synthetic data set (3 separable classes), an uninterrupted run, and a

@@ -1,6 +1,8 @@
 // Backends: live/peak byte accounting per memory kind, devices and the default device.
 #include <doctest/doctest.h>
 
+#include <string>
+
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/core/backend.hpp"
 
@@ -98,4 +100,16 @@ TEST_CASE("Device: asking for an unavailable GPU is a clear DeviceError") {
     CHECK_THROWS_AS(set_default_device(Device::cuda(0)), DeviceError);
     CHECK(default_device() == Device::cpu());
   }
+}
+
+TEST_CASE("CPU backend: capture records nothing, says why, runs nothing and leaves the peak") {
+  Backend& cpu = backend(Device::cpu());
+  cpu.reset_peak_memory();
+  const std::int64_t peak = cpu.memory_stats().peak_bytes;
+  std::string why;
+  bool ran = false;
+  CHECK(cpu.capture([&] { ran = true; }, why) == nullptr);
+  CHECK(!ran);
+  CHECK(why.find("records nothing") != std::string::npos);
+  CHECK(cpu.memory_stats().peak_bytes == peak);
 }

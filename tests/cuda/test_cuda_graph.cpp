@@ -196,18 +196,12 @@ TEST_CASE("CUDA graphs: a graph's constants and literals move to the GPU, in sub
         doctest::Approx(eval_graph(g, std::span(&x, 1))[0].to_vector<float>()[0]));
 }
 
-TEST_CASE("CUDA graphs: the CPU backend records nothing and says why; its steps run eagerly") {
+TEST_CASE(
+    "CUDA graphs: on the CPU a train step asked for graphs runs eagerly, with the same bits") {
   const Run eager = train_on(Device::cpu(), cp::nothing_saveable(), false, 4);
   const Run asked = train_on(Device::cpu(), cp::nothing_saveable(), true, 4);
   CHECK(asked.replays == 0);
   CHECK(asked.losses == eager.losses);
   testing::check_same_bits(asked.state.params, eager.state.params);
   testing::check_same_bits(asked.state.opt_state["0"]["mu"], eager.state.opt_state["0"]["mu"]);
-
-  Backend& cpu = backend(Device::cpu());
-  std::string why;
-  bool ran = false;
-  CHECK(cpu.capture([&] { ran = true; }, why) == nullptr);
-  CHECK(!ran);
-  CHECK(why.find("records nothing") != std::string::npos);
 }

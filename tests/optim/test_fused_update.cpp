@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <memory>
+#include <tuple>
 
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/ir/graph.hpp"
@@ -255,7 +256,7 @@ TEST_CASE(
         if (path.find("count") == std::string::npos) CHECK(address == state_addresses.at(path));
     }
     // The leafwise update (the CPU train step) pairs them the same way.
-    const auto param_addresses = addresses(p);
+    const auto param_addresses = addresses(p), state_addresses = addresses(s);
     std::unique_ptr<o::LeafwiseApply> lw = o::LeafwiseApply::start(tx, s, p);
     REQUIRE(lw != nullptr);
     p = Tree();
@@ -265,6 +266,8 @@ TEST_CASE(
       lw->apply(i, g[i]);
     std::tie(p, s) = lw->finish();
     CHECK(addresses(p) == param_addresses);
+    for (const auto& [path, address] : addresses(s))
+      if (path.find("count") == std::string::npos) CHECK(address == state_addresses.at(path));
   }
 }
 

@@ -95,12 +95,15 @@ class Backend {
 
   // Records the device work `work` queues into a DeviceGraph instead of running it (CUDA
   // stream capture). Buffers `work` allocates and keeps become the recording's: their values
-  // exist after each launch(), and the first launch must come before any other use. Returns
-  // nullptr, with the reason in `why`, where nothing can be recorded: on the CPU, or when
-  // `work` did what a recording cannot hold (a host synchronisation, a copy from pageable
-  // memory); the buffers it kept then hold nothing and may only be dropped. Not thread-safe
-  // with other work on this backend.
-  // Each launch counts the recorded work's temporaries toward peak_bytes, as running it did.
+  // exist after each launch(), every launch rewrites them at the same addresses, and they must
+  // not be dropped before the first launch (or the recording's destruction). Returns nullptr,
+  // with the reason in `why`, where nothing can be recorded: on the CPU, or when `work` did
+  // what a recording cannot hold (a synchronisation, a copy to or from the host, pinned
+  // memory, freeing a buffer it did not allocate) or threw (its message goes to `why`); the
+  // buffers it kept then hold nothing and may only be dropped. Not thread-safe with other work
+  // on this backend. A recording's memory comes from the driver beside the backend's pool;
+  // memory_stats() counts it as the recorded work allocated it, and each launch counts the
+  // work's temporaries toward peak_bytes, as running it did.
   std::unique_ptr<DeviceGraph> capture(const std::function<void()>& work, std::string& why);
   MemoryStats memory_stats(MemoryKind kind = MemoryKind::device) const;
   // Sets every kind's peak to its current live bytes.

@@ -44,8 +44,8 @@ struct ElementwiseProgram {
 
   int first_constant() const { return num_scalars + num_inputs; }
   int first_temporary() const { return first_constant() + static_cast<int>(constants.size()); }
-  // "{scalars=0 inputs=2 constants=(0.9); r3=mul(r2, r0); r3=add(r3, r1); -> r3}" for
-  // printed graphs.
+  // "{scalars=0 inputs=2 constants=(0.9); r3=mul(r2, r0); r3=add(r3, r1); -> r3@in1}" for
+  // printed graphs (@inN: the result takes input N's buffer when that input is donated).
   std::string str() const;
   // ValueError unless the registers fit: at most kMaxRegisters of them and of outputs, every
   // register read exists, and the code writes temporaries only.

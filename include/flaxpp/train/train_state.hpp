@@ -42,10 +42,12 @@ ApplyFn mlp_apply(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy);
 //
 // On a GPU, once a shape has run eagerly, its forward and backward pass are recorded into a
 // CUDA graph and replayed at every later step of that shape (the optimiser update follows as
-// one fused kernel per dtype). The recording reads the parameters where they are, which the
-// step keeps them (donation): a step whose parameters moved (copies kept elsewhere) runs
-// eagerly. A shape whose recording fails runs eagerly, with one line on stderr saying why.
-// FLAXPP_CUDA_GRAPHS=0 or set_graphs(false) turns recording off.
+// one fused kernel per dtype). The recording reads the parameters at their addresses, where
+// the donating update keeps them: a step whose parameters moved (copies kept elsewhere) runs
+// eagerly and records again. A shape whose recording fails runs eagerly, with one line on
+// stderr saying why. A recording keeps its gradients and batch allocated between steps.
+// FLAXPP_CUDA_GRAPHS=0 (or false, off) or set_graphs(false) turns recording off. A GPU step
+// must not run while other threads queue work on the same GPU.
 class ClassifierStep {
  public:
   ClassifierStep(ApplyFn apply, optim::GradientTransformation tx);
@@ -53,14 +55,16 @@ class ClassifierStep {
   TrainState init(const Tree& params) const { return {params, tx_.init(params), 0}; }
   // Updates `state` in place; returns the loss before the update. The step takes over the
   // buffers of state.params and state.opt_state (JAX's donation): copies of them you keep stay
-  // valid but cost memory, and a step that fails after the forward pass (e.g. out of memory)
-  // leaves both empty: restore them from a checkpoint.
+  // valid but cost memory, and a step that fails once the update has begun (e.g. out of
+  // memory; on the CPU the update runs during the backward pass) leaves both empty: restore
+  // them from a checkpoint. Earlier failures leave them as they were.
   float operator()(TrainState& state, const Array& x, const Array& y);
   // Mean loss and accuracy of `params` on a data set (no update).
   std::pair<float, float> evaluate(const Tree& params, const Array& x, const Array& y) const;
-  // How many distinct input shapes were traced so far.
+  // How many distinct input shapes (and devices) were traced so far.
   std::size_t traces() const { return traced_.size(); }
-  void set_graphs(bool on) { graphs_ = on; }
+  // Turning graphs off also frees the recordings made so far.
+  void set_graphs(bool on);
   // Steps whose forward and backward pass were a replayed CUDA graph.
   std::int64_t replays() const { return replays_; }
 
@@ -72,7 +76,7 @@ class ClassifierStep {
 
   ApplyFn apply_;
   optim::GradientTransformation tx_;
-  std::map<std::string, std::shared_ptr<Traced>> traced_;  // by the avals of (params, x, y)
+  std::map<std::string, std::shared_ptr<Traced>> traced_;  // by device and (params, x, y) avals
   Array seed_;                                             // 1 of the loss's dtype, on its device
   bool graphs_ = true;
   bool leafwise_possible_ = true;  // false once tx_ could not update leaf by leaf

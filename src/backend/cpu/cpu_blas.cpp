@@ -12,8 +12,8 @@
 
 #include "flaxpp/core/error.hpp"
 
-#ifndef FLAXPP_BLAS_LIBRARY
-#error "FLAXPP_BLAS_LIBRARY (the BLAS that CMake found) must be defined"
+#if !defined(FLAXPP_BLAS_LIBRARY) || !defined(FLAXPP_BLAS_SONAME)
+#error "FLAXPP_BLAS_LIBRARY and FLAXPP_BLAS_SONAME (the BLAS that CMake found) must be defined"
 #endif
 
 namespace flaxpp::cpu {
@@ -47,33 +47,79 @@ bool is_zen4() {
 #endif
 }
 
+// Where the library to load comes from, for messages.
+struct Source {
+  std::string library;  // what dlopen is given
+  bool from_environment;
+};
+
+std::string what_to_do(const Source& source) {
+  return source.from_environment
+             ? std::string(
+                   "fix FLAXPP_BLAS (a BLAS shared library with the CBLAS interface) "
+                   "or unset it to use " FLAXPP_BLAS_LIBRARY)
+             : std::string(
+                   "install it (apt-get install libopenblas-dev) or set FLAXPP_BLAS to a "
+                   "BLAS shared library with the CBLAS interface");
+}
+
 template <class F>
-F symbol(void* handle, const char* name, const std::string& library) {
+F symbol(void* handle, const char* name, const Source& source) {
   void* p = dlsym(handle, name);
   if (p == nullptr)
-    throw DeviceError(detail::str("the BLAS library ", library, " has no ", name,
-                                  "; flaxpp needs a BLAS with the CBLAS interface (OpenBLAS: "
-                                  "apt-get install libopenblas-dev) or FLAXPP_BLAS naming one"));
+    throw DeviceError(detail::str("the BLAS library ", source.library, " has no ", name,
+                                  " (flaxpp calls BLAS through its CBLAS interface); ",
+                                  what_to_do(source)));
   return reinterpret_cast<F>(p);
+}
+
+// dlopen of the configured library: by its SONAME first (found as the dynamic linker would),
+// else by the path CMake found.
+void* open_configured(std::string& tried, std::string& error) {
+  for (const char* name : {FLAXPP_BLAS_SONAME, FLAXPP_BLAS_LIBRARY}) {
+    if (*name == '\0') continue;
+    tried = name;
+    if (void* handle = dlopen(name, RTLD_NOW | RTLD_LOCAL)) return handle;
+    error = dlerror();
+  }
+  return nullptr;
 }
 
 Blas load() {
   const char* chosen = std::getenv("FLAXPP_BLAS");
-  const std::string library = chosen != nullptr && *chosen != '\0' ? chosen : FLAXPP_BLAS_LIBRARY;
-  // Before the library's constructor reads it; a no-op where the user set it or where another
-  // part of the process loaded OpenBLAS already.
-  if (is_zen4()) setenv("OPENBLAS_CORETYPE", "Haswell", /*overwrite=*/0);
-  void* handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+  Source source{"", chosen != nullptr && *chosen != '\0'};
+  // OpenBLAS reads OPENBLAS_CORETYPE once, in its constructor: set it just for the load (not
+  // where the user set it, and to no effect where the process loaded OpenBLAS already).
+  const bool set_coretype = is_zen4() && std::getenv("OPENBLAS_CORETYPE") == nullptr &&
+                            setenv("OPENBLAS_CORETYPE", "Haswell", /*overwrite=*/0) == 0;
+  std::string error;
+  void* handle = nullptr;
+  if (source.from_environment) {
+    source.library = chosen;
+    handle = dlopen(chosen, RTLD_NOW | RTLD_LOCAL);
+    if (handle == nullptr) error = dlerror();
+  } else {
+    handle = open_configured(source.library, error);
+  }
+  if (set_coretype) unsetenv("OPENBLAS_CORETYPE");
   if (handle == nullptr)
-    throw DeviceError(detail::str("cannot load the BLAS library ", library, " (", dlerror(),
-                                  "); install it (apt-get install libopenblas-dev) or set "
-                                  "FLAXPP_BLAS to a BLAS library with the CBLAS interface"));
-  const auto sgemm = symbol<Blas::Sgemm>(handle, "cblas_sgemm", library);
-  const auto dgemm = symbol<Blas::Dgemm>(handle, "cblas_dgemm", library);
-  std::string kernels;
-  if (void* corename = dlsym(handle, "openblas_get_corename"))
-    kernels = reinterpret_cast<const char* (*)()>(corename)();
-  return Blas(sgemm, dgemm, library, kernels);
+    throw DeviceError(detail::str("cannot load the BLAS library ", source.library, " (", error,
+                                  "); ", what_to_do(source)));
+  try {
+    // flaxpp passes 32-bit integers, as cblas.h declares them; an ILP64 OpenBLAS with the
+    // same symbol names would read garbage.
+    if (void* config = dlsym(handle, "openblas_get_config"))
+      if (std::strstr(reinterpret_cast<const char* (*)()>(config)(), "USE64BITINT") != nullptr)
+        throw DeviceError(detail::str("the BLAS library ", source.library,
+                                      " is built with 64-bit integers (ILP64); flaxpp calls the "
+                                      "32-bit-integer CBLAS interface: ",
+                                      what_to_do(source)));
+    return Blas(symbol<Blas::Sgemm>(handle, "cblas_sgemm", source),
+                symbol<Blas::Dgemm>(handle, "cblas_dgemm", source));
+  } catch (...) {
+    dlclose(handle);
+    throw;
+  }
 }
 
 }  // namespace

@@ -5,12 +5,10 @@
 // variable OPENBLAS_CORETYPE. On AMD Zen 4 (family 19h with AVX-512) Debian's OpenBLAS 0.3.21
 // takes its Cooperlake AVX-512 kernels, which ran 10-20% slower here than its Haswell AVX2
 // kernels on every matrix-product shape of an MLP step (docs/PERFORMANCE.md). Where the
-// variable is unset on such a CPU, flaxpp sets it to Haswell before loading the library.
-// A value the user set is always kept; FLAXPP_BLAS names another library to load.
+// variable is unset on such a CPU, flaxpp sets it to Haswell while it loads the library (the
+// first matrix product; not thread-safe against another thread's getenv at that moment) and
+// removes it again. A value the user set is always kept; FLAXPP_BLAS names another library.
 #pragma once
-
-#include <string>
-#include <utility>
 
 namespace flaxpp::cpu {
 
@@ -24,22 +22,16 @@ class Blas {
   using Dgemm = void (*)(int, int, int, int, int, int, double, const double*, int, const double*,
                          int, double, double*, int);
 
-  Blas(Sgemm sgemm, Dgemm dgemm, std::string library, std::string kernels)
-      : sgemm_(sgemm), dgemm_(dgemm), library_(std::move(library)), kernels_(std::move(kernels)) {}
+  Blas(Sgemm sgemm, Dgemm dgemm) : sgemm_(sgemm), dgemm_(dgemm) {}
 
   void gemm(Transpose ta, Transpose tb, int m, int n, int k, const float* a, int lda,
             const float* b, int ldb, float* c, int ldc) const;
   void gemm(Transpose ta, Transpose tb, int m, int n, int k, const double* a, int lda,
             const double* b, int ldb, double* c, int ldc) const;
 
-  const std::string& library() const { return library_; }  // what was loaded
-  const std::string& kernels() const { return kernels_; }  // OpenBLAS's core name, or ""
-
  private:
   Sgemm sgemm_;  // cblas_sgemm
   Dgemm dgemm_;  // cblas_dgemm
-  std::string library_;
-  std::string kernels_;
 };
 
 // The BLAS, loaded on the first call (thread-safe). Throws DeviceError naming the library

@@ -45,6 +45,7 @@ CudaBackend::~CudaBackend() {
 }
 
 void CudaBackend::synchronize() const {
+  refuse_in_capture("waiting for the GPU (synchronize)");
   FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
@@ -107,11 +108,8 @@ void* CudaBackend::take_pinned(std::size_t size) {
 
 void CudaBackend::refuse_in_capture(const char* what) const {
   if (!capture_) return;
-  std::string problem =
-      detail::str(what,
-                  " cannot be part of a CUDA graph (a synchronisation, pinned memory or a "
-                  "host copy); the work runs eagerly");
-  if (capture_->problem.empty()) capture_->problem = problem;
+  const std::string problem = detail::str(what, " cannot be part of a CUDA graph recording");
+  capture_->fail(problem.c_str());
   throw DeviceError(problem);
 }
 
@@ -146,7 +144,10 @@ void CudaBackend::deallocate_impl(void* data, std::int64_t bytes, MemoryKind kin
     copying = pending_.erase(data) != 0;
   }
   cudaError_t err = cudaSuccess;
-  if (kind == MemoryKind::device && never_made_.erase(data) != 0) return;
+  if (kind == MemoryKind::device) {
+    std::lock_guard lock(pending_mutex_);
+    if (never_made_.erase(data) != 0) return;
+  }
   if (kind == MemoryKind::device && capture_) {
     // A graph allocation freed inside the recording becomes a free node. A buffer from before
     // the capture cannot be freed by a graph (and the recording may read it): its free waits
@@ -154,12 +155,11 @@ void CudaBackend::deallocate_impl(void* data, std::int64_t bytes, MemoryKind kin
     if (capture_->made.erase(data) == 0) {
       try {
         capture_->deferred_frees.push_back(data);
-      } catch (...) {  // no memory to note it: the buffer leaks, the capture still fails
+      } catch (...) {  // no memory to note it: the buffer leaks
       }
-      if (capture_->problem.empty())
-        capture_->problem =
-            "the recorded work released a buffer allocated before the recording began (the "
-            "recording would read freed memory); keep its inputs alive while recording";
+      capture_->fail(
+          "the recorded work released a buffer allocated before the recording began (the "
+          "recording would read freed memory); keep its inputs alive while recording");
       return;
     }
     // If the capture was invalidated, this fails as everything queued now does: it ends
@@ -171,10 +171,11 @@ void CudaBackend::deallocate_impl(void* data, std::int64_t bytes, MemoryKind kin
     // Its events would be recorded into the capture: it is freed after it, which then fails.
     try {
       capture_->deferred_pinned_frees.emplace_back(data, bytes);
-    } catch (...) {  // no memory to note it: the block leaks, the capture still fails
+    } catch (...) {  // no memory to note it: the block leaks
     }
-    if (capture_->problem.empty())
-      capture_->problem = "pinned host memory (an offload policy) cannot be part of a CUDA graph";
+    capture_->fail(
+        "pinned host memory (an offload policy) cannot be part of a CUDA graph "
+        "recording");
     return;
   }
   if (kind == MemoryKind::device) {
@@ -223,7 +224,7 @@ void CudaBackend::wait_for_copy(const void* ptr) const {
 }
 
 void CudaBackend::copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) {
-  refuse_in_capture("an offload copy");
+  refuse_in_capture("a copy between memory kinds (an offload policy)");
   const bool offload =
       src.memory_kind() == MemoryKind::device && dst.memory_kind() == MemoryKind::pinned_host;
   const bool restore =

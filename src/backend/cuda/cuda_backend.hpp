@@ -87,12 +87,22 @@ class CudaBackend final : public Backend {
     std::vector<void*> deferred_frees;
     std::vector<std::pair<void*, std::int64_t>> deferred_pinned_frees;
     std::string problem;
+    bool failed = false;
+    // Notes that the capture fails, and the first reason why (noexcept: frees call it).
+    void fail(const char* why) noexcept {
+      if (failed) return;
+      failed = true;
+      try {
+        problem = why;
+      } catch (...) {  // no memory for the message: capture_impl says something shorter
+      }
+    }
   };
-  // While capturing: notes why `what` cannot be recorded (the capture then fails) and, where
-  // the caller can throw, throws it.
+  // While capturing: notes that `what` cannot be recorded (the capture then fails) and throws
+  // a DeviceError saying so, which ends the recorded work.
   void refuse_in_capture(const char* what) const;
   mutable std::optional<Capture> capture_;
-  std::unordered_set<void*> never_made_;
+  std::unordered_set<void*> never_made_;  // guarded by pending_mutex_ (frees come from any thread)
   std::once_flag blas_once_;
   cublasHandle_t blas_ = nullptr;
 };

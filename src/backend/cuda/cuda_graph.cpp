@@ -25,13 +25,15 @@ class CudaGraph final : public DeviceGraph {
   ~CudaGraph() override {
     // Destructors never throw: report and go on. A recording never launched allocated
     // nothing: the buffers it kept must not be freed.
-    if (!launched_) backend_.forget_allocations(kept_);
+    if (!launched_) {
+      try {
+        backend_.forget_allocations(kept_);
+      } catch (...) {  // no memory to note them: their frees will report an error instead
+      }
+    }
     cudaError_t err = cudaStreamSynchronize(backend_.stream());
     if (err == cudaSuccess) err = cudaGraphExecDestroy(exec_);
     if (err == cudaSuccess) err = cudaGraphDestroy(graph_);
-    // The memory its temporaries used goes back to the driver (its kept buffers stay until
-    // their owners free them).
-    if (err == cudaSuccess) err = cudaDeviceGraphMemTrim(backend_.device().index);
     if (err != cudaSuccess)
       std::fprintf(stderr, "flaxpp: destroying a CUDA graph failed: %s\n", cudaGetErrorString(err));
   }
@@ -44,6 +46,10 @@ class CudaGraph final : public DeviceGraph {
     const cudaError_t err = cudaGraphLaunch(exec_, backend_.stream());
     if (err == cudaErrorMemoryAllocation) {
       (void)cudaGetLastError();
+      // Whether a failed relaunch already freed the kept buffers is not documented: they are
+      // forgotten rather than freed twice (at worst they leak once).
+      if (launched_) backend_.forget_allocations(kept_);
+      launched_ = false;
       throw OutOfMemoryError(
           detail::str("launching a recorded CUDA graph on ", backend_.device(),
                       ": its memory (the recorded step's temporaries) does not fit beside the ",
@@ -51,7 +57,6 @@ class CudaGraph final : public DeviceGraph {
                       " live bytes; use a remat policy, a smaller batch, or FLAXPP_CUDA_GRAPHS=0"));
     }
     if (err != cudaSuccess) throw_cuda_error(err, "cudaGraphLaunch", __FILE__, __LINE__);
-    if (!launched_) kept_.clear();
     launched_ = true;
   }
 
@@ -66,6 +71,7 @@ class CudaGraph final : public DeviceGraph {
 }  // namespace
 
 void CudaBackend::forget_allocations(const std::unordered_set<void*>& never_made) {
+  std::lock_guard lock(pending_mutex_);
   never_made_.insert(never_made.begin(), never_made.end());
 }
 
@@ -100,7 +106,8 @@ std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void(
       std::fprintf(stderr, "flaxpp: freeing CUDA memory failed: %s\n", cudaGetErrorString(err));
   for (const auto& [p, bytes] : done.deferred_pinned_frees)
     deallocate_impl(p, bytes, MemoryKind::pinned_host);
-  if (problem.empty()) problem = done.problem;
+  if (problem.empty() && done.failed)
+    problem = done.problem.empty() ? "the recording failed" : done.problem;
   if (problem.empty() && ended != cudaSuccess)
     problem = detail::str("cudaStreamEndCapture failed: ", cudaGetErrorString(ended));
   cudaGraphExec_t exec = nullptr;
