@@ -21,6 +21,7 @@ import json
 import os
 import sys
 from collections import defaultdict
+from statistics import median
 
 KEY = ("backend", "width", "depth", "batch", "dtype", "policy")
 MIB = float(2 ** 20)
@@ -41,12 +42,6 @@ def load(path: str) -> list[dict]:
     return rows
 
 
-def median(values: list[float]) -> float:
-    v = sorted(values)
-    n = len(v)
-    return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2
-
-
 def merge(runs: list[dict]) -> dict:
     """One row from repeated runs of a configuration (bench.sh --repeat): the median step time
     and GEMM floor over the runs, the rates and ratios recomputed from them."""
@@ -63,7 +58,7 @@ def merge(runs: list[dict]) -> dict:
     return row
 
 
-def index(rows: list[dict], path: str) -> dict:
+def index(rows: list[dict]) -> dict:
     groups = defaultdict(list)
     for r in rows:
         groups[tuple(r[c] for c in KEY)].append(r)
@@ -157,7 +152,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
 
     fpp_rows, jax_rows = load(args.flaxpp), load(args.jax)
-    fpp, jx = index(fpp_rows, args.flaxpp), index(jax_rows, args.jax)
+    fpp, jx = index(fpp_rows), index(jax_rows)
     for k in sorted(set(fpp) - set(jx), key=sort_key):
         print(f"warning: only in {args.flaxpp}: {k}", file=sys.stderr)
     for k in sorted(set(jx) - set(fpp), key=sort_key):

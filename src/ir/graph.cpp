@@ -123,33 +123,17 @@ void Graph::verify() const {
                     var_name(e.outputs[i]), " is ", aval(e.outputs[i]), " but the shape rule says ",
                     out[i]);
     }
-    for (const auto& [k, v] : e.params.items())
-      if (const auto* sub = std::get_if<std::shared_ptr<const Graph>>(&v); sub && *sub)
-        (*sub)->verify();
+    for_each_subgraph(e, [](const std::string&, const Graph& sub) { sub.verify(); });
   }
   for (const Atom& a : outvars)
     use(a, "outputs");
 }
 
-namespace {
-
-// The (name, sub-graph) params of an equation (a checkpoint's body, ...).
-std::vector<std::pair<std::string, std::shared_ptr<const Graph>>> graph_params_of(const Eqn& e) {
-  std::vector<std::pair<std::string, std::shared_ptr<const Graph>>> out;
-  for (const auto& [k, v] : e.params.items())
-    if (const auto* sub = std::get_if<std::shared_ptr<const Graph>>(&v); sub && *sub)
-      out.emplace_back(k, *sub);
-  return out;
-}
-
-}  // namespace
-
 std::int64_t count_eqns(const Graph& graph, const Primitive& prim) {
   std::int64_t n = 0;
   for (const Eqn& e : graph.eqns) {
     n += e.prim == &prim ? 1 : 0;
-    for (const auto& [k, sub] : graph_params_of(e))
-      n += count_eqns(*sub, prim);
+    for_each_subgraph(e, [&](const std::string&, const Graph& sub) { n += count_eqns(sub, prim); });
   }
   return n;
 }
@@ -175,14 +159,16 @@ struct Placer {
       place(c);
     for (Atom& a : g.outvars)
       place(a.literal);
-    for (Eqn& e : g.eqns) {
+    for (std::size_t i = 0; i < g.eqns.size(); ++i) {
+      Eqn& e = g.eqns[i];
       for (Atom& a : e.inputs)
         place(a.literal);
-      for (const auto& [k, v] : graph_params_of(e)) {
-        std::shared_ptr<const Graph>& moved = graphs[v.get()];
-        if (!moved) moved = std::make_shared<const Graph>(graph(*v));
-        e.params.set(k, moved);
-      }
+      // Read from `in`, whose params this loop does not change.
+      for_each_subgraph(in.eqns[i], [&](const std::string& name, const Graph& sub) {
+        std::shared_ptr<const Graph>& moved = graphs[&sub];
+        if (!moved) moved = std::make_shared<const Graph>(graph(sub));
+        e.params.set(name, moved);
+      });
     }
     return g;
   }

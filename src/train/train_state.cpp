@@ -50,13 +50,16 @@ ApplyFn mlp_apply(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy) {
 // and the gradients, rewritten by every launch).
 struct ClassifierStep::Traced {
   explicit Traced(CompiledVjp v) : vjp(std::move(v)) {}
+  // Drops the recording and what it kept (the graph first: a recording never launched made
+  // none of them); another may be made later if `may_record_again` and there were few.
+  void forget(bool may_record_again);
+
   CompiledVjp vjp;
-  std::optional<AVal> loss_aval;  // known after the first eager step
-  bool recordable = true;         // false once a recording failed, or after too many
+  Array seed;              // 1 of the loss's dtype on its device, made by the first eager step
+  bool recordable = true;  // false once a recording failed, or after too many
   int recordings = 0;
   std::vector<const void*> param_addresses;
   std::shared_ptr<Buffer> x_buffer, y_buffer;
-  Array seed;                                            // the loss's cotangent the recording reads
   MatmulPrecision precision = MatmulPrecision::float32;  // read when recorded, held by it
   Array loss;
   std::vector<Array> grads;
@@ -97,11 +100,22 @@ void update_donated(TrainState& state, F&& update) {
 // more than they save.
 constexpr int kMaxRecordings = 3;
 
-std::vector<const void*> addresses(std::span<const Array> arrays) {
-  std::vector<const void*> out;
-  for (const Array& a : arrays)
-    out.push_back(a.buffer().data());
-  return out;
+const void* address(const Array& a) {
+  return a.buffer().data();
+}
+
+// The loss and the parameters' gradients (the first n inputs') of one forward and backward
+// pass; the inputs are let go after the forward pass.
+std::pair<Array, std::vector<Array>> loss_and_grads(const CompiledVjp& vjp,
+                                                    std::vector<Array> inputs, const Array& seed,
+                                                    std::size_t n) {
+  VjpResult r = vjp(inputs);
+  inputs.clear();
+  std::vector<Array> grads(n);
+  r.backward_into(std::span<const Array>(&seed, 1), [&](std::size_t i, Array ct) {
+    if (i < n) grads[i] = std::move(ct);
+  });
+  return {r.outputs[0], std::move(grads)};
 }
 
 // Writes `a`'s elements into `dst`, a buffer of its size (ordered after the work queued on
@@ -116,15 +130,13 @@ void copy_into(const Array& a, Buffer& dst) {
 
 }  // namespace
 
-// Drops t's recording and what it kept (the graph first: a recording never launched made
-// none of them).
-void ClassifierStep::forget_recording(Traced& t) {
-  t.graph.reset();
-  t.loss = Array();
-  t.grads.clear();
-  t.seed = Array();
-  t.x_buffer.reset();
-  t.y_buffer.reset();
+void ClassifierStep::Traced::forget(bool may_record_again) {
+  graph.reset();
+  loss = Array();
+  grads.clear();
+  x_buffer.reset();
+  y_buffer.reset();
+  recordable = may_record_again && recordings < kMaxRecordings;
 }
 
 ClassifierStep::ClassifierStep(ApplyFn apply, optim::GradientTransformation tx)
@@ -134,53 +146,40 @@ void ClassifierStep::set_graphs(bool on) {
   graphs_ = on;
   if (!on)
     for (auto& [key, t] : traced_)
-      forget_recording(*t);
+      t->forget(true);
 }
 
-bool ClassifierStep::record(Traced& t, std::span<const Array> params, const Array& x,
+void ClassifierStep::record(Traced& t, std::span<const Array> params, const Array& x,
                             const Array& y) {
   ++t.recordings;
   const Device device = params.front().device();
   std::string why;
   std::unique_ptr<DeviceGraph> graph;
-  Array loss;
-  std::vector<Array> grads(params.size());
+  std::pair<Array, std::vector<Array>> kept;  // the loss and gradients
   try {
+    // The batch buffers' contents do not matter yet: recording runs nothing.
     Backend& be = backend(device);
     t.x_buffer = be.allocate(x.nbytes());
     t.y_buffer = be.allocate(y.nbytes());
-    copy_into(x, *t.x_buffer);
-    copy_into(y, *t.y_buffer);
-    t.seed = seed_;
     t.precision = default_matmul_precision();
     std::vector<Array> inputs(params.begin(), params.end());
     inputs.emplace_back(t.x_buffer, x.shape(), x.dtype());
     inputs.emplace_back(t.y_buffer, y.shape(), y.dtype());
-    const std::size_t n = params.size();
-    graph = be.capture(
-        [&] {
-          VjpResult r = t.vjp(inputs);
-          loss = r.outputs[0];
-          r.backward_into(std::span<const Array>(&t.seed, 1), [&](std::size_t i, Array ct) {
-            if (i < n) grads[i] = std::move(ct);
-          });
-        },
-        why);
+    graph = be.capture([&] { kept = loss_and_grads(t.vjp, inputs, t.seed, params.size()); }, why);
   } catch (const std::exception& e) {  // e.g. no memory for the batch buffers
     why = e.what();
     graph = nullptr;
   }
   if (graph == nullptr) {
-    forget_recording(t);
-    t.recordable = false;
+    t.forget(false);
     say_eager(device, why);
-    return false;
+    return;
   }
   t.graph = std::move(graph);
-  t.param_addresses = addresses(params);
-  t.loss = std::move(loss);
-  t.grads = std::move(grads);
-  return true;
+  t.param_addresses.clear();
+  for (const Array& p : params)
+    t.param_addresses.push_back(address(p));
+  std::tie(t.loss, t.grads) = std::move(kept);
 }
 
 float ClassifierStep::operator()(TrainState& state, const Array& x, const Array& y) {
@@ -219,18 +218,15 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   // A GPU step of a shape seen before replays its recorded forward and backward pass, if the
   // parameters are still where the recording reads them.
   const bool gpu = device.kind != DeviceKind::cpu;
-  bool batch_in_place = false;  // the recording copied this step's batch already
-  if (gpu && graphs_ && n > 0 && !t.graph && t.recordable && t.loss_aval && seed_.valid() &&
-      seed_.aval() == *t.loss_aval && seed_.device() == device)
-    batch_in_place = record(t, params, x, y);
+  if (gpu && graphs_ && n > 0 && !t.graph && t.recordable && t.seed.valid())
+    record(t, params, x, y);
   bool replay = graphs_ && t.graph != nullptr;
-  if (replay &&
-      (addresses(params) != t.param_addresses || t.precision != default_matmul_precision())) {
+  if (replay && (!std::ranges::equal(params, t.param_addresses, {}, address) ||
+                 t.precision != default_matmul_precision())) {
     // The parameters moved (a copy kept elsewhere stopped donation), or the matmul precision
     // changed: this step runs eagerly, and the next one records again, a few times at most.
     replay = false;
-    forget_recording(t);
-    t.recordable = t.recordings < kMaxRecordings;
+    t.forget(true);
   }
 
   // The loss and the gradients: from the recording, or computed now.
@@ -241,17 +237,14 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   // updates every leaf (one kernel launch, not one per parameter).
   std::unique_ptr<optim::LeafwiseApply> leafwise;
   if (replay) {
-    if (!batch_in_place) {
-      copy_into(x, *t.x_buffer);
-      copy_into(y, *t.y_buffer);
-    }
+    copy_into(x, *t.x_buffer);
+    copy_into(y, *t.y_buffer);
     try {
       t.graph->launch();
     } catch (const OutOfMemoryError& e) {
       // The graph's memory does not fit beside the pool's: this shape runs eagerly from now on.
       say_eager(device, e.what());
-      forget_recording(t);
-      t.recordable = false;
+      t.forget(false);
       replay = false;
     }
   }
@@ -263,37 +256,34 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
     std::vector<Array> inputs = params;
     inputs.push_back(x.to(device));
     inputs.push_back(y.to(device));
-    VjpResult r = t.vjp(inputs);
-    inputs.clear();
-    loss = r.outputs[0];
-    t.loss_aval = loss.aval();
-    // The loss's cotangent, made once (not a host-to-device copy per step).
-    if (!seed_.valid() || seed_.aval() != loss.aval() || seed_.device() != loss.device())
-      seed_ = Array::full(Shape{}, 1.0, loss.dtype(), loss.device());
-    const std::span<const Array> seed(&seed_, 1);
+    if (!t.seed.valid()) {
+      // The loss's cotangent, made once per shape (not a host-to-device copy per step).
+      const AVal out = t.vjp.output_avals().front();
+      t.seed = Array::full(Shape{}, 1.0, out.dtype, device);
+    }
     if (!gpu && leafwise_possible_) {
       leafwise = optim::LeafwiseApply::start(tx_, state.opt_state, state.params);
       leafwise_possible_ = leafwise != nullptr;  // the same optimiser every step
     }
     params.clear();
-    if (leafwise) {
+    if (!leafwise) {
+      std::tie(loss, grads) = loss_and_grads(t.vjp, std::move(inputs), t.seed, n);
+    } else {
+      VjpResult r = t.vjp(inputs);
+      inputs.clear();
+      loss = r.outputs[0];
       // Gradients, parameters and optimiser state are given up to the update, so the new values
-      // take the old ones' buffers where nothing else holds them (donation). A step that fails
-      // part-way therefore leaves `state` without them, as JAX's donated arrays are deleted.
+      // take the old ones' buffers where nothing else holds them (donation).
       state.params = Tree();
       state.opt_state = Tree();
       update_donated(state, [&] {
-        r.backward_into(seed, [&](std::size_t i, Array ct) {
+        r.backward_into(std::span<const Array>(&t.seed, 1), [&](std::size_t i, Array ct) {
           if (i < n) leafwise->apply(i, std::move(ct));
         });
         std::tie(state.params, state.opt_state) = leafwise->finish();
       });
       return host_float(loss);
     }
-    grads.resize(n);
-    r.backward_into(seed, [&](std::size_t i, Array ct) {
-      if (i < n) grads[i] = std::move(ct);
-    });
   }
   params.clear();
   Tree g = state.params.with_leaves(grads);
@@ -305,11 +295,9 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   g = Tree();
   // Every launch rewrites the recording's gradients in place: one that an optimiser kept (a
   // custom one may) must become its own, so the recording lets go of them all.
-  if (replay && std::any_of(t.grads.begin(), t.grads.end(),
-                            [](const Array& a) { return a.valid() && !a.buffer_unshared(); })) {
-    forget_recording(t);
-    t.recordable = t.recordings < kMaxRecordings;
-  }
+  if (replay && std::ranges::any_of(
+                    t.grads, [](const Array& a) { return a.valid() && !a.buffer_unshared(); }))
+    t.forget(true);
   return host_float(loss);
 }
 

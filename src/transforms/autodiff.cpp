@@ -433,7 +433,7 @@ struct Backward {
       if (!lin->nonzero[i]) {
         if (!(skip_marked && !lin->differentiable[i]))
           sink(i, Array::full(lin->primal_avals[i].shape, 0.0, lin->primal_avals[i].dtype,
-                              lin->device.value_or(default_device())));
+                              lin->device ? *lin->device : default_device()));
         continue;
       }
       if (lin->pe.output_known[slot]) sink(i, std::move(known[next_known++]));
@@ -453,6 +453,10 @@ struct Backward {
 CompiledVjp::CompiledVjp(const ArrayFn& f, std::span<const AVal> avals,
                          std::vector<bool> differentiable)
     : lin_(std::make_shared<const Linearized>(linearize(f, avals, std::move(differentiable)))) {}
+
+const std::vector<AVal>& CompiledVjp::output_avals() const {
+  return lin_->output_avals;
+}
 
 CompiledVjp CompiledVjp::on(Device device) const {
   auto lin = std::make_shared<Linearized>(*lin_);

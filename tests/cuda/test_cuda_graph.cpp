@@ -169,9 +169,9 @@ void check_constants_on(const ir::Graph& g, Device device, int& seen) {
         CHECK(a.literal.device() == device);
         ++seen;
       }
-    for (const auto& [k, v] : e.params.items())
-      if (const auto* sub = std::get_if<std::shared_ptr<const ir::Graph>>(&v); sub && *sub)
-        check_constants_on(**sub, device, seen);
+    ir::for_each_subgraph(e, [&](const std::string&, const ir::Graph& sub) {
+      check_constants_on(sub, device, seen);
+    });
   }
 }
 

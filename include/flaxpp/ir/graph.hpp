@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "flaxpp/core/array.hpp"
@@ -57,6 +59,15 @@ class Graph {
  private:
   std::vector<AVal> vars_;
 };
+
+// Calls f(name, sub-graph) for each sub-graph an equation holds in its params (a
+// checkpoint's body, ...).
+template <class F>
+void for_each_subgraph(const Eqn& e, F&& f) {
+  for (const auto& [name, value] : e.params.items())
+    if (const auto* sub = std::get_if<std::shared_ptr<const Graph>>(&value); sub && *sub)
+      f(name, **sub);
+}
 
 // Number of equations of primitive `prim` (recursing into sub-graphs held in params).
 std::int64_t count_eqns(const Graph& graph, const Primitive& prim);

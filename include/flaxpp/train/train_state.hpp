@@ -70,14 +70,13 @@ class ClassifierStep {
 
  private:
   struct Traced;  // one input shape's compiled step and its recording
-  static void forget_recording(Traced& t);
-  // Records t's forward and backward pass for these inputs (on their GPU); false if it cannot.
-  bool record(Traced& t, std::span<const Array> params, const Array& x, const Array& y);
+  // Records t's forward and backward pass for these inputs (on their GPU); where it cannot,
+  // says why and leaves t eager.
+  void record(Traced& t, std::span<const Array> params, const Array& x, const Array& y);
 
   ApplyFn apply_;
   optim::GradientTransformation tx_;
   std::map<std::string, std::shared_ptr<Traced>> traced_;  // by device and (params, x, y) avals
-  Array seed_;                                             // 1 of the loss's dtype, on its device
   bool graphs_ = true;
   bool leafwise_possible_ = true;  // false once tx_ could not update leaf by leaf
   std::int64_t replays_ = 0;

@@ -53,6 +53,8 @@ class CompiledVjp {
   CompiledVjp(const ArrayFn& f, std::span<const AVal> avals, std::vector<bool> differentiable = {});
   // The same as vjp(f, primals); the primals must have the traced avals.
   VjpResult operator()(std::span<const Array> primals) const;
+  // The avals of f's outputs.
+  const std::vector<AVal>& output_avals() const;
   // The same function with its constants on `device` (ir::with_constants_on), for primals
   // on that device: its passes then copy nothing from the host.
   CompiledVjp on(Device device) const;

@@ -119,9 +119,10 @@ void CudaBackend::trim_pool() {
 
 void* CudaBackend::allocate_impl(std::int64_t bytes, MemoryKind kind) {
   FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
-  if (kind == MemoryKind::pinned_host) refuse_in_capture("pinned host memory (an offload policy)");
-  if (kind == MemoryKind::pinned_host)
+  if (kind == MemoryKind::pinned_host) {
+    refuse_in_capture("pinned host memory (an offload policy)");
     if (void* cached = take_pinned(pinned_size(bytes))) return cached;
+  }
   void* ptr = nullptr;
   const auto size = static_cast<std::size_t>(bytes == 0 ? 1 : bytes);
   const cudaError_t err = kind == MemoryKind::device
@@ -141,43 +142,32 @@ void CudaBackend::deallocate_impl(void* data, std::int64_t bytes, MemoryKind kin
   bool copying = false;  // a side-stream copy reads or writes this buffer
   {
     std::lock_guard lock(pending_mutex_);
-    copying = pending_.erase(data) != 0;
+    if (kind == MemoryKind::device && never_made_.erase(data) != 0) return;
+    if (!capture_) copying = pending_.erase(data) != 0;  // a deferred free does this later
   }
-  cudaError_t err = cudaSuccess;
-  if (kind == MemoryKind::device) {
-    std::lock_guard lock(pending_mutex_);
-    if (never_made_.erase(data) != 0) return;
-  }
-  if (kind == MemoryKind::device && capture_) {
-    // A graph allocation freed inside the recording becomes a free node. A buffer from before
-    // the capture cannot be freed by a graph (and the recording may read it): its free waits
-    // for the end of the capture, which fails.
-    if (capture_->made.erase(data) == 0) {
-      try {
-        capture_->deferred_frees.push_back(data);
-      } catch (...) {  // no memory to note it: the buffer leaks
-      }
-      capture_->fail(
-          "the recorded work released a buffer allocated before the recording began (the "
-          "recording would read freed memory); keep its inputs alive while recording");
-      return;
+  if (capture_ && !(kind == MemoryKind::device && capture_->made.erase(data) != 0)) {
+    // A buffer from before the capture cannot be freed by a graph (and the recording may read
+    // it), and pinned memory's events would be recorded into it: the free waits for the end
+    // of the capture, which fails.
+    try {
+      capture_->deferred_frees.push_back({data, bytes, kind});
+    } catch (...) {  // no memory to note it: the buffer leaks
     }
-    // If the capture was invalidated, this fails as everything queued now does: it ends
-    // with the capture.
+    capture_->fail(kind == MemoryKind::device
+                       ? "the recorded work released a buffer allocated before the recording "
+                         "began (the recording would read freed memory); keep its inputs alive "
+                         "while recording"
+                       : "pinned host memory (an offload policy) cannot be part of a CUDA graph "
+                         "recording");
+    return;
+  }
+  if (capture_) {
+    // A graph allocation freed inside the recording becomes a free node. If the capture was
+    // invalidated, this fails as everything queued now does: it ends with the capture.
     (void)cudaFreeAsync(data, stream_);
     return;
   }
-  if (kind == MemoryKind::pinned_host && capture_) {
-    // Its events would be recorded into the capture: it is freed after it, which then fails.
-    try {
-      capture_->deferred_pinned_frees.emplace_back(data, bytes);
-    } catch (...) {  // no memory to note it: the block leaks
-    }
-    capture_->fail(
-        "pinned host memory (an offload policy) cannot be part of a CUDA graph "
-        "recording");
-    return;
-  }
+  cudaError_t err = cudaSuccess;
   if (kind == MemoryKind::device) {
     // Stream-ordered free. A buffer a side-stream copy reads is freed on that stream, after
     // the copy and after everything queued on the main stream so far (an event orders them).

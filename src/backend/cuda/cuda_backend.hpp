@@ -84,8 +84,12 @@ class CudaBackend final : public Backend {
   // frees wait for the end of the capture, which then fails), and the first problem seen.
   struct Capture {
     std::unordered_set<void*> made;
-    std::vector<void*> deferred_frees;
-    std::vector<std::pair<void*, std::int64_t>> deferred_pinned_frees;
+    struct Free {
+      void* data;
+      std::int64_t bytes;
+      MemoryKind kind;
+    };
+    std::vector<Free> deferred_frees;
     std::string problem;
     bool failed = false;
     // Notes that the capture fails, and the first reason why (noexcept: frees call it).

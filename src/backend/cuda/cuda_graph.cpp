@@ -101,11 +101,8 @@ std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void(
   (void)cudaGetLastError();  // capture errors are not sticky; clear the last one
   Capture done = std::move(*capture_);
   capture_.reset();
-  for (void* p : done.deferred_frees)
-    if (const cudaError_t err = cudaFreeAsync(p, stream_); err != cudaSuccess)
-      std::fprintf(stderr, "flaxpp: freeing CUDA memory failed: %s\n", cudaGetErrorString(err));
-  for (const auto& [p, bytes] : done.deferred_pinned_frees)
-    deallocate_impl(p, bytes, MemoryKind::pinned_host);
+  for (const Capture::Free& f : done.deferred_frees)
+    deallocate_impl(f.data, f.bytes, f.kind);
   if (problem.empty() && done.failed)
     problem = done.problem.empty() ? "the recording failed" : done.problem;
   if (problem.empty() && ended != cudaSuccess)
