@@ -7,5 +7,7 @@ source scripts/deps.sh
 flaxpp_install_deps
 
 build_dir=${FLAXPP_BUILD_DIR:-build}
-cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "$@" >/dev/null
+# The configure summary ("flaxpp: CUDA backend ..., cuDNN ...") is shown; the rest of
+# CMake's chatter is not (errors and warnings go to stderr and are).
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release "$@" | { grep '^-- flaxpp:' || true; }
 cmake --build "$build_dir" -j "$(nproc)"
