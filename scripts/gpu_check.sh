@@ -1,67 +1,122 @@
 #!/usr/bin/env bash
 # The GPU verification of the CUDA backend, for a machine with an NVIDIA GPU, the CUDA toolkit
-# and python3 with JAX but possibly no package registry. Each step's output goes to
-# ${GPU_CHECK_OUT:-build-gpu/check}/<step>.log, and a summary line per step is printed.
+# and python3 with JAX but possibly no package registry (docs/GPU.md gives the exact calls).
+# It runs as two commands, each well under 10 minutes on a 16-core H100/H200 machine:
 #
-#   bash scripts/gpu_check.sh [build] [test] [memcheck] [bench]   (default: build test memcheck)
+#   bash scripts/gpu_check.sh            # build, test, refs, bench
+#   bash scripts/gpu_check.sh memcheck   # build, memcheck
 #
-#   build     configure and build for Hopper (sm_90) into ${FLAXPP_BUILD_DIR:-build-gpu}
-#   test      ctest: every suite, including the *_on_cuda reruns, flaxpp_cuda_tests and
-#             `flaxpp check --device cuda` over the reference cases (none may be skipped)
-#   memcheck  compute-sanitizer --tool memcheck over the CUDA suite and the optim suite on CUDA
-#   bench     scripts/bench.sh --gpu: flaxpp and JAX side by side in bf16, into docs/bench/gpu/
+# or any steps by name: bash scripts/gpu_check.sh build test ...
 #
+#   build     configure (CUDA and cuDNN forced on: a miss fails loudly) and build for Hopper
+#             (sm_90) into ${FLAXPP_BUILD_DIR:-build-gpu}, incrementally; every other step
+#             starts with it, so a fresh machine rebuilds and a warm one does not
+#   test      ctest: every suite, the *_on_cuda reruns and flaxpp_cuda_tests; fails unless the
+#             CUDA jobs are listed and none of them was skipped
+#   refs      flaxpp check --device cuda over every committed reference case
+#   bench     scripts/bench.sh --gpu: flaxpp and JAX side by side in bf16 (FLAXPP_BENCH_PYTHON,
+#             default python3), table and plots into docs/bench/gpu/
+#   memcheck  compute-sanitizer memcheck over the CUDA suite without its (large) cases, and the
+#             optim suite on CUDA; says so plainly when the sanitizer cannot run on the device
+#
+# Output: one log per command, ${GPU_CHECK_OUT:-$OUT or build-gpu/check}/gpu_check-<steps>.log,
+# with the bench table and plots beside it; then one summary line per step, last.
 # Debian packages: where `.device/setup.sh` exists (made by ../shared/device/pack.sh), it
-# provides them and apt is not used. cuDNN is found in the CUDA toolkit or, failing that, in
-# the nvidia-cudnn Python wheel.
+# provides them and apt is not used. cuDNN is found in the CUDA toolkit or, failing that, in the
+# nvidia-cudnn Python wheel, whose lib/ then goes on LD_LIBRARY_PATH (cuDNN loads its
+# sub-libraries by soname).
 # shellcheck disable=SC2317  # the do_* steps are called through run_step
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(build test memcheck)
+[ ${#steps[@]} -eq 0 ] && steps=(build test refs bench)
+for step in "${steps[@]}"; do
+  case $step in
+    build | test | refs | bench | memcheck) ;;
+    *)
+      echo "gpu_check: unknown step \"$step\"; the steps are build, test, refs, bench, memcheck" >&2
+      exit 2
+      ;;
+  esac
+done
 build_dir=${FLAXPP_BUILD_DIR:-build-gpu}
-out=${GPU_CHECK_OUT:-$build_dir/check}
+out=${GPU_CHECK_OUT:-${OUT:-$build_dir/check}}
 mkdir -p "$out"
+log="$out/gpu_check-$(IFS=-; echo "${steps[*]}").log"
+: >"$log"
 
 if [ -f .device/setup.sh ]; then
   # shellcheck disable=SC1091
-  source .device/setup.sh
+  source .device/setup.sh >>"$log" 2>&1
   export FLAXPP_NO_APT=1
 fi
-if [ -z "${CUDNN_ROOT:-}" ]; then
+if [ -z "${CUDNN_ROOT:-}" ] && ! ls /usr/local/cuda/lib*/libcudnn.so* >/dev/null 2>&1; then
   CUDNN_ROOT=$(python3 -c "import nvidia.cudnn as m; print(m.__path__[0])" 2>/dev/null || true)
-  export CUDNN_ROOT
+fi
+if [ -n "${CUDNN_ROOT:-}" ]; then
+  export CUDNN_ROOT LD_LIBRARY_PATH="$CUDNN_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 
+summary=()
 status=0
-run_step() {  # name, command...: runs it into its log, prints one line
-  local name=$1
-  shift
-  local start=$SECONDS rc=0
-  "$@" >"$out/$name.log" 2>&1 || rc=$?
-  echo "gpu_check: $name: $([ $rc -eq 0 ] && echo ok || echo "FAILED (rc $rc)") in" \
-    "$((SECONDS - start)) s; log $out/$name.log"
-  tail -n 5 "$out/$name.log" | sed 's/^/    /'
-  [ $rc -eq 0 ] || status=1
+run_step() {  # name: runs do_<name> into the log, notes one summary line
+  local name=$1 start=$SECONDS rc=0 note
+  echo "===== gpu_check: $name" >>"$log"
+  "do_$name" >>"$log" 2>&1 || rc=$?
+  case $rc in
+    0) note=ok ;;
+    3) note="NOT RUN ($(tail -n 1 "$log"))" ;;
+    *) note="FAILED (rc $rc)" status=1 ;;
+  esac
+  summary+=("gpu_check: $name: $note in $((SECONDS - start)) s")
+  echo "===== gpu_check: $name: $note" >>"$log"
+  return "$rc"
+}
+finish() {
+  tail -n 40 "$log"
+  echo "log: $log"
+  printf '%s\n' "${summary[@]}"
+  exit $status
 }
 
 do_build() {
-  FLAXPP_BUILD_DIR=$build_dir bash scripts/build.sh -DFLAXPP_WERROR=ON \
+  nvidia-smi -L || echo "nvidia-smi: no GPU listed"
+  FLAXPP_BUILD_DIR=$build_dir bash scripts/build.sh -DFLAXPP_WITH_CUDA=ON -DFLAXPP_WITH_CUDNN=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 ${DEVDEPS_BLAS:+-DBLAS_LIBRARIES=$DEVDEPS_BLAS}
 }
+
 do_test() {
-  nvidia-smi -L || true
-  ctest --test-dir "$build_dir" --output-on-failure -j 4 | tee "$out/ctest_output.txt"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || return 1
+  local listed
+  listed=$(ctest --test-dir "$build_dir" -N)
+  for job in flaxpp_cuda_tests flaxpp_backend_tests_on_cuda flaxpp_check_refs_on_cuda; do
+    grep -q " $job\$" <<<"$listed" || { echo "ctest does not list $job: CUDA was not built"; return 1; }
+  done
+  local output
+  output=$(ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" 2>&1)
+  local rc=$?
+  echo "$output"
+  [ "$rc" -eq 0 ] || return 1
   # On a GPU machine a skipped CUDA job means the GPU was not seen: that is a failure here.
-  if grep -q "(Skipped)" "$out/ctest_output.txt"; then
-    echo "some CUDA jobs were skipped: no GPU visible to the tests"
+  if grep -q "(Skipped)" <<<"$output"; then
+    echo "CUDA jobs were SKIPPED: the tests saw no GPU"
     return 1
   fi
 }
+
+do_refs() {
+  "$build_dir/src/flaxpp" check --device cuda tests/refs/*.json
+}
+
+do_bench() {
+  FLAXPP_BUILD_DIR=$build_dir FLAXPP_BENCH_PYTHON=${FLAXPP_BENCH_PYTHON:-python3} \
+    bash scripts/bench.sh --gpu || return 1
+  cp docs/bench/gpu/table.md docs/bench/gpu/*.png "$out"/ 2>/dev/null
+  cat docs/bench/gpu/table.md
+}
+
 do_memcheck() {
-  local sanitizer rc=0 cuda_bin candidate
+  local sanitizer cuda_bin candidate probe
   cuda_bin=$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")
   sanitizer=$(command -v compute-sanitizer)
   for candidate in "$cuda_bin/compute-sanitizer" "$cuda_bin/../compute-sanitizer/compute-sanitizer"; do
@@ -69,25 +124,25 @@ do_memcheck() {
   done
   if [ -z "$sanitizer" ]; then
     echo "compute-sanitizer not found (the CUDA toolkit ships it in bin/ or compute-sanitizer/)"
-    return 1
+    return 3
   fi
-  "$sanitizer" --tool memcheck --error-exitcode 1 "$build_dir/tests/flaxpp_cuda_tests" || rc=1
-  FLAXPP_DEVICE=cuda "$sanitizer" --tool memcheck --error-exitcode 1 \
-    "$build_dir/tests/flaxpp_optim_tests" || rc=1
+  # API errors that tests provoke on purpose (an impossible allocation) are not memory errors.
+  local args=(--tool memcheck --report-api-errors no --error-exitcode 1)
+  probe=$("$sanitizer" "${args[@]}" "$build_dir/tests/flaxpp_cuda_tests" -tc='CUDA: report*' 2>&1)
+  echo "$probe"
+  if grep -qiE "device not supported|error 999|unable to (start|initialize)" <<<"$probe"; then
+    echo "compute-sanitizer cannot run on this device: $(grep -iE -m1 'not supported|999|unable' <<<"$probe")"
+    return 3
+  fi
+  local rc=0
+  "$sanitizer" "${args[@]}" "$build_dir/tests/flaxpp_cuda_tests" -tce='*(large)*' || rc=1
+  FLAXPP_DEVICE=cuda "$sanitizer" "${args[@]}" "$build_dir/tests/flaxpp_optim_tests" || rc=1
   return "$rc"
 }
-do_bench() {
-  FLAXPP_BUILD_DIR=$build_dir FLAXPP_BENCH_PYTHON=${FLAXPP_BENCH_PYTHON:-python3} \
-    bash scripts/bench.sh --gpu
-}
 
+# Every command builds first (incrementally on a warm machine); nothing runs on a failed build.
+run_step build || finish
 for step in "${steps[@]}"; do
-  case $step in
-    build | test | memcheck | bench) run_step "$step" "do_$step" ;;
-    *)
-      echo "gpu_check: unknown step \"$step\"; the steps are build, test, memcheck, bench" >&2
-      exit 2
-      ;;
-  esac
+  [ "$step" = build ] || run_step "$step"
 done
-exit $status
+finish
