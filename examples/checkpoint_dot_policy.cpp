@@ -11,7 +11,7 @@
 
 using namespace flaxpp;
 
-int main() {
+int main() try {
   const ArrayFn f = [](std::span<const Array> a) {
     return std::vector{sum(power(matmul(relu(matmul(a[2], a[0])), a[1]), 2))};
   };
@@ -29,4 +29,7 @@ int main() {
   std::cout << "dh/dw1 = " << g[0] << "\ndh/dw2 = " << g[1] << "\ndh/dx = " << g[2] << "\n";
   const std::string names[] = {"w1", "w2", "x"};
   print_saved_residuals(h, args, names, std::cout);
+} catch (const Error& e) {  // e.g. FLAXPP_DEVICE=cuda where no GPU is visible
+  std::cerr << e.what() << "\n";
+  return 1;
 }

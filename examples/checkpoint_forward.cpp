@@ -37,9 +37,12 @@ struct MLP {
   }
 };
 
-int main() {
+int main() try {
   nnx::Rngs rngs(0);
   const MLP model(4, 3, rngs);
   const Array x = Array::from_vector(std::vector<float>{1.0f, -0.5f, 0.25f, 2.0f}, Shape{1, 4});
   std::cout << reshape(model(x), {-1}) << "\n";
+} catch (const Error& e) {  // e.g. FLAXPP_DEVICE=cuda where no GPU is visible
+  std::cerr << e.what() << "\n";
+  return 1;
 }

@@ -28,9 +28,12 @@ struct MLP {
   }
 };
 
-int main() {
+int main() try {
   const auto model = checkpoint<MLP>()(MLP{.features = 7});
   const Array x = Array::from_vector(std::vector<float>{0.1f, -2.0f, 3.5f, 0.0f, 1.25f}, Shape{5});
   const nn::Variables variables = model.init(random::key(3), x);
   std::cout << reshape(model.apply(variables, x), {-1}) << "\n";
+} catch (const Error& e) {  // e.g. FLAXPP_DEVICE=cuda where no GPU is visible
+  std::cerr << e.what() << "\n";
+  return 1;
 }

@@ -31,7 +31,7 @@ struct MLP {
   }
 };
 
-int main() {
+int main() try {
   const auto model =
       remat<MLP>(checkpoint_policies::dots_with_no_batch_dims_saveable())(MLP{.features = 7});
   const Array x = Array::from_vector(std::vector<float>{0.1f, -2.0f, 3.5f, 0.0f, 1.25f}, Shape{5});
@@ -53,4 +53,7 @@ int main() {
     names.push_back(name);
   }
   print_saved_residuals(loss, params.leaves(), names, std::cout);
+} catch (const Error& e) {  // e.g. FLAXPP_DEVICE=cuda where no GPU is visible
+  std::cerr << e.what() << "\n";
+  return 1;
 }

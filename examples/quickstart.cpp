@@ -5,7 +5,7 @@
 
 using namespace flaxpp;
 
-int main() {
+int main() try {
   std::vector<random::Key> ks = random::split(random::key(0));  // == jax.random.split(key(0))
   Tree params{{"w", initializers::lecun_normal()(ks[0], Shape{3, 4}, DType::f32)},
               {"b", zeros(Shape{4})}};
@@ -24,4 +24,7 @@ int main() {
     std::cout << "grad " << path << " " << g << "\n";
   std::cout << "peak bytes " << backend(default_device()).memory_stats().peak_bytes << "\n";
   return 0;
+} catch (const Error& e) {  // e.g. FLAXPP_DEVICE=cuda where no GPU is visible
+  std::cerr << e.what() << "\n";
+  return 1;
 }
