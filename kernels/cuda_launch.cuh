@@ -1,5 +1,7 @@
-// kernels/cuda_launch.cuh — launch geometry shared by flaxpp's CUDA kernels, and the element
-// types they compute in (bf16 and f16 are stored as such but computed in float, as XLA does).
+// kernels/cuda_launch.cuh — device-side helpers of flaxpp's CUDA kernels: grid-stride indices,
+// the element types they compute in (bf16 and f16 are stored as such but computed in float, as
+// XLA does), and aligned vectors for 16-byte loads. The launch geometry itself is plain C++
+// (launch_geometry.hpp), tested on the CPU.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -9,16 +11,9 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "launch_geometry.hpp"
+
 namespace flaxpp::kernels {
-
-inline constexpr int kBlockThreads = 256;
-
-// Blocks for a grid-stride loop over n elements: enough to fill an H100/H200 many times over,
-// never more than the grid allows.
-inline unsigned grid_blocks(std::int64_t n) {
-  const std::int64_t blocks = (n + kBlockThreads - 1) / kBlockThreads;
-  return static_cast<unsigned>(blocks < 1 ? 1 : (blocks > 65536 ? 65536 : blocks));
-}
 
 // The first index of this thread and the stride of a grid-stride loop.
 __device__ __forceinline__ std::int64_t grid_index() {
@@ -44,6 +39,19 @@ __host__ __device__ __forceinline__ S store_as(V v) {
   } else {
     return static_cast<S>(v);
   }
+}
+
+// kVecBytes of consecutive elements, loaded and stored as one 16-byte access. Kernels over
+// 16-bit elements use it where every pointer is aligned (is_vec_aligned): a scalar 2-byte load
+// per thread uses an eighth of each memory transaction's width.
+inline constexpr int kVecBytes = 16;
+template <class T>
+struct alignas(kVecBytes) Vec {
+  static constexpr int kSize = kVecBytes / static_cast<int>(sizeof(T));
+  T v[kSize];
+};
+inline bool is_vec_aligned(const void* p) {
+  return reinterpret_cast<std::uintptr_t>(p) % kVecBytes == 0;
 }
 
 }  // namespace flaxpp::kernels

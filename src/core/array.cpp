@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iomanip>
 #include <limits>
 
@@ -34,32 +35,39 @@ Array Array::from_host_bytes(const void* data, Shape shape, DType dtype, Device 
 }
 
 Array Array::full(Shape shape, double value, DType dtype, Device device) {
+  // The value's bits are made here, then the backend fills the buffer with them (a kernel on
+  // a GPU): no host array of the full size, no upload.
+  std::uint64_t bits = 0;  // the element's bytes, in its first itemsize(dtype) bytes
   if (dtype == DType::bf16 || dtype == DType::f16) {
     // No host arithmetic on 16-bit floats, but their bits can be made here (weak-typed
     // scalars of bf16 computations, zeros of bf16 optimiser state).
-    const std::uint16_t bits =
+    const std::uint16_t b =
         dtype == DType::bf16 ? round_to_bfloat16_bits(value) : round_to_float16_bits(value);
-    const std::vector<std::uint16_t> data(static_cast<std::size_t>(shape.size()), bits);
-    return from_host_bytes(data.data(), std::move(shape), dtype, device);
+    std::memcpy(&bits, &b, sizeof b);
+  } else {
+    visit_host_dtype(dtype, "Array::full", [&]<class T>(TypeTag<T>) {
+      T v{};
+      if constexpr (std::is_same_v<T, std::uint8_t>) {
+        v = value != 0.0;
+      } else if constexpr (std::is_same_v<T, float>) {
+        v = round_to_float32(value);
+      } else if constexpr (std::is_integral_v<T>) {
+        if (!(value >= static_cast<double>(std::numeric_limits<T>::min()) &&
+              value <= static_cast<double>(std::numeric_limits<T>::max())))
+          throw ValueError(
+              detail::str("Array::full: ", value, " does not fit in ", dtype_name(dtype)));
+        v = static_cast<T>(value);
+      } else {
+        v = static_cast<T>(value);
+      }
+      std::memcpy(&bits, &v, sizeof v);
+    });
   }
-  return visit_host_dtype(dtype, "Array::full", [&]<class T>(TypeTag<T>) {
-    T v{};
-    if constexpr (std::is_same_v<T, std::uint8_t>) {
-      v = value != 0.0;
-    } else if constexpr (std::is_same_v<T, float>) {
-      v = round_to_float32(value);
-    } else if constexpr (std::is_integral_v<T>) {
-      if (!(value >= static_cast<double>(std::numeric_limits<T>::min()) &&
-            value <= static_cast<double>(std::numeric_limits<T>::max())))
-        throw ValueError(
-            detail::str("Array::full: ", value, " does not fit in ", dtype_name(dtype)));
-      v = static_cast<T>(value);
-    } else {
-      v = static_cast<T>(value);
-    }
-    const std::vector<T> data(static_cast<std::size_t>(shape.size()), v);
-    return from_host_bytes(data.data(), std::move(shape), dtype, device);
-  });
+  const std::int64_t count = shape.size();
+  Backend& be = backend(device);
+  std::shared_ptr<Buffer> buffer = be.allocate(count * static_cast<std::int64_t>(itemsize(dtype)));
+  be.fill(*buffer, &bits, itemsize(dtype), count);
+  return Array(std::move(buffer), std::move(shape), dtype);
 }
 
 Device Array::device() const {

@@ -19,7 +19,7 @@ MemoryKind memory_kind_from_name(std::string_view name) {
 }
 
 Buffer::~Buffer() {
-  backend_->release(data_, bytes_, kind_);
+  backend_->release(allocation_);
 }
 
 Device Buffer::device() const {
@@ -28,7 +28,8 @@ Device Buffer::device() const {
 
 std::shared_ptr<Buffer> Backend::allocate(std::int64_t bytes, MemoryKind kind) {
   if (bytes < 0) throw ValueError(detail::str("Backend::allocate: negative size ", bytes));
-  void* data = allocate_impl(bytes, kind);
+  const std::uint64_t serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
+  void* data = allocate_impl(bytes, kind, serial);
   if (data == nullptr) {
     const MemoryStats s = memory_stats(kind);
     throw OutOfMemoryError(
@@ -47,14 +48,14 @@ std::shared_ptr<Buffer> Backend::allocate(std::int64_t bytes, MemoryKind kind) {
     s.live_buffers += 1;
     s.total_allocations += 1;
   }
-  return std::shared_ptr<Buffer>(new Buffer(this, data, bytes, kind));
+  return std::shared_ptr<Buffer>(new Buffer(this, Allocation{data, bytes, kind, serial}));
 }
 
-void Backend::release(void* data, std::int64_t bytes, MemoryKind kind) noexcept {
-  deallocate_impl(data, bytes, kind);
+void Backend::release(const Allocation& allocation) noexcept {
+  deallocate_impl(allocation);
   std::lock_guard lock(mutex_);
-  MemoryStats& s = stats_[static_cast<std::size_t>(kind)];
-  s.live_bytes -= bytes;
+  MemoryStats& s = stats_[static_cast<std::size_t>(allocation.kind)];
+  s.live_bytes -= allocation.bytes;
   s.live_buffers -= 1;
 }
 
@@ -82,7 +83,7 @@ void Backend::copy(const Buffer& src, Buffer& dst, std::int64_t bytes) const {
   FLAXPP_ASSERT(&src.backend() == this && &dst.backend() == this, "buffer of another backend");
   check_copy("Backend::copy", src, bytes);
   check_copy("Backend::copy", dst, bytes);
-  if (bytes > 0) copy_impl(src.data(), dst.data(), bytes);
+  if (bytes > 0) copy_impl(src, dst, bytes);
 }
 
 void Backend::copy_async(const Buffer& src, Buffer& dst, std::int64_t bytes) {
@@ -90,6 +91,16 @@ void Backend::copy_async(const Buffer& src, Buffer& dst, std::int64_t bytes) {
   check_copy("Backend::copy_async", src, bytes);
   check_copy("Backend::copy_async", dst, bytes);
   if (bytes > 0) copy_async_impl(src, dst, bytes);
+}
+
+void Backend::fill(Buffer& dst, const void* value, std::size_t itemsize, std::int64_t count) const {
+  FLAXPP_ASSERT(&dst.backend() == this, "buffer of another backend");
+  FLAXPP_ASSERT(itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8,
+                "Backend::fill: itemsize ", itemsize);
+  if (count < 0 || count > dst.bytes() / static_cast<std::int64_t>(itemsize))
+    throw ValueError(detail::str("Backend::fill: cannot write ", count, " values of ", itemsize,
+                                 " bytes into a buffer of ", dst.bytes(), " bytes"));
+  if (count > 0) fill_impl(dst, value, itemsize, count);
 }
 
 MemoryStats Backend::memory_stats(MemoryKind kind) const {

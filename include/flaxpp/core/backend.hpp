@@ -5,6 +5,8 @@
 #pragma once
 
 #include <array>
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -32,6 +34,15 @@ struct MemoryStats {
 
 class Backend;
 
+// What a backend allocated. The serial number is unique over the backend's life (addresses
+// are reused, serials are not), so a backend can tell apart two buffers that had one address.
+struct Allocation {
+  void* data = nullptr;
+  std::int64_t bytes = 0;
+  MemoryKind kind = MemoryKind::device;
+  std::uint64_t serial = 0;
+};
+
 // One allocation on one backend. Not copyable; shared through std::shared_ptr, and handed
 // back to its backend (and uncounted) when the last owner drops it.
 class Buffer {
@@ -40,21 +51,20 @@ class Buffer {
   Buffer& operator=(const Buffer&) = delete;
   ~Buffer();
 
-  void* data() const { return data_; }
-  std::int64_t bytes() const { return bytes_; }
-  MemoryKind memory_kind() const { return kind_; }
+  void* data() const { return allocation_.data; }
+  std::int64_t bytes() const { return allocation_.bytes; }
+  MemoryKind memory_kind() const { return allocation_.kind; }
+  std::uint64_t serial() const { return allocation_.serial; }
   Device device() const;
   Backend& backend() const { return *backend_; }
 
  private:
   friend class Backend;
-  Buffer(Backend* backend, void* data, std::int64_t bytes, MemoryKind kind)
-      : backend_(backend), data_(data), bytes_(bytes), kind_(kind) {}
+  Buffer(Backend* backend, const Allocation& allocation)
+      : backend_(backend), allocation_(allocation) {}
 
   Backend* backend_;
-  void* data_;
-  std::int64_t bytes_;
-  MemoryKind kind_;
+  Allocation allocation_;
 };
 
 // A recording of the device work that some host code queued (a CUDA graph): launch() runs the
@@ -79,15 +89,22 @@ class Backend {
   // request and the live/peak bytes when the backend cannot provide it.
   std::shared_ptr<Buffer> allocate(std::int64_t bytes, MemoryKind kind = MemoryKind::device);
 
-  // Byte copies between this backend's buffers and host memory, and within the backend.
-  // They complete before returning (the host may read `dst` at once).
+  // Byte copies between this backend's buffers and host memory. They complete before
+  // returning: the host may read `dst` of copy_to_host at once, and may free or change `src`
+  // of copy_from_host at once (the bytes are on their way; work queued afterwards sees them).
   void copy_to_host(const Buffer& src, void* dst, std::int64_t bytes) const;
   void copy_from_host(const void* src, Buffer& dst, std::int64_t bytes) const;
+  // A copy between two of this backend's buffers, queued like compute: work queued afterwards
+  // sees `dst`'s new bytes; where `dst` is host memory (pinned_host), the copy has completed
+  // when the call returns.
   void copy(const Buffer& src, Buffer& dst, std::int64_t bytes) const;
   // The same copy, allowed to return before it completes (offloading residuals between memory
   // kinds overlaps with compute this way): everything the backend does afterwards with either
   // buffer — compute, copies, host reads, frees — is ordered after it. Synchronous on the CPU.
   void copy_async(const Buffer& src, Buffer& dst, std::int64_t bytes);
+  // Writes `count` copies of the `itemsize`-byte value at `value` (1, 2, 4 or 8 bytes) to the
+  // start of `dst`, queued like compute (a fill kernel on a GPU, not an upload).
+  void fill(Buffer& dst, const void* value, std::size_t itemsize, std::int64_t count) const;
 
   // Waits until all work queued on this backend has finished (a no-op on the CPU, which
   // computes eagerly). Timing code calls it before reading the clock.
@@ -112,14 +129,17 @@ class Backend {
  protected:
   explicit Backend(Device device) : device_(device) {}
 
-  virtual void* allocate_impl(std::int64_t bytes, MemoryKind kind) = 0;  // nullptr = failed
-  virtual void deallocate_impl(void* data, std::int64_t bytes, MemoryKind kind) noexcept = 0;
+  // A new buffer of `bytes` (0 allowed) with the given serial; nullptr when there is no room.
+  virtual void* allocate_impl(std::int64_t bytes, MemoryKind kind, std::uint64_t serial) = 0;
+  virtual void deallocate_impl(const Allocation& allocation) noexcept = 0;
   virtual void copy_to_host_impl(const void* src, void* dst, std::int64_t bytes) const = 0;
   virtual void copy_from_host_impl(const void* src, void* dst, std::int64_t bytes) const = 0;
-  virtual void copy_impl(const void* src, void* dst, std::int64_t bytes) const = 0;
+  virtual void copy_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) const = 0;
   virtual void copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) {
-    copy_impl(src.data(), dst.data(), bytes);
+    copy_impl(src, dst, bytes);
   }
+  virtual void fill_impl(Buffer& dst, const void* value, std::size_t itemsize,
+                         std::int64_t count) const = 0;
   // capture()'s recording; the default records nothing.
   virtual std::unique_ptr<DeviceGraph> capture_impl(const std::function<void()>& work,
                                                     std::string& why);
@@ -127,11 +147,12 @@ class Backend {
  private:
   friend class Buffer;
   friend class AccountedGraph;
-  void release(void* data, std::int64_t bytes, MemoryKind kind) noexcept;
+  void release(const Allocation& allocation) noexcept;
   // A launch of a recording whose work needs `bytes` beyond the live device bytes at its peak.
   void count_transient(std::int64_t bytes);
 
   Device device_;
+  std::atomic<std::uint64_t> next_serial_{1};
   mutable std::mutex mutex_;
   std::array<MemoryStats, kNumMemoryKinds> stats_{};
 };

@@ -1,6 +1,8 @@
 // CPU backend memory: aligned host allocations and memcpy.
 #include "backend/cpu/cpu_backend.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -44,7 +46,7 @@ CpuBackend::~CpuBackend() {
     }
 }
 
-void* CpuBackend::allocate_impl(std::int64_t bytes, MemoryKind /*kind*/) {
+void* CpuBackend::allocate_impl(std::int64_t bytes, MemoryKind /*kind*/, std::uint64_t /*serial*/) {
   const std::size_t size = rounded_size(bytes);
   if (size >= kCachedMin) {
     std::lock_guard lock(cache_mutex_);
@@ -59,8 +61,9 @@ void* CpuBackend::allocate_impl(std::int64_t bytes, MemoryKind /*kind*/) {
   return std::aligned_alloc(kAlignment, size);
 }
 
-void CpuBackend::deallocate_impl(void* data, std::int64_t bytes, MemoryKind /*kind*/) noexcept {
-  const std::size_t size = rounded_size(bytes);
+void CpuBackend::deallocate_impl(const Allocation& allocation) noexcept {
+  void* const data = allocation.data;
+  const std::size_t size = rounded_size(allocation.bytes);
   if (size >= kCachedMin) {
     std::lock_guard lock(cache_mutex_);
     if (cached_bytes_ + size <= kCacheLimit) {
@@ -84,8 +87,31 @@ void CpuBackend::copy_from_host_impl(const void* src, void* dst, std::int64_t by
   std::memcpy(dst, src, static_cast<std::size_t>(bytes));
 }
 
-void CpuBackend::copy_impl(const void* src, void* dst, std::int64_t bytes) const {
-  std::memcpy(dst, src, static_cast<std::size_t>(bytes));
+void CpuBackend::copy_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) const {
+  std::memcpy(dst.data(), src.data(), static_cast<std::size_t>(bytes));
+}
+
+namespace {
+template <class T>
+void fill_as(void* dst, const void* value, std::int64_t count) {
+  T v;
+  std::memcpy(&v, value, sizeof v);
+  std::fill_n(static_cast<T*>(dst), count, v);
+}
+}  // namespace
+
+void CpuBackend::fill_impl(Buffer& dst, const void* value, std::size_t itemsize,
+                           std::int64_t count) const {
+  switch (itemsize) {
+    case 1:
+      return fill_as<std::uint8_t>(dst.data(), value, count);
+    case 2:
+      return fill_as<std::uint16_t>(dst.data(), value, count);
+    case 4:
+      return fill_as<std::uint32_t>(dst.data(), value, count);
+    default:
+      return fill_as<std::uint64_t>(dst.data(), value, count);
+  }
 }
 
 }  // namespace flaxpp::cpu

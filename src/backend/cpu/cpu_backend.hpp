@@ -19,11 +19,13 @@ class CpuBackend final : public Backend {
   ~CpuBackend() override;
 
  protected:
-  void* allocate_impl(std::int64_t bytes, MemoryKind kind) override;
-  void deallocate_impl(void* data, std::int64_t bytes, MemoryKind kind) noexcept override;
+  void* allocate_impl(std::int64_t bytes, MemoryKind kind, std::uint64_t serial) override;
+  void deallocate_impl(const Allocation& allocation) noexcept override;
   void copy_to_host_impl(const void* src, void* dst, std::int64_t bytes) const override;
   void copy_from_host_impl(const void* src, void* dst, std::int64_t bytes) const override;
-  void copy_impl(const void* src, void* dst, std::int64_t bytes) const override;
+  void copy_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) const override;
+  void fill_impl(Buffer& dst, const void* value, std::size_t itemsize,
+                 std::int64_t count) const override;
 
  private:
   std::mutex cache_mutex_;

@@ -7,6 +7,9 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,6 +19,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backend/cuda/cuda_staging.hpp"
 #include "flaxpp/core/backend.hpp"
 
 namespace flaxpp::cuda {
@@ -29,31 +33,38 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   cudaStream_t stream() const { return stream_; }
+  // Waits for both of the backend's streams (compute and offload copies).
   void synchronize() const override;
-  // This device's cuBLAS handle, bound to stream(); created on first use.
+  // This device's cuBLAS handle, bound to stream() with its own workspace; created on first
+  // use, which cannot be inside a recording.
   cublasHandle_t blas();
-  // High-water mark of the pool's used memory since the last reset_pool_peak(), as the
-  // driver reports it (cudaMemPoolAttrUsedMemHigh): allocator rounding included.
-  std::int64_t pool_used_high() const;
-  void reset_pool_peak();
   // Orders work queued next on stream() after any side-stream copy still reading or writing
   // `ptr`: call it before writing an existing buffer in place (a donated operand).
   void before_write(const void* ptr) const { wait_for_copy(ptr); }
-  // Buffers a recording kept but never launched: they were never allocated, so their frees
-  // are skipped.
-  void forget_allocations(const std::unordered_set<void*>& never_made);
+  // Buffers (by serial) that a recording kept but never launched: they were never allocated,
+  // so their frees are skipped.
+  void forget_allocations(const std::unordered_set<std::uint64_t>& never_made);
   // Hands the pool's unused memory back to the driver, where a CUDA graph's memory comes from.
   void trim_pool();
 
+  // cuBLAS's workspace, one per handle, made before any recording so that eager and recorded
+  // products see the same configuration (desk review F4). Not counted in memory_stats().
+  static constexpr std::size_t kBlasWorkspaceBytes = std::size_t{32} << 20;
+
  protected:
-  void* allocate_impl(std::int64_t bytes, MemoryKind kind) override;
-  void deallocate_impl(void* data, std::int64_t bytes, MemoryKind kind) noexcept override;
+  void* allocate_impl(std::int64_t bytes, MemoryKind kind, std::uint64_t serial) override;
+  void deallocate_impl(const Allocation& allocation) noexcept override;
   void copy_to_host_impl(const void* src, void* dst, std::int64_t bytes) const override;
+  // From pinned memory directly; from pageable memory through a pinned staging slot (or, for
+  // large copies, synchronously), so that the source may be freed on return.
   void copy_from_host_impl(const void* src, void* dst, std::int64_t bytes) const override;
-  void copy_impl(const void* src, void* dst, std::int64_t bytes) const override;
+  // Device to device on the stream, without waiting; into pinned host memory, waited for.
+  void copy_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) const override;
   // Device -> pinned host (offloading a residual) runs on a side stream and returns at once;
   // pinned host -> device waits for that copy on the GPU, not the host. Other copies: copy().
   void copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) override;
+  void fill_impl(Buffer& dst, const void* value, std::size_t itemsize,
+                 std::int64_t count) const override;
   // Stream capture of stream() into a CUDA graph (cuda_graph.cpp).
   std::unique_ptr<DeviceGraph> capture_impl(const std::function<void()>& work,
                                             std::string& why) override;
@@ -62,16 +73,20 @@ class CudaBackend final : public Backend {
   int index_;
   cudaStream_t stream_ = nullptr;
   cudaMemPool_t pool_ = nullptr;
+  std::size_t total_memory_ = 0;  // the device's memory: larger requests are out of memory
   // Makes the main stream wait (on the GPU) for a side-stream copy that involves `ptr`.
   void wait_for_copy(const void* ptr) const;
   // A cached pinned block of `size` bytes that no queued work uses any more, or nullptr.
   void* take_pinned(std::size_t size);
 
   cudaStream_t copy_stream_ = nullptr;  // offload copies
+  mutable HostStaging staging_;         // pageable uploads
+  // Guards pending_, never_made_ and capture_ (frees come from any thread).
+  mutable std::mutex mutex_;
   // Buffers (source and destination) of side-stream copies, with the event that completes
   // the copy; an entry lives until its buffer is freed.
-  mutable std::mutex pending_mutex_;
   std::unordered_map<const void*, std::shared_ptr<CUevent_st>> pending_;
+  std::unordered_set<std::uint64_t> never_made_;  // serials of buffers a recording never made
   // Freed pinned blocks by page-rounded size, with events on both streams at their release.
   struct PinnedBlock {
     void* ptr;
@@ -80,16 +95,12 @@ class CudaBackend final : public Backend {
   std::mutex pinned_mutex_;
   std::map<std::size_t, std::vector<PinnedBlock>> pinned_cache_;
   std::size_t pinned_cached_ = 0;
-  // While capturing: the graph allocations made so far, pre-existing buffers released (their
-  // frees wait for the end of the capture, which then fails), and the first problem seen.
+  // While capturing: the graph allocations made so far (by serial), pre-existing buffers
+  // released (their frees wait for the end of the capture, which then fails), and the first
+  // problem seen.
   struct Capture {
-    std::unordered_set<void*> made;
-    struct Free {
-      void* data;
-      std::int64_t bytes;
-      MemoryKind kind;
-    };
-    std::vector<Free> deferred_frees;
+    std::unordered_set<std::uint64_t> made;
+    std::vector<Allocation> deferred_frees;
     std::string problem;
     bool failed = false;
     // Notes that the capture fails, and the first reason why (noexcept: frees call it).
@@ -105,10 +116,11 @@ class CudaBackend final : public Backend {
   // While capturing: notes that `what` cannot be recorded (the capture then fails) and throws
   // a DeviceError saying so, which ends the recorded work.
   void refuse_in_capture(const char* what) const;
-  mutable std::optional<Capture> capture_;
-  std::unordered_set<void*> never_made_;  // guarded by pending_mutex_ (frees come from any thread)
+  mutable std::optional<Capture> capture_;  // guarded by mutex_
+  std::atomic<bool> capturing_{false};      // capture_.has_value(), readable without the lock
   std::once_flag blas_once_;
   cublasHandle_t blas_ = nullptr;
+  void* blas_workspace_ = nullptr;
 };
 
 }  // namespace flaxpp::cuda

@@ -4,6 +4,7 @@
 // behind: its kept buffers are forgotten, and the caller runs its work eagerly instead.
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <utility>
@@ -17,7 +18,7 @@ namespace {
 class CudaGraph final : public DeviceGraph {
  public:
   CudaGraph(CudaBackend& backend, cudaGraph_t graph, cudaGraphExec_t exec,
-            std::unordered_set<void*> kept)
+            std::unordered_set<std::uint64_t> kept)
       : backend_(backend), graph_(graph), exec_(exec), kept_(std::move(kept)) {}
   CudaGraph(const CudaGraph&) = delete;
   CudaGraph& operator=(const CudaGraph&) = delete;
@@ -64,20 +65,20 @@ class CudaGraph final : public DeviceGraph {
   CudaBackend& backend_;
   cudaGraph_t graph_;
   cudaGraphExec_t exec_;
-  std::unordered_set<void*> kept_;  // graph allocations the recorded work kept
+  std::unordered_set<std::uint64_t> kept_;  // graph allocations the recorded work kept (serials)
   bool launched_ = false;
 };
 
 }  // namespace
 
-void CudaBackend::forget_allocations(const std::unordered_set<void*>& never_made) {
-  std::lock_guard lock(pending_mutex_);
+void CudaBackend::forget_allocations(const std::unordered_set<std::uint64_t>& never_made) {
+  std::lock_guard lock(mutex_);
   never_made_.insert(never_made.begin(), never_made.end());
 }
 
 std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void()>& work,
                                                        std::string& why) {
-  FLAXPP_ASSERT(!capture_, "CudaBackend::capture inside a capture");
+  FLAXPP_ASSERT(!capturing_.load(), "CudaBackend::capture inside a capture");
   FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
   // Thread-local mode: a call from this thread that could synchronise (cudaMalloc, a blocking
   // copy) fails and ends the recording instead of silently breaking it.
@@ -87,7 +88,11 @@ std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void(
     why = detail::str("cudaStreamBeginCapture failed: ", cudaGetErrorString(err));
     return nullptr;
   }
-  capture_.emplace();
+  {
+    std::lock_guard lock(mutex_);
+    capture_.emplace();
+  }
+  capturing_.store(true, std::memory_order_release);
   std::string problem;
   try {
     work();
@@ -99,10 +104,15 @@ std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void(
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
   (void)cudaGetLastError();  // capture errors are not sticky; clear the last one
-  Capture done = std::move(*capture_);
-  capture_.reset();
-  for (const Capture::Free& f : done.deferred_frees)
-    deallocate_impl(f.data, f.bytes, f.kind);
+  Capture done;
+  {
+    std::lock_guard lock(mutex_);
+    done = std::move(*capture_);
+    capture_.reset();
+  }
+  capturing_.store(false, std::memory_order_release);
+  for (const Allocation& a : done.deferred_frees)
+    deallocate_impl(a);
   if (problem.empty() && done.failed)
     problem = done.problem.empty() ? "the recording failed" : done.problem;
   if (problem.empty() && ended != cudaSuccess)
