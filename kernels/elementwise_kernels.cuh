@@ -28,15 +28,69 @@ __global__ void unary_kernel(Op op, const T* x, T* out, std::int64_t n) {
     out[i] = store_as<T>(op(static_cast<C>(x[i])));
 }
 
-// convert_element_type: through float for 16-bit types on either side.
+// The same two kernels over 16-bit elements, 16 bytes (Vec<T>) per load and store; every
+// non-scalar pointer is kVecBytes-aligned. The elements after the last whole vector go one by
+// one.
+template <class Op, class T>
+__global__ void binary_vec_kernel(Op op, const T* x, bool x_scalar, const T* y, bool y_scalar,
+                                  T* out, std::int64_t n) {
+  using C = compute_t<T>;
+  using V = Vec<T>;
+  const C xs = x_scalar ? static_cast<C>(x[0]) : C(0), ys = y_scalar ? static_cast<C>(y[0]) : C(0);
+  const std::int64_t n_vec = n / V::kSize;
+  for (std::int64_t i = grid_index(); i < n_vec; i += grid_stride()) {
+    V a, b, r;
+    if (!x_scalar) a = reinterpret_cast<const V*>(x)[i];
+    if (!y_scalar) b = reinterpret_cast<const V*>(y)[i];
+#pragma unroll
+    for (int k = 0; k < V::kSize; ++k)
+      r.v[k] = store_as<T>(op(x_scalar ? xs : static_cast<C>(a.v[k]),
+                              y_scalar ? ys : static_cast<C>(b.v[k])));
+    reinterpret_cast<V*>(out)[i] = r;
+  }
+  for (std::int64_t i = n_vec * V::kSize + grid_index(); i < n; i += grid_stride())
+    out[i] = store_as<T>(op(x_scalar ? xs : static_cast<C>(x[i]), y_scalar ? ys : static_cast<C>(y[i])));
+}
+
+template <class Op, class T>
+__global__ void unary_vec_kernel(Op op, const T* x, T* out, std::int64_t n) {
+  using C = compute_t<T>;
+  using V = Vec<T>;
+  const std::int64_t n_vec = n / V::kSize;
+  for (std::int64_t i = grid_index(); i < n_vec; i += grid_stride()) {
+    const V a = reinterpret_cast<const V*>(x)[i];
+    V r;
+#pragma unroll
+    for (int k = 0; k < V::kSize; ++k)
+      r.v[k] = store_as<T>(op(static_cast<C>(a.v[k])));
+    reinterpret_cast<V*>(out)[i] = r;
+  }
+  for (std::int64_t i = n_vec * V::kSize + grid_index(); i < n; i += grid_stride())
+    out[i] = store_as<T>(op(static_cast<C>(x[i])));
+}
+
+// Blocks for a kernel above over n elements: whole vectors plus the elements after them.
+template <class T>
+unsigned vec_grid_blocks(std::int64_t n) {
+  return grid_blocks(n / Vec<T>::kSize + n % Vec<T>::kSize);
+}
+
+// convert_element_type: through float for 16-bit types on either side, as ml_dtypes converts
+// to bfloat16 (Eigen's bfloat16(double) rounds to float first); float64 to float16 rounds
+// once, as numpy's conversion (and round_to_float16_bits) does.
 template <class From, class To>
 __global__ void convert_kernel(const From* x, To* out, std::int64_t n) {
   using FromC = compute_t<From>;
   // Bool is stored as a byte but converts with bool semantics (x != 0).
   using ToValue = std::conditional_t<std::is_same_v<To, std::uint8_t>, bool, compute_t<To>>;
   const Convert<ToValue> convert;
-  for (std::int64_t i = grid_index(); i < n; i += grid_stride())
-    out[i] = store_as<To>(convert(static_cast<FromC>(x[i])));
+  for (std::int64_t i = grid_index(); i < n; i += grid_stride()) {
+    if constexpr (std::is_same_v<From, double> && std::is_same_v<To, __half>) {
+      out[i] = __double2half(x[i]);
+    } else {
+      out[i] = store_as<To>(convert(static_cast<FromC>(x[i])));
+    }
+  }
 }
 
 // select_n with up to kMaxSelectCases cases: out[i] = cases[clamp(which[i])][i]. `which` is

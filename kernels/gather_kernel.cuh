@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "cuda_launch.cuh"
+#include "fast_divmod.hpp"
 
 namespace flaxpp::kernels {
 
@@ -28,6 +29,28 @@ __global__ void gather_kernel(const T* in, GatherGeometry g, T* out, std::int64_
       rest /= g.dims[k];
     }
     out[i] = in[offset];
+  }
+}
+
+// The same for n < 2^31 elements, each axis's divide a multiply and a shift (FastDivmod): the
+// usual case, where the 64-bit divides of gather_kernel cost more than the copy.
+struct FastGatherGeometry {
+  FastDivmod dims[kMaxGatherRank];
+  std::int64_t strides[kMaxGatherRank];
+  int rank;
+};
+template <class T>
+__global__ void gather_fast_kernel(const T* in, FastGatherGeometry g, T* out, std::int64_t n) {
+  for (std::int64_t i = grid_index(); i < n; i += grid_stride()) {
+    auto rest = static_cast<std::uint32_t>(i);
+    std::int64_t offset = 0;
+    for (int k = g.rank - 1; k > 0; --k) {
+      std::uint32_t q, r;
+      g.dims[k].divmod(rest, q, r);
+      offset += static_cast<std::int64_t>(r) * g.strides[k];
+      rest = q;
+    }
+    out[i] = in[offset + static_cast<std::int64_t>(rest) * g.strides[0]];
   }
 }
 

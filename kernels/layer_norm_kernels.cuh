@@ -1,7 +1,7 @@
 // kernels/layer_norm_kernels.cuh — the layer_norm primitives on the GPU (our kernels: the
 // fallback where cuDNN is absent or rejects a configuration). One block per row (grid-stride
 // over rows) for the forward pass and dx; dscale sums over rows per feature like
-// reduce_columns_kernel. The per-row math is kernels/layer_norm.hpp's, shared with the CPU.
+// reduce_columns_kernel, split into row chunks where there are many rows. The per-row math is kernels/layer_norm.hpp's, shared with the CPU.
 #pragma once
 
 #include <cstdint>
@@ -89,18 +89,23 @@ __global__ void layer_norm_stats_kernel(const T* x, std::int64_t rows, std::int6
   }
 }
 
-// dscale[c] = sum over rows of dy[r, c] * xhat[r, c], in blocks of kColumns x kRowLanes threads
-// combined in a fixed order (deterministic), from the per-row statistics.
-template <class T>
+// dscale[c] = sum over rows of dy[r, c] * xhat[r, c], from the per-row statistics, laid out as
+// reduce_columns_kernel (launch_geometry.hpp's plan_column_reduce): block (column block, chunk)
+// sums rows [chunk * rows_per_chunk, ...) of kColumns columns in a fixed order into
+// out[chunk, c] — dscale itself with one chunk, else partials (in the accumulation type) for
+// launch_reduce_columns to sum.
+template <class T, class Out>
 __global__ void layer_norm_dscale_kernel(const T* x, const T* dy, const compute_t<T>* mean,
                                          const compute_t<T>* rstd, std::int64_t rows,
-                                         std::int64_t f, T* dscale) {
+                                         std::int64_t f, std::int64_t rows_per_chunk, Out* out) {
   using A = compute_t<T>;
   __shared__ A partial[kRowLanes][kColumns];
   const std::int64_t c = static_cast<std::int64_t>(blockIdx.x) * kColumns + threadIdx.x;
+  const std::int64_t begin = static_cast<std::int64_t>(blockIdx.y) * rows_per_chunk;
+  const std::int64_t end = begin + rows_per_chunk < rows ? begin + rows_per_chunk : rows;
   A acc = 0;
   if (c < f)
-    for (std::int64_t r = threadIdx.y; r < rows; r += kRowLanes)
+    for (std::int64_t r = begin + threadIdx.y; r < end; r += kRowLanes)
       acc += static_cast<A>(dy[r * f + c]) *
              layer_norm_xhat(static_cast<A>(x[r * f + c]), LayerNormStats<A>{mean[r], rstd[r]});
   partial[threadIdx.y][threadIdx.x] = acc;
@@ -108,8 +113,18 @@ __global__ void layer_norm_dscale_kernel(const T* x, const T* dy, const compute_
   if (threadIdx.y == 0 && c < f) {
     for (int lane = 1; lane < kRowLanes; ++lane)
       acc += partial[lane][threadIdx.x];
-    dscale[c] = store_as<T>(acc);
+    out[static_cast<std::int64_t>(blockIdx.y) * f + c] = store_as<Out>(acc);
   }
+}
+
+template <class T, class Out>
+cudaError_t launch_layer_norm_dscale(const T* x, const T* dy, const compute_t<T>* mean,
+                                     const compute_t<T>* rstd, std::int64_t rows, std::int64_t f,
+                                     const ColumnReducePlan& plan, Out* out, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(plan.column_blocks), static_cast<unsigned>(plan.chunks));
+  layer_norm_dscale_kernel<<<grid, dim3(kColumns, kRowLanes), 0, stream>>>(
+      x, dy, mean, rstd, rows, f, plan.rows_per_chunk, out);
+  return cudaGetLastError();
 }
 
 }  // namespace flaxpp::kernels

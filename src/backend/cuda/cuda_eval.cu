@@ -17,7 +17,10 @@ CudaBackend& backend_of(const Array& a) {
 }
 
 void check_launch(const char* kernel) {
-  const cudaError_t err = cudaGetLastError();
+  check_launch(cudaGetLastError(), kernel);
+}
+
+void check_launch(cudaError_t err, const char* kernel) {
   if (err != cudaSuccess)
     throw DeviceError(detail::str("CUDA kernel ", kernel, " (or an earlier one) failed: ",
                                   cudaGetErrorName(err), " (", cudaGetErrorString(err), ")"));
@@ -47,11 +50,22 @@ Array Families::binary(const ir::Primitive& prim, std::span<const Array> in,
     using S = result_storage_t<Op, T>;
     const Output o(out, x.device());
     const std::int64_t n = out.shape.size();
-    if (n > 0) {
-      kernels::binary_kernel<<<grid_blocks(n), kBlockThreads, 0, backend_of(x).stream()>>>(
-          Op{}, in_data<T>(x), x.rank() == 0, in_data<T>(y), y.rank() == 0, o.data<S>(), n);
-      check_launch(prim.name().c_str());
+    if (n == 0) return o.array();
+    const cudaStream_t stream = backend_of(x).stream();
+    const bool x_scalar = x.rank() == 0, y_scalar = y.rank() == 0;
+    if constexpr (kernels::is_half_v<T> && std::is_same_v<S, T>) {
+      if ((x_scalar || kernels::is_vec_aligned(in_data<T>(x))) &&
+          (y_scalar || kernels::is_vec_aligned(in_data<T>(y))) &&
+          kernels::is_vec_aligned(o.data<T>())) {
+        kernels::binary_vec_kernel<<<kernels::vec_grid_blocks<T>(n), kBlockThreads, 0, stream>>>(
+            Op{}, in_data<T>(x), x_scalar, in_data<T>(y), y_scalar, o.data<T>(), n);
+        check_launch(prim.name().c_str());
+        return o.array();
+      }
     }
+    kernels::binary_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(
+        Op{}, in_data<T>(x), x_scalar, in_data<T>(y), y_scalar, o.data<S>(), n);
+    check_launch(prim.name().c_str());
     return o.array();
   });
 }
@@ -61,11 +75,19 @@ Array Families::map_unary(const ir::Primitive& prim, const Array& x, const AVal&
   return visit_dtype<kAllowed>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
     const Output o(out, x.device());
     const std::int64_t n = out.shape.size();
-    if (n > 0) {
-      kernels::unary_kernel<<<grid_blocks(n), kBlockThreads, 0, backend_of(x).stream()>>>(
-          op, in_data<T>(x), o.data<T>(), n);
-      check_launch(prim.name().c_str());
+    if (n == 0) return o.array();
+    const cudaStream_t stream = backend_of(x).stream();
+    if constexpr (kernels::is_half_v<T>) {
+      if (kernels::is_vec_aligned(in_data<T>(x)) && kernels::is_vec_aligned(o.data<T>())) {
+        kernels::unary_vec_kernel<<<kernels::vec_grid_blocks<T>(n), kBlockThreads, 0, stream>>>(
+            op, in_data<T>(x), o.data<T>(), n);
+        check_launch(prim.name().c_str());
+        return o.array();
+      }
     }
+    kernels::unary_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(op, in_data<T>(x),
+                                                                        o.data<T>(), n);
+    check_launch(prim.name().c_str());
     return o.array();
   });
 }

@@ -44,6 +44,8 @@ R visit_dtype(const ir::Primitive& prim, DType dtype, Device device, F&& f) {
 // image for this GPU) or an earlier kernel's error is pending. Errors while it runs surface
 // at the next synchronisation.
 void check_launch(const char* kernel);
+// The same for the error a kernels/ launcher returned.
+void check_launch(cudaError_t launched, const char* kernel);
 
 // Writes `copy`'s result (row-major) from `in` to `out`, elements of `itemsize` bytes (1, 2,
 // 4 or 8), on `stream`.

@@ -139,12 +139,27 @@ Array Families::layer_norm_dscale(const ir::Primitive& prim, std::span<const Arr
     const Output o(out, x.device());
     if (f == 0) return o.array();
     const auto [mean, rstd] = row_stats<T>(x, epsilon);
-    const dim3 block(kernels::kColumns, kernels::kRowLanes);
-    const auto blocks = static_cast<unsigned>((f + kernels::kColumns - 1) / kernels::kColumns);
-    kernels::layer_norm_dscale_kernel<<<blocks, block, 0, backend_of(x).stream()>>>(
-        in_data<T>(x), in_data<T>(in[1]), static_cast<const A*>(mean->data()),
-        static_cast<const A*>(rstd->data()), rows, f, o.data<T>());
-    check_launch("layer_norm_dscale");
+    const cudaStream_t stream = backend_of(x).stream();
+    const auto* m = static_cast<const A*>(mean->data());
+    const auto* r = static_cast<const A*>(rstd->data());
+    const kernels::ColumnReducePlan plan = kernels::plan_column_reduce(rows, f);
+    if (plan.chunks == 1) {
+      check_launch(kernels::launch_layer_norm_dscale(in_data<T>(x), in_data<T>(in[1]), m, r, rows,
+                                                     f, plan, o.data<T>(), stream),
+                   "layer_norm_dscale");
+      return o.array();
+    }
+    // (chunks, f) partial sums over row chunks, then their columns summed.
+    const std::shared_ptr<Buffer> partial =
+        backend(x.device()).allocate(plan.chunks * f * static_cast<std::int64_t>(sizeof(A)));
+    A* p = static_cast<A*>(partial->data());
+    check_launch(kernels::launch_layer_norm_dscale(in_data<T>(x), in_data<T>(in[1]), m, r, rows, f,
+                                                   plan, p, stream),
+                 "layer_norm_dscale_chunks");
+    check_launch(kernels::launch_reduce_columns(kernels::Add{}, static_cast<const A*>(p),
+                                                plan.chunks, f, plan.chunks, 1, A(0), o.data<T>(),
+                                                stream),
+                 "reduce_columns");
     return o.array();
   });
 }

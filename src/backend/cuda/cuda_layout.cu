@@ -37,6 +37,17 @@ void gather_t(const T* in, const backend_impl::StridedCopy& simple, T* out, cuda
     throw ValueError(detail::str("a strided copy of rank ", rank,
                                  " after merging axes; the CUDA backend handles up to ",
                                  kernels::kMaxGatherRank, ". Reshape to fewer axes first"));
+  if (n <= kernels::FastDivmod::kMaxDividend) {
+    kernels::FastGatherGeometry g{};
+    g.rank = static_cast<int>(rank);
+    for (std::size_t k = 0; k < rank; ++k) {
+      g.dims[k] = kernels::FastDivmod(static_cast<std::uint32_t>(simple.dims[k]));
+      g.strides[k] = simple.strides[k];
+    }
+    kernels::gather_fast_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(in, g, out, n);
+    check_launch("gather");
+    return;
+  }
   kernels::GatherGeometry g{};
   g.rank = static_cast<int>(rank);
   for (std::size_t k = 0; k < rank; ++k) {

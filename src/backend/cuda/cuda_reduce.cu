@@ -2,6 +2,8 @@
 // layout_plan.hpp's reduce_groups: rows (innermost axes reduced) and columns (outermost axes
 // reduced) directly; any other pattern is first permuted to (kept, reduced) by a gather.
 // f32 sums accumulate in f32 as on the CPU, in another order, so sums agree to rounding.
+// Long reductions with few results (a full sum, a bias gradient over many rows) are split over
+// many blocks and their partials combined by a second launch (kernels/launch_geometry.hpp).
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.hpp"
@@ -16,12 +18,64 @@ using kernels::compute_t;
 using kernels::grid_blocks;
 using kernels::kBlockThreads;
 
+// The rows of a (rows, cols) array x reduced into out[rows], as plan_row_reduce lays them out.
+template <class Op, class T>
+void reduce_rows(Op op, const T* x, std::int64_t rows, std::int64_t cols, compute_t<T> init,
+                 T* out, Backend& be, cudaStream_t stream) {
+  using A = compute_t<T>;
+  const kernels::RowReducePlan plan = kernels::plan_row_reduce(rows, cols);
+  switch (plan.kind) {
+    case kernels::RowReducePlan::Kind::warp_per_row:
+      return check_launch(kernels::launch_reduce_rows_warp(op, x, rows, cols, init, out, stream),
+                          "reduce_rows_warp");
+    case kernels::RowReducePlan::Kind::block_per_row:
+      return check_launch(kernels::launch_reduce_rows_block(op, x, rows, cols, init, out, stream),
+                          "reduce_rows");
+    case kernels::RowReducePlan::Kind::split:
+      break;
+  }
+  // (rows, chunks) partial results, then each row of them reduced by a warp (chunks is at most
+  // kernels::kTargetBlocks).
+  const std::shared_ptr<Buffer> partial =
+      be.allocate(rows * plan.chunks * static_cast<std::int64_t>(sizeof(A)));
+  A* p = static_cast<A*>(partial->data());
+  check_launch(kernels::launch_reduce_row_chunks(op, x, rows, cols, plan, init, p, stream),
+               "reduce_row_chunks");
+  check_launch(kernels::launch_reduce_rows_warp(op, static_cast<const A*>(p), rows, plan.chunks,
+                                                init, out, stream),
+               "reduce_rows_warp");
+}  // `partial` is freed in stream order, after the second launch has read it
+
+// The columns of a (rows, cols) array x reduced into out[cols], as plan_column_reduce lays them
+// out.
+template <class Op, class T>
+void reduce_columns(Op op, const T* x, std::int64_t rows, std::int64_t cols, compute_t<T> init,
+                    T* out, Backend& be, cudaStream_t stream) {
+  using A = compute_t<T>;
+  const kernels::ColumnReducePlan plan = kernels::plan_column_reduce(rows, cols);
+  if (plan.chunks == 1)
+    return check_launch(kernels::launch_reduce_columns(op, x, rows, cols, plan.rows_per_chunk, 1,
+                                                       init, out, stream),
+                        "reduce_columns");
+  // (chunks, cols) partial results, then their columns reduced in one chunk.
+  const std::shared_ptr<Buffer> partial =
+      be.allocate(plan.chunks * cols * static_cast<std::int64_t>(sizeof(A)));
+  A* p = static_cast<A*>(partial->data());
+  check_launch(kernels::launch_reduce_columns(op, x, rows, cols, plan.rows_per_chunk, plan.chunks,
+                                              init, p, stream),
+               "reduce_column_chunks");
+  check_launch(kernels::launch_reduce_columns(op, static_cast<const A*>(p), plan.chunks, cols,
+                                              plan.chunks, 1, init, out, stream),
+               "reduce_columns");
+}
+
 template <class T, class Op>
 Array reduce(const Array& x, const std::vector<std::int64_t>& axes, const AVal& out, Op op,
              compute_t<T> init) {
   const Output o(out, x.device());
   const std::int64_t out_size = out.shape.size();
   if (out_size == 0) return o.array();
+  Backend& be = backend(x.device());
   const cudaStream_t stream = backend_of(x).stream();
   if (x.size() == 0) {  // an empty reduction: the identity everywhere
     kernels::fill_kernel<<<grid_blocks(out_size), kBlockThreads, 0, stream>>>(
@@ -39,12 +93,7 @@ Array reduce(const Array& x, const std::vector<std::int64_t>& axes, const AVal& 
     return o.array();
   }
   if (groups.size() == 2 && groups[0].reduced) {  // (reduced, kept): columns
-    const std::int64_t rows = groups[0].size, cols = groups[1].size;
-    const dim3 block(kernels::kColumns, kernels::kRowLanes);
-    const auto blocks = static_cast<unsigned>((cols + kernels::kColumns - 1) / kernels::kColumns);
-    kernels::reduce_columns_kernel<<<blocks, block, 0, stream>>>(op, rows_data, rows, cols, init,
-                                                                 o.data<T>());
-    check_launch("reduce_columns");
+    reduce_columns(op, rows_data, groups[0].size, groups[1].size, init, o.data<T>(), be, stream);
     return o.array();
   }
   // Rows: the operand as (kept, reduced), permuted there first unless the reduced axes are
@@ -56,17 +105,13 @@ Array reduce(const Array& x, const std::vector<std::int64_t>& axes, const AVal& 
     for (const bool reduced : {false, true})
       for (std::int64_t a = 0; a < rank; ++a)
         if ((std::find(axes.begin(), axes.end(), a) != axes.end()) == reduced) order.push_back(a);
-    permuted = backend(x.device()).allocate(x.nbytes());
+    permuted = be.allocate(x.nbytes());
     gather_strided(rows_data, backend_impl::transpose_copy(x.shape().dims(), order), sizeof(T),
                    permuted->data(), stream);
     rows_data = static_cast<const T*>(permuted->data());
   }
-  const std::int64_t cols = x.size() / out_size;
-  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(out_size, 65536));
-  kernels::reduce_rows_kernel<<<blocks, kBlockThreads, 0, stream>>>(op, rows_data, out_size, cols,
-                                                                    init, o.data<T>());
-  check_launch("reduce_rows");
-  return o.array();  // `permuted` is freed in stream order, after the kernel has read it
+  reduce_rows(op, rows_data, out_size, x.size() / out_size, init, o.data<T>(), be, stream);
+  return o.array();  // `permuted` is freed in stream order, after the kernels have read it
 }
 
 }  // namespace
