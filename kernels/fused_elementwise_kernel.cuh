@@ -12,10 +12,11 @@
 
 namespace flaxpp::kernels {
 
-// Limits of one launch (the host splits bigger jobs into several launches). The parameter
-// block stays under the 32 KiB that CUDA 12.1+ allows kernels on Volta and newer.
-inline constexpr int kFusedMaxCode = 96;
-inline constexpr int kFusedMaxScalars = 8;
+// Limits of one launch: the host splits more groups into several launches, and a longer
+// program (or one with more 0-d operands) into stages (ir::split_program). The parameter block
+// stays under the 32 KiB that CUDA 12.1+ allows kernels on Volta and newer.
+inline constexpr int kFusedMaxCode = 256;
+inline constexpr int kFusedMaxScalars = 16;
 inline constexpr int kFusedMaxGroups = 192;
 inline constexpr int kFusedMaxPointers = 1024;  // inputs (and outputs) of all groups
 

@@ -150,4 +150,21 @@ DotPlan plan_dot(std::span<const std::int64_t> lhs_dims, std::span<const std::in
   return plan;
 }
 
+ColumnMajorGemm column_major_gemm(const DotPlan& p) {
+  ColumnMajorGemm g;
+  g.transpose_first = p.rhs.transposed;
+  g.transpose_second = p.lhs.transposed;
+  g.m = p.n;
+  g.n = p.m;
+  g.k = p.k;
+  g.ld_first = p.rhs.transposed ? p.k : p.n;
+  g.ld_second = p.lhs.transposed ? p.m : p.k;
+  g.ld_out = p.n;
+  g.stride_first = p.k * p.n;
+  g.stride_second = p.m * p.k;
+  g.stride_out = p.m * p.n;
+  g.batch = p.batch;
+  return g;
+}
+
 }  // namespace flaxpp::backend_impl

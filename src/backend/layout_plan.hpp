@@ -69,4 +69,19 @@ struct DotPlan {
 DotPlan plan_dot(std::span<const std::int64_t> lhs_dims, std::span<const std::int64_t> rhs_dims,
                  const ir::DotDimensionNumbers& dn);
 
+// A DotPlan as one column-major strided batched GEMM (cuBLAS's cublasGemmStridedBatchedEx):
+// out = op(first) op(second) per batch element, every matrix column-major. The row-major
+// (m, n) product C = A B is the column-major (n, m) product C^T = B^T A^T, and a row-major
+// matrix read column-major is its transpose, so the first argument is the rhs (B) and the
+// second the lhs (A), each with its stored layout's leading dimension. The CPU tests run this
+// plan through a reference column-major GEMM for every dot_general layout.
+struct ColumnMajorGemm {
+  bool transpose_first = false, transpose_second = false;
+  std::int64_t m = 0, n = 0, k = 0;                       // out is (m, n) column-major
+  std::int64_t ld_first = 0, ld_second = 0, ld_out = 0;   // leading dimensions
+  std::int64_t stride_first = 0, stride_second = 0, stride_out = 0;  // between batch elements
+  std::int64_t batch = 0;
+};
+ColumnMajorGemm column_major_gemm(const DotPlan& p);
+
 }  // namespace flaxpp::backend_impl

@@ -39,7 +39,9 @@ const char* op_name(Op op) {
   return "?";
 }
 
-int arity(Op op) {
+}  // namespace
+
+int ElementwiseProgram::arity(Op op) {
   switch (op) {
     case Op::neg:
     case Op::sqrt:
@@ -53,8 +55,6 @@ int arity(Op op) {
   }
 }
 
-}  // namespace
-
 std::string ElementwiseProgram::str() const {
   std::string out = detail::str("{scalars=", num_scalars, " inputs=", num_inputs, " constants=(");
   for (std::size_t i = 0; i < constants.size(); ++i)
@@ -62,8 +62,8 @@ std::string ElementwiseProgram::str() const {
   out += ")";
   for (const Instr& in : code) {
     out += detail::str("; r", int(in.dst), "=", op_name(in.op), "(r", int(in.a));
-    if (arity(in.op) > 1) out += detail::str(", r", int(in.b));
-    if (arity(in.op) > 2) out += detail::str(", r", int(in.c));
+    if (ElementwiseProgram::arity(in.op) > 1) out += detail::str(", r", int(in.b));
+    if (ElementwiseProgram::arity(in.op) > 2) out += detail::str(", r", int(in.c));
     if (in.op == Op::integer_pow) out += detail::str(", y=", in.y);
     out += ")";
   }
@@ -146,7 +146,7 @@ ElementwiseBuilder::Value ElementwiseBuilder::constant(double value) {
 
 ElementwiseBuilder::Value ElementwiseBuilder::apply(Op op, Value a, Value b, Value c,
                                                     std::int32_t y) {
-  const int n = arity(op);
+  const int n = ElementwiseProgram::arity(op);
   return add_node({.kind = Kind::op,
                    .op = op,
                    .a = check(a),

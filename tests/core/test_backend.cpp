@@ -1,7 +1,10 @@
 // Backends: live/peak byte accounting per memory kind, devices and the default device.
 #include <doctest/doctest.h>
 
+#include <cstdint>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/core/backend.hpp"
@@ -112,4 +115,33 @@ TEST_CASE("CPU backend: capture records nothing, says why, runs nothing and leav
   CHECK(!ran);
   CHECK(why.find("records nothing") != std::string::npos);
   CHECK(cpu.memory_stats().peak_bytes == peak);
+}
+
+TEST_CASE("Backend::fill: writes the value of each item size into the first count items only") {
+  Backend& cpu = backend(Device::cpu());
+  auto buffer = cpu.allocate(64);
+  std::memset(buffer->data(), 0x5a, 64);
+  const std::uint16_t half_one = 0x3f80;  // bf16 1.0
+  cpu.fill(*buffer, &half_one, 2, 7);
+  const auto* bytes = static_cast<const std::uint8_t*>(buffer->data());
+  for (int i = 0; i < 7; ++i) {
+    std::uint16_t v = 0;
+    std::memcpy(&v, bytes + 2 * i, 2);
+    CHECK(v == half_one);
+  }
+  CHECK(bytes[14] == 0x5a);  // past the count: untouched
+  const double pi = 3.25;
+  cpu.fill(*buffer, &pi, 8, 8);
+  CHECK(static_cast<const double*>(buffer->data())[7] == 3.25);
+  CHECK_THROWS_WITH_AS(cpu.fill(*buffer, &pi, 8, 9), doctest::Contains("cannot write 9 values"),
+                       ValueError);
+}
+
+TEST_CASE("Array::full: every dtype, on the default device, without an upload") {
+  CHECK(Array::full(Shape{3}, 2.5, DType::f32).to_vector<float>() == std::vector<float>(3, 2.5f));
+  CHECK(Array::full(Shape{2, 2}, -1, DType::i32).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>(4, -1));
+  CHECK(Array::full(Shape{5}, 1, DType::bool_).to_vector<bool>() == std::vector<bool>(5, true));
+  CHECK(Array::full(Shape{0}, 1.0, DType::f64).size() == 0);
+  CHECK_THROWS_AS(Array::full(Shape{1}, 1e10, DType::i32), ValueError);
 }

@@ -26,6 +26,8 @@ struct ElementwiseProgram {
   };
   // Backends keep every register of a running element in registers or local memory.
   static constexpr int kMaxRegisters = 32;
+  // How many operands (a, b, c) an operation reads.
+  static int arity(Op op);
 
   // Registers [0, num_scalars) hold the 0-d operands, the next num_inputs the element of each
   // per-array operand, the next constants.size() the constants (in the arrays' dtype), and the

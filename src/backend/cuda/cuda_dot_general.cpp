@@ -81,13 +81,7 @@ Array Families::dot_general(const ir::Primitive& prim, std::span<const Array> in
   const DeviceMatrices a = as_matrices(lhs, p.lhs);  // (batch, m, k)
   const DeviceMatrices b = as_matrices(rhs, p.rhs);  // (batch, k, n)
 
-  // cuBLAS is column-major: the row-major (m, n) product C = A B is the column-major (n, m)
-  // product C^T = B^T A^T, and a row-major matrix is its transpose in column-major, so B is
-  // passed first. Leading dimensions are the CPU backend's (row-major) ones.
-  const int lda = blas_int(p.lhs.transposed ? p.m : p.k);
-  const int ldb = blas_int(p.rhs.transposed ? p.k : p.n);
-  const cublasOperation_t op_a = p.lhs.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_b = p.rhs.transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const backend_impl::ColumnMajorGemm g = backend_impl::column_major_gemm(p);
   const cudaDataType_t in_type = cuda_data_type(in_dtype);
   const cudaDataType_t out_type = cuda_data_type(out.dtype);
 
@@ -105,10 +99,12 @@ Array Families::dot_general(const ir::Primitive& prim, std::span<const Array> in
   const void* alpha = f64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
   const void* beta = f64 ? static_cast<const void*>(&beta_d) : &beta_f;
 
+  auto op = [](bool transpose) { return transpose ? CUBLAS_OP_T : CUBLAS_OP_N; };
   FLAXPP_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
-      gpu.blas(), op_b, op_a, blas_int(p.n), blas_int(p.m), blas_int(p.k), alpha, b.data, in_type,
-      ldb, p.k * p.n, a.data, in_type, lda, p.m * p.k, beta, o.data<void>(), out_type,
-      blas_int(p.n), p.m * p.n, blas_int(p.batch), compute, CUBLAS_GEMM_DEFAULT));
+      gpu.blas(), op(g.transpose_first), op(g.transpose_second), blas_int(g.m), blas_int(g.n),
+      blas_int(g.k), alpha, b.data, in_type, blas_int(g.ld_first), g.stride_first, a.data, in_type,
+      blas_int(g.ld_second), g.stride_second, beta, o.data<void>(), out_type, blas_int(g.ld_out),
+      g.stride_out, blas_int(g.batch), compute, CUBLAS_GEMM_DEFAULT));
   return o.array();  // permuted operands are freed in stream order, after the product
 }
 

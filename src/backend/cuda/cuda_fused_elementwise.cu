@@ -1,7 +1,10 @@
 // CUDA evaluation of fused_elementwise: the groups are packed into as few launches of
 // kernels/fused_elementwise_kernel.cuh as its parameter block allows (one for any ordinary
 // model's optimiser update), bf16 and f16 computed in float and rounded after each operation.
+// A program longer than a launch carries runs in stages (backend/fused_stages.hpp).
 #include "backend/cuda/cuda_eval_impl.hpp"
+#include "backend/fused_stages.hpp"
+#include "flaxpp/ir/elementwise_split.hpp"
 #include "flaxpp/core/error.hpp"
 #include "kernels/fused_elementwise_kernel.cuh"
 
@@ -10,6 +13,8 @@ namespace {
 
 using kernels::compute_t;
 using kernels::FusedLaunch;
+
+constexpr ir::ElementwiseLimits kLimits{kernels::kFusedMaxCode, kernels::kFusedMaxScalars};
 
 // A program constant as a weak-typed scalar of dtype S (Array::full's rounding), widened to
 // the compute type.
@@ -38,15 +43,9 @@ std::vector<Array> run(const ir::Primitive& prim, const ir::ElementwiseProgram& 
   const int num_inputs = program.num_inputs;
   const int num_outputs = static_cast<int>(program.outputs.size());
   // The shape rule validated the program: at most kMaxRegisters inputs and outputs, so one
-  // group's pointers always fit a launch; its length and scalars are what may not.
+  // group's pointers always fit a launch; the caller split a program over the other limits.
   static_assert(kernels::kFusedMaxPointers >= ir::ElementwiseProgram::kMaxRegisters);
-  if (static_cast<int>(program.code.size()) > kernels::kFusedMaxCode ||
-      program.num_scalars > kernels::kFusedMaxScalars)
-    throw ValueError(detail::str(
-        prim.name(), ": the program has ", program.code.size(), " instructions and ",
-        program.num_scalars, " scalar operands; one CUDA launch takes at most ",
-        kernels::kFusedMaxCode, " and ", kernels::kFusedMaxScalars,
-        ". For an optimiser: apply part of the chain with its update(), then the rest"));
+  FLAXPP_ASSERT(ir::fits(program, kLimits), "fused_elementwise: an unsplit program over the limits");
   // The parameter block (about 19 KiB) lives on the heap, not the host stack.
   auto p = std::make_unique<FusedLaunch<S>>();
   p->num_code = static_cast<int>(program.code.size());
@@ -114,8 +113,16 @@ std::vector<Array> Families::fused_elementwise(const ir::Primitive& prim, std::s
   if (out.empty()) return {};
   const auto [program, donate] = backend_impl::fused_params(params);
   return visit_dtype<Families::kFp, std::vector<Array>>(
-      prim, in[0].dtype(), in[0].device(),
-      [&]<class S>(TypeTag<S>) { return run<S>(prim, program, donate, in, out); });
+      prim, in[0].dtype(), in[0].device(), [&]<class S>(TypeTag<S>) {
+        if (ir::fits(program, kLimits)) return run<S>(prim, program, donate, in, out);
+        // Longer than a launch carries: in stages, which do not donate.
+        return backend_impl::run_in_stages(
+            program, ir::split_program(program, kLimits), in, out,
+            [&](const ir::ElementwiseProgram& stage, std::span<const Array> stage_in,
+                std::span<const AVal> stage_out) {
+              return run<S>(prim, stage, false, stage_in, stage_out);
+            });
+      });
 }
 
 }  // namespace flaxpp::cuda
