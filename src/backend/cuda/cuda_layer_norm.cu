@@ -11,6 +11,7 @@
 #include "backend/cuda/cuda_eval.hpp"
 #include "backend/cuda/cuda_eval_impl.hpp"
 #include "backend/cuda/cudnn_layer_norm.hpp"
+#include "kernels/elementwise_kernels.cuh"
 #include "kernels/layer_norm_kernels.cuh"
 
 namespace flaxpp::cuda {
@@ -49,6 +50,18 @@ std::pair<std::shared_ptr<Buffer>, std::shared_ptr<Buffer>> row_stats(const Arra
     check_launch("layer_norm_stats");
   }
   return {std::move(mean), std::move(rstd)};
+}
+
+// Float32 copies of (f,) parameters of element type T, for cuDNN plans that take only those.
+template <class T>
+ParamsAsFloat params_as_float(CudaBackend& gpu, std::int64_t f) {
+  return [&gpu, f](const void* param) {
+    std::shared_ptr<Buffer> copy = gpu.allocate(f * static_cast<std::int64_t>(sizeof(float)));
+    kernels::convert_kernel<<<kernels::grid_blocks(f), kBlockThreads, 0, gpu.stream()>>>(
+        static_cast<const T*>(param), static_cast<float*>(copy->data()), f);
+    check_launch("convert_element_type");
+    return copy;
+  };
 }
 
 }  // namespace
@@ -108,7 +121,7 @@ Array Families::layer_norm(const ir::Primitive& prim, std::span<const Array> in,
         auto mean = gpu.allocate(rows * 4), inv_var = gpu.allocate(rows * 4);
         return cudnn_layer_norm_forward(gpu, in[0].dtype(), rows, f, in[0].buffer().data(),
                                         in[1].buffer().data(), in[2].buffer().data(), epsilon, y,
-                                        mean->data(), inv_var->data());
+                                        mean->data(), inv_var->data(), params_as_float<T>(gpu, f));
       });
 }
 
@@ -125,7 +138,8 @@ Array Families::layer_norm_dx(const ir::Primitive& prim, std::span<const Array> 
                              return cudnn_layer_norm_dx(
                                  gpu, in[0].dtype(), rows, f, in[0].buffer().data(),
                                  in[1].buffer().data(), in[2].buffer().data(), mean->data(),
-                                 rstd->data(), dx, dscale->data(), dbias->data());
+                                 rstd->data(), dx, dscale->data(), dbias->data(),
+                                 params_as_float<T>(gpu, f));
                            });
 }
 

@@ -1,27 +1,23 @@
-// cuDNN's LayerNorm forward and backward through the graph API's backend descriptors
-// (cudnn_layer_norm.hpp). Tensors follow cuDNN's LayerNorm convention: x as (rows, f, 1, 1)
-// normalised over f, scale/bias (1, f, 1, 1), statistics (rows, 1, 1, 1) in float32, epsilon a
-// by-value float32 scalar.
+// cuDNN's LayerNorm forward and backward as graph-API operation graphs (cudnn_graph.hpp's
+// plumbing; cudnn_layer_norm.hpp says what each entry point does). Tensors follow cuDNN's
+// LayerNorm convention: x as (rows, f, 1, 1) normalised over f, scale/bias (1, f, 1, 1),
+// statistics (rows, 1, 1, 1) in float32, epsilon a by-value float32 scalar.
 #include "backend/cuda/cudnn_layer_norm.hpp"
 
 #include "backend/cuda/cuda_eval.hpp"
 
 #ifdef FLAXPP_WITH_CUDNN
-#include <cudnn.h>
-
-#include <array>
 #include <atomic>
 #include <cstdio>
+#include <deque>
 #include <map>
-#include <memory>
 #include <mutex>
 #include <set>
-#include <stdexcept>
 #include <string>
 #include <tuple>
 #include <vector>
 
-#include "backend/cuda/cuda_check.hpp"
+#include "backend/cuda/cudnn_graph.hpp"
 #include "flaxpp/core/error.hpp"
 #endif
 
@@ -39,11 +35,13 @@ std::int64_t cudnn_layer_norm_executions() {
   return 0;
 }
 bool cudnn_layer_norm_forward(CudaBackend&, DType, std::int64_t, std::int64_t, const void*,
-                              const void*, const void*, double, void*, void*, void*) {
+                              const void*, const void*, double, void*, void*, void*,
+                              const ParamsAsFloat&) {
   return false;
 }
 bool cudnn_layer_norm_dx(CudaBackend&, DType, std::int64_t, std::int64_t, const void*, const void*,
-                         const void*, const void*, const void*, void*, void*, void*) {
+                         const void*, const void*, const void*, void*, void*, void*,
+                         const ParamsAsFloat&) {
   return false;
 }
 
@@ -51,77 +49,13 @@ bool cudnn_layer_norm_dx(CudaBackend&, DType, std::int64_t, std::int64_t, const 
 
 namespace {
 
-// cuDNN refused something: the call, its status and cuDNN's own message.
-struct Rejected : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-void check(cudnnStatus_t status, const char* what) {
-  if (status == CUDNN_STATUS_SUCCESS) return;
-  char message[512] = {};
-  cudnnGetLastErrorString(message, sizeof(message));
-  throw Rejected(detail::str(what, ": ", cudnnGetErrorString(status),
-                             message[0] != '\0' ? detail::str(" (", message, ")") : ""));
-}
-
-// One backend descriptor, destroyed with its owner.
-class Descriptor {
- public:
-  explicit Descriptor(cudnnBackendDescriptorType_t type) {
-    check(cudnnBackendCreateDescriptor(type, &d_), "cudnnBackendCreateDescriptor");
-  }
-  ~Descriptor() {
-    if (d_ != nullptr) (void)cudnnBackendDestroyDescriptor(d_);
-  }
-  Descriptor(const Descriptor&) = delete;
-  Descriptor& operator=(const Descriptor&) = delete;
-
-  cudnnBackendDescriptor_t get() const { return d_; }
-  template <class T>
-  Descriptor& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type,
-                  const T* values, std::int64_t count = 1) {
-    check(cudnnBackendSetAttribute(d_, name, type, count, values), "cudnnBackendSetAttribute");
-    return *this;
-  }
-  Descriptor& set(cudnnBackendAttributeName_t name, const Descriptor& value) {
-    const cudnnBackendDescriptor_t d = value.get();
-    return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, &d);
-  }
-  void finalize(const char* what) { check(cudnnBackendFinalize(d_), what); }
-
- private:
-  cudnnBackendDescriptor_t d_ = nullptr;
-};
-
-cudnnDataType_t data_type(DType dtype) {
-  switch (dtype) {
-    case DType::bf16:
-      return CUDNN_DATA_BFLOAT16;
-    case DType::f16:
-      return CUDNN_DATA_HALF;
-    default:
-      return CUDNN_DATA_FLOAT;
-  }
-}
-
-using Dims = std::array<std::int64_t, 4>;
-
-std::unique_ptr<Descriptor> tensor(std::int64_t uid, cudnnDataType_t type, Dims dims, Dims strides,
-                                   bool by_value = false) {
-  auto t = std::make_unique<Descriptor>(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-  const std::int64_t alignment = 16;
-  t->set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type)
-      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), 4)
-      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(), 4)
-      .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid)
-      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &alignment);
-  if (by_value) {
-    const bool yes = true;
-    t->set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, &yes);
-  }
-  t->finalize("tensor descriptor");
-  return t;
-}
+using cudnn::Descriptor;
+using cudnn::Dims;
+using cudnn::Plan;
+using cudnn::Rejected;
+using cudnn::tensor;
+using cudnn::data_type;
+using cudnn::finish_plan;
 
 // Unique ids of the tensors in a variant pack.
 enum Uid : std::int64_t {
@@ -138,92 +72,34 @@ enum Uid : std::int64_t {
   kDBias
 };
 
-// A finalized execution plan and everything it was built from.
-struct Plan {
-  std::vector<std::unique_ptr<Descriptor> > parts;  // tensors, operation, graph, configs
-  std::unique_ptr<Descriptor> plan;
-  std::int64_t workspace = 0;
-};
 
-// The first engine configuration cuDNN's heuristics offer that finalizes into a plan.
-void finish_plan(Plan& p, cudnnHandle_t handle, const Descriptor& op) {
-  auto graph = std::make_unique<Descriptor>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  const cudnnBackendDescriptor_t op_d = op.get();
-  graph->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, &op_d)
-      .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, &handle);
-  graph->finalize("operation graph");
-  // Heuristics mode A first, then the fallback list, as cudnn-frontend's LayerNorm samples do.
-  std::vector<std::unique_ptr<Descriptor> > configs;
-  for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    try {
-      auto heur = std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-      heur->set(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, *graph)
-          .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, &mode);
-      heur->finalize("engine heuristics");
-      std::int64_t count = 0;
-      check(cudnnBackendGetAttribute(heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr),
-            "engine heuristics results");
-      std::vector<cudnnBackendDescriptor_t> raw;
-      const std::size_t first = configs.size();
-      for (std::int64_t i = 0; i < count; ++i) {
-        configs.push_back(std::make_unique<Descriptor>(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR));
-        raw.push_back(configs.back()->get());
-      }
-      if (count > 0)
-        check(cudnnBackendGetAttribute(heur->get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, raw.data()),
-              "engine heuristics results");
-      configs.resize(first + static_cast<std::size_t>(count));
-      p.parts.push_back(std::move(heur));
-    } catch (const Rejected&) {  // this mode has nothing: try the next
-    }
-  }
-  if (configs.empty()) throw Rejected("no engine configuration supports this LayerNorm");
-  std::string reasons;
-  for (const auto& config : configs) {
-    try {
-      auto plan = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-      plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle)
-          .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *config);
-      plan->finalize("execution plan");
-      check(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                     CUDNN_TYPE_INT64, 1, nullptr, &p.workspace),
-            "workspace size");
-      p.plan = std::move(plan);
-      break;
-    } catch (const Rejected& e) {
-      reasons += detail::str(reasons.empty() ? "" : "; ", e.what());
-    }
-  }
-  if (!p.plan) throw Rejected(detail::str("no engine configuration finalized: ", reasons));
-  p.parts.push_back(std::move(graph));
-  for (auto& c : configs)
-    p.parts.push_back(std::move(c));
-}
-
-// The tensor kinds of a LayerNorm over (rows, f): x-shaped, parameter-shaped (scale, bias and
-// their gradients, x's dtype) and statistics (float32).
+// The tensor kinds of a LayerNorm over (rows, f): x-shaped (x's dtype), parameter-shaped (scale,
+// bias and their gradients: x's dtype, or float32 where cuDNN takes only that) and statistics
+// (float32).
 struct Layout {
-  Layout(DType dtype, std::int64_t rows, std::int64_t f)
+  Layout(DType dtype, bool float_params, std::int64_t rows, std::int64_t f)
       : type(data_type(dtype)),
+        param_type(float_params ? CUDNN_DATA_FLOAT : type),
         x_dims{rows, f, 1, 1},
         p_dims{1, f, 1, 1},
         s_dims{rows, 1, 1, 1},
         strides{f, 1, f, f} {}
   std::unique_ptr<Descriptor> x_like(Uid uid) const { return tensor(uid, type, x_dims, strides); }
-  std::unique_ptr<Descriptor> param(Uid uid) const { return tensor(uid, type, p_dims, strides); }
+  std::unique_ptr<Descriptor> param(Uid uid) const {
+    return tensor(uid, param_type, p_dims, strides);
+  }
   std::unique_ptr<Descriptor> stat(Uid uid) const {
     return tensor(uid, CUDNN_DATA_FLOAT, s_dims, kOnes);
   }
   static constexpr Dims kOnes{1, 1, 1, 1};
-  cudnnDataType_t type;
+  cudnnDataType_t type, param_type;
   Dims x_dims, p_dims, s_dims, strides;
 };
 
-Plan forward_plan(cudnnHandle_t handle, DType dtype, std::int64_t rows, std::int64_t f) {
+Plan forward_plan(cudnnHandle_t handle, DType dtype, bool float_params, std::int64_t rows,
+                  std::int64_t f) {
   Plan p;
-  const Layout l(dtype, rows, f);
+  const Layout l(dtype, float_params, rows, f);
   auto x = l.x_like(kX), y = l.x_like(kY), scale = l.param(kScale), bias = l.param(kBias);
   auto mean = l.stat(kMean), inv_var = l.stat(kInvVar);
   auto epsilon =
@@ -247,9 +123,10 @@ Plan forward_plan(cudnnHandle_t handle, DType dtype, std::int64_t rows, std::int
   return p;
 }
 
-Plan backward_plan(cudnnHandle_t handle, DType dtype, std::int64_t rows, std::int64_t f) {
+Plan backward_plan(cudnnHandle_t handle, DType dtype, bool float_params, std::int64_t rows,
+                   std::int64_t f) {
   Plan p;
-  const Layout l(dtype, rows, f);
+  const Layout l(dtype, float_params, rows, f);
   auto x = l.x_like(kX), dy = l.x_like(kDy), dx = l.x_like(kDx);
   auto scale = l.param(kScale), dscale = l.param(kDScale), dbias = l.param(kDBias);
   auto mean = l.stat(kMean), inv_var = l.stat(kInvVar);
@@ -272,14 +149,23 @@ Plan backward_plan(cudnnHandle_t handle, DType dtype, std::int64_t rows, std::in
   return p;
 }
 
-// Per-device handles and plans; a configuration cuDNN rejected is remembered (and reported
-// once) so that it goes straight to flaxpp's kernel afterwards.
+// A configuration: (device, forward, dtype, rows, f). Plans are built once per configuration and
+// kept, at most kMaxPlans of them (the oldest goes first: each distinct batch x sequence length
+// has its own); a configuration cuDNN rejected with both parameter types is remembered (and
+// reported once) so that it goes straight to flaxpp's kernel afterwards.
+using Key = std::tuple<int, bool, DType, std::int64_t, std::int64_t>;
+constexpr std::size_t kMaxPlans = 64;
+
+struct Built {
+  Plan plan;
+  bool float_params;  // cuDNN took only float32 parameters (desk review F9)
+};
+
 struct State {
   std::mutex mutex;
-  std::map<int, cudnnHandle_t> handles;  // by device; never destroyed (process lifetime)
-  std::set<int> unusable;                // devices where cuDNN could not start
-  std::map<std::tuple<int, bool, DType, std::int64_t, std::int64_t>, Plan> plans;
-  std::set<std::tuple<int, bool, DType, std::int64_t, std::int64_t> > rejected;
+  std::map<Key, Built> plans;
+  std::deque<Key> order;  // of plans' insertion
+  std::set<Key> rejected;
   std::atomic<std::int64_t> executions{0};
 };
 
@@ -288,60 +174,57 @@ State& state() {
   return *s;
 }
 
-// This device's handle, bound to the backend's stream; nullptr (said once on stderr) when
-// cuDNN cannot start here. With state().mutex held.
-cudnnHandle_t handle_for(CudaBackend& gpu) {
+// The plan for `key`, built on first use: parameters of x's dtype, else float32 ones. With
+// state().mutex held; Rejected when cuDNN takes neither.
+const Built& plan_for(cudnnHandle_t handle, const Key& key) {
   State& s = state();
-  const int device = gpu.device().index;
-  if (auto it = s.handles.find(device); it != s.handles.end()) return it->second;
-  if (s.unusable.count(device) != 0) return nullptr;
-  cudnnHandle_t h = nullptr;
-  cudnnStatus_t status = cudnnCreate(&h);
-  if (status == CUDNN_STATUS_SUCCESS) {
-    status = cudnnSetStream(h, gpu.stream());
-    if (status != CUDNN_STATUS_SUCCESS) (void)cudnnDestroy(h);
+  if (auto it = s.plans.find(key); it != s.plans.end()) return it->second;
+  const auto [device, forward, dtype, rows, f] = key;
+  auto build = [&, forward = forward, dtype = dtype, rows = rows, f = f](bool float_params) {
+    return forward ? forward_plan(handle, dtype, float_params, rows, f)
+                   : backward_plan(handle, dtype, float_params, rows, f);
+  };
+  Built built;
+  try {
+    built = {build(false), false};
+  } catch (const Rejected& native) {
+    try {
+      built = {build(true), true};
+    } catch (const Rejected& as_float) {
+      throw Rejected(detail::str(native.what(), "; with float32 parameters: ", as_float.what()));
+    }
   }
-  if (status != CUDNN_STATUS_SUCCESS) {
-    s.unusable.insert(device);
-    std::fprintf(stderr,
-                 "flaxpp: cuDNN unavailable on cuda:%d (%s); LayerNorm uses flaxpp's kernels\n",
-                 device, cudnnGetErrorString(status));
-    return nullptr;
+  if (s.plans.size() >= kMaxPlans) {
+    s.plans.erase(s.order.front());
+    s.order.pop_front();
   }
-  s.handles[device] = h;
-  return h;
+  s.order.push_back(key);
+  return s.plans.emplace(key, std::move(built)).first->second;
 }
 
-// Builds (once) and runs the plan for `key` on the tensors of `uids`/`pointers`.
+// Builds (once) and runs the plan for the configuration on the tensors of `uids`/`pointers`;
+// the parameters at `param_slots` of `pointers` are replaced by float32 copies where the plan
+// needs them.
 bool run(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows, std::int64_t f,
-         const std::vector<std::int64_t>& uids, std::vector<void*> pointers) {
+         const std::vector<std::int64_t>& uids, std::vector<void*> pointers,
+         std::initializer_list<std::size_t> param_slots, const ParamsAsFloat& as_float) {
   State& s = state();
   std::lock_guard lock(s.mutex);
-  const auto key = std::make_tuple(gpu.device().index, forward, dtype, rows, f);
+  const Key key{gpu.device().index, forward, dtype, rows, f};
   if (s.rejected.count(key) != 0) return false;
-  const cudnnHandle_t handle = handle_for(gpu);
+  const cudnnHandle_t handle = cudnn::handle_for(gpu);
   if (handle == nullptr) return false;
   try {
-    auto it = s.plans.find(key);
-    if (it == s.plans.end())
-      it = s.plans
-               .emplace(key, forward ? forward_plan(handle, dtype, rows, f)
-                                     : backward_plan(handle, dtype, rows, f))
-               .first;
-    const Plan& plan = it->second;
-    std::shared_ptr<Buffer> workspace;
-    if (plan.workspace > 0) workspace = gpu.allocate(plan.workspace);
-    void* workspace_ptr = workspace ? workspace->data() : nullptr;
-    Descriptor pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-    pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, uids.data(),
-             static_cast<std::int64_t>(uids.size()))
-        .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, pointers.data(),
-             static_cast<std::int64_t>(pointers.size()))
-        .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, &workspace_ptr);
-    pack.finalize("variant pack");
-    check(cudnnBackendExecute(handle, plan.plan->get(), pack.get()), "cudnnBackendExecute");
+    const Built& built = plan_for(handle, key);
+    std::vector<std::shared_ptr<Buffer>> copies;  // freed in stream order, after the execution
+    if (built.float_params)
+      for (const std::size_t slot : param_slots) {
+        copies.push_back(as_float(pointers[slot]));
+        pointers[slot] = copies.back()->data();
+      }
+    cudnn::execute(gpu, handle, built.plan, uids, std::move(pointers));
     s.executions.fetch_add(1);
-    return true;  // the workspace is freed in stream order, after the execution
+    return true;
   } catch (const OutOfMemoryError&) {
     return false;  // no room for cuDNN's workspace this time: flaxpp's kernel needs none
   } catch (const Rejected& e) {
@@ -363,9 +246,9 @@ bool cudnn_built() {
 
 bool cudnn_layer_norm_usable(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows,
                              std::int64_t f) {
+  if (cudnn::handle_for(gpu) == nullptr) return false;
   std::lock_guard lock(state().mutex);
-  return handle_for(gpu) != nullptr &&
-         state().rejected.count(std::make_tuple(gpu.device().index, forward, dtype, rows, f)) == 0;
+  return state().rejected.count(Key{gpu.device().index, forward, dtype, rows, f}) == 0;
 }
 
 std::int64_t cudnn_layer_norm_executions() {
@@ -374,19 +257,22 @@ std::int64_t cudnn_layer_norm_executions() {
 
 bool cudnn_layer_norm_forward(CudaBackend& gpu, DType dtype, std::int64_t rows, std::int64_t f,
                               const void* x, const void* scale, const void* bias, double epsilon,
-                              void* y, void* mean, void* inv_var) {
+                              void* y, void* mean, void* inv_var, const ParamsAsFloat& as_float) {
   float eps = static_cast<float>(epsilon);  // by value: read when the plan executes
   return run(gpu, true, dtype, rows, f, {kX, kScale, kBias, kEpsilon, kY, kMean, kInvVar},
              {const_cast<void*>(x), const_cast<void*>(scale), const_cast<void*>(bias), &eps, y,
-              mean, inv_var});
+              mean, inv_var},
+             {1, 2}, as_float);
 }
 
 bool cudnn_layer_norm_dx(CudaBackend& gpu, DType dtype, std::int64_t rows, std::int64_t f,
                          const void* x, const void* scale, const void* dy, const void* mean,
-                         const void* inv_var, void* dx, void* dscale, void* dbias) {
+                         const void* inv_var, void* dx, void* dscale, void* dbias,
+                         const ParamsAsFloat& as_float) {
   return run(gpu, false, dtype, rows, f, {kX, kScale, kDy, kMean, kInvVar, kDx, kDScale, kDBias},
              {const_cast<void*>(x), const_cast<void*>(scale), const_cast<void*>(dy),
-              const_cast<void*>(mean), const_cast<void*>(inv_var), dx, dscale, dbias});
+              const_cast<void*>(mean), const_cast<void*>(inv_var), dx, dscale, dbias},
+             {1}, as_float);
 }
 
 #endif  // FLAXPP_WITH_CUDNN
