@@ -11,7 +11,8 @@
 #   build     configure (CUDA and cuDNN forced on: a miss fails loudly) and build for Hopper
 #             (sm_90) into ${FLAXPP_BUILD_DIR:-build-gpu}, incrementally; every other step
 #             starts with it, so a fresh machine rebuilds and a warm one does not
-#   test      ctest: every suite, the *_on_cuda reruns and flaxpp_cuda_tests; fails unless the
+#   test      ctest: every suite, the *_on_cuda reruns and flaxpp_cuda_tests (cuDNN required to
+#             run: FLAXPP_REQUIRE_CUDNN=1); fails unless the
 #             CUDA jobs are listed and none of them was skipped
 #   refs      flaxpp check --device cuda over every committed reference case
 #   bench     scripts/bench.sh --gpu: flaxpp and JAX side by side in bf16 (FLAXPP_BENCH_PYTHON,
@@ -93,7 +94,7 @@ do_test() {
     grep -q " $job\$" <<<"$listed" || { echo "ctest does not list $job: CUDA was not built"; return 1; }
   done
   local output
-  output=$(ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" 2>&1)
+  output=$(FLAXPP_REQUIRE_CUDNN=1 ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" 2>&1)
   local rc=$?
   echo "$output"
   [ "$rc" -eq 0 ] || return 1

@@ -9,6 +9,7 @@
 
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/ir/lax.hpp"
+#include "harness/dot_cases.hpp"
 #include "src/backend/layout_plan.hpp"
 
 using namespace flaxpp;
@@ -60,34 +61,10 @@ std::vector<double> integers(std::int64_t n, int salt) {
   return v;
 }
 
-struct Case {
-  const char* name;
-  Shape lhs, rhs;
-  ir::DotDimensionNumbers dn;
-};
-
 }  // namespace
 
 TEST_CASE("column_major_gemm: cuBLAS's arguments give dot_general for every layout") {
-  const std::vector<Case> cases = {
-      {"matmul", Shape{3, 5}, Shape{5, 4}, {{1}, {0}, {}, {}}},
-      {"lhs stored transposed", Shape{5, 3}, Shape{5, 4}, {{0}, {0}, {}, {}}},
-      {"rhs stored transposed (x @ w.T)", Shape{3, 5}, Shape{4, 5}, {{1}, {1}, {}, {}}},
-      {"both transposed", Shape{5, 3}, Shape{4, 5}, {{0}, {1}, {}, {}}},
-      {"vector times matrix", Shape{5}, Shape{5, 4}, {{0}, {0}, {}, {}}},
-      {"matrix times vector", Shape{3, 5}, Shape{5}, {{1}, {0}, {}, {}}},
-      {"outer product (no contraction)", Shape{3}, Shape{4}, {{}, {}, {}, {}}},
-      {"batched", Shape{2, 3, 5}, Shape{2, 5, 4}, {{2}, {1}, {0}, {0}}},
-      {"batched, transposed operands", Shape{2, 5, 3}, Shape{2, 4, 5}, {{1}, {2}, {0}, {0}}},
-      {"batch axis not leading (permuted)", Shape{3, 2, 5}, Shape{5, 2, 4}, {{2}, {0}, {1}, {1}}},
-      {"two contracting axes", Shape{3, 2, 5}, Shape{2, 5, 4}, {{1, 2}, {0, 1}, {}, {}}},
-      {"attention scores (b, h, q, d) x (b, h, k, d)", Shape{2, 3, 4, 6}, Shape{2, 3, 5, 6},
-       {{3}, {3}, {0, 1}, {0, 1}}},
-      {"attention values (b, h, q, k) x (b, k, h, d)", Shape{2, 3, 4, 5}, Shape{2, 5, 3, 6},
-       {{3}, {1}, {0, 1}, {0, 2}}},
-      {"one row", Shape{1, 5}, Shape{5, 1}, {{1}, {0}, {}, {}}},
-  };
-  for (const Case& c : cases) {
+  for (const testing::DotCase& c : testing::dot_cases()) {
     CAPTURE(c.name);
     const std::vector<double> lhs = integers(c.lhs.size(), 1), rhs = integers(c.rhs.size(), 2);
     const Array expected = lax::dot_general(Array::from_vector(lhs, c.lhs),

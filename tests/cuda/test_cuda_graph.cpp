@@ -12,6 +12,8 @@
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/ir/graph.hpp"
+#include "flaxpp/nn/dense.hpp"
+#include "flaxpp/nn/layer_norm.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/nn/scope.hpp"
 #include "flaxpp/ops/activations.hpp"
@@ -204,4 +206,48 @@ TEST_CASE(
   CHECK(asked.losses == eager.losses);
   testing::check_same_bits(asked.state.params, eager.state.params);
   testing::check_same_bits(asked.state.opt_state["0"]["mu"], eager.state.opt_state["0"]["mu"]);
+}
+
+namespace {
+
+// A bf16 model with LayerNorm (cuDNN's where it takes it, flaxpp's kernels otherwise):
+// Dense -> LayerNorm -> relu -> Dense, computing in bf16 with float32 parameters.
+struct NormedMlp {
+  static constexpr const char* name = "NormedMlp";
+  Array operator()(nn::Scope& s, Array x) const {
+    x = s(nn::Dense{.features = 256, .dtype = DType::bf16}, x);
+    x = relu(s(nn::LayerNorm{}, x));
+    return s(nn::Dense{.features = 10, .dtype = DType::bf16}, x);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("CUDA graphs: a bf16 model with LayerNorm replays with the eager step's bits" *
+          doctest::skip(kNoGpu)) {
+  const std::vector<Batch> data = batches();
+  auto run = [&](bool graphs) {
+    const nn::Model<NormedMlp> model{NormedMlp{}};
+    train::ClassifierStep step(
+        [model](const Tree& params, const Array& x) {
+          return astype(model.apply(nn::Variables{{"params", params}}, x), DType::f32);
+        },
+        optim::adam(0.01));
+    step.set_graphs(graphs);
+    Tree params = model.init(random::key(5), data[0].x)["params"];
+    params = tree_map(params, [](const Array& p) { return p.to(Device::cuda(0)); });
+    Run r{{}, step.init(params), 0};
+    params = Tree();
+    for (int i = 0; i < 6; ++i) {
+      const Batch& b = data[static_cast<std::size_t>(i) % data.size()];
+      r.losses.push_back(step(r.state, b.x, b.y));
+    }
+    r.replays = step.replays();
+    return r;
+  };
+  const Run eager = run(false), replayed = run(true);
+  CHECK(replayed.replays == 5);
+  CHECK(replayed.losses == eager.losses);
+  CHECK(eager.losses.back() < eager.losses.front());
+  testing::check_same_bits(replayed.state.params, eager.state.params);
 }

@@ -33,6 +33,8 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   cudaStream_t stream() const { return stream_; }
+  // The device's memory in bytes (larger requests are out of memory at once).
+  std::size_t total_memory() const { return total_memory_; }
   // Waits for both of the backend's streams (compute and offload copies).
   void synchronize() const override;
   // This device's cuBLAS handle, bound to stream() with its own workspace; created on first

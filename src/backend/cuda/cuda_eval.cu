@@ -16,6 +16,10 @@ CudaBackend& backend_of(const Array& a) {
   return static_cast<CudaBackend&>(a.buffer().backend());
 }
 
+std::int64_t device_memory_bytes(Device device) {
+  return static_cast<std::int64_t>(static_cast<CudaBackend&>(backend(device)).total_memory());
+}
+
 void check_launch(const char* kernel) {
   check_launch(cudaGetLastError(), kernel);
 }

@@ -28,5 +28,7 @@ void set_use_cudnn(bool use);
 std::int64_t cudnn_layer_norm_executions();
 // Whether this build has cuDNN (FLAXPP_WITH_CUDNN).
 bool cudnn_built();
+// The memory of CUDA device `device` in bytes.
+std::int64_t device_memory_bytes(Device device);
 
 }  // namespace flaxpp::cuda
