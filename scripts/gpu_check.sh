@@ -17,8 +17,9 @@
 #   refs      flaxpp check --device cuda over every committed reference case
 #   bench     scripts/bench.sh --gpu: flaxpp and JAX side by side in bf16 (FLAXPP_BENCH_PYTHON,
 #             default python3), table and plots into docs/bench/gpu/
-#   memcheck  compute-sanitizer memcheck over the CUDA suite without its (large) cases, and the
-#             optim suite on CUDA; says so plainly when the sanitizer cannot run on the device
+#   memcheck  compute-sanitizer memcheck over the CUDA suite without its (large) cases, then the
+#             optim suite on CUDA, within MEMCHECK_SECONDS (default 360); says so plainly when
+#             the sanitizer cannot run on the device or a suite is cut short
 #
 # Output: one log per command, ${GPU_CHECK_OUT:-$OUT or build-gpu/check}/gpu_check-<steps>.log,
 # with the bench table and plots beside it; then one summary line per step, last.
@@ -116,8 +117,9 @@ do_bench() {
   cat docs/bench/gpu/table.md
 }
 
+sanitizer="" deadline=0 args=()
 do_memcheck() {
-  local sanitizer cuda_bin candidate probe
+  local cuda_bin candidate probe
   cuda_bin=$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")
   sanitizer=$(command -v compute-sanitizer)
   for candidate in "$cuda_bin/compute-sanitizer" "$cuda_bin/../compute-sanitizer/compute-sanitizer"; do
@@ -128,16 +130,36 @@ do_memcheck() {
     return 3
   fi
   # API errors that tests provoke on purpose (an impossible allocation) are not memory errors.
-  local args=(--tool memcheck --report-api-errors no --error-exitcode 1)
+  args=(--tool memcheck --report-api-errors no --error-exitcode 1)
   probe=$("$sanitizer" "${args[@]}" "$build_dir/tests/flaxpp_cuda_tests" -tc='CUDA: report*' 2>&1)
   echo "$probe"
   if grep -qiE "device not supported|error 999|unable to (start|initialize)" <<<"$probe"; then
     echo "compute-sanitizer cannot run on this device: $(grep -iE -m1 'not supported|999|unable' <<<"$probe")"
     return 3
   fi
+  # The suites under the sanitizer share a time budget (the machine's commands end at 10
+  # minutes, and a fresh machine spends some of them building): a suite cut short by it is
+  # reported as such, with whether the sanitizer had reported anything until then.
+  deadline=$((SECONDS + ${MEMCHECK_SECONDS:-360}))
   local rc=0
-  "$sanitizer" "${args[@]}" "$build_dir/tests/flaxpp_cuda_tests" -tce='*(large)*' || rc=1
-  FLAXPP_DEVICE=cuda "$sanitizer" "${args[@]}" "$build_dir/tests/flaxpp_optim_tests" || rc=1
+  memcheck_suite flaxpp_cuda_tests -tce='*(large)*' || rc=1
+  FLAXPP_DEVICE=cuda memcheck_suite flaxpp_optim_tests || rc=1
+  return "$rc"
+}
+memcheck_suite() {  # suite, doctest arguments...: under the sanitizer within the time left
+  local name=$1 left=$((deadline - SECONDS)) rc=0
+  shift
+  if [ "$left" -le 10 ]; then
+    echo "memcheck: no time left for $name"
+    return 1
+  fi
+  timeout "$left" "$sanitizer" "${args[@]}" "$build_dir/tests/$name" "$@" \
+    >"$out/memcheck-$name.log" 2>&1 || rc=$?
+  tail -n 15 "$out/memcheck-$name.log"
+  if [ "$rc" -eq 124 ]; then
+    echo "memcheck: $name cut short by MEMCHECK_SECONDS; errors the sanitizer reported until" \
+      "then: $(grep -c '^========= \(Invalid\|Error\|Program hit\)' "$out/memcheck-$name.log")"
+  fi
   return "$rc"
 }
 
