@@ -122,11 +122,12 @@ do_memcheck() {
   local cuda_bin candidate probe
   cuda_bin=$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")
   sanitizer=$(command -v compute-sanitizer)
-  for candidate in "$cuda_bin/compute-sanitizer" "$cuda_bin/../compute-sanitizer/compute-sanitizer"; do
+  for candidate in "$cuda_bin/compute-sanitizer" "$cuda_bin/../compute-sanitizer/compute-sanitizer" \
+    $(find /usr/local/cuda* /opt/nvidia -maxdepth 4 -name compute-sanitizer -type f 2>/dev/null); do
     [ -z "$sanitizer" ] && [ -x "$candidate" ] && sanitizer=$candidate
   done
   if [ -z "$sanitizer" ]; then
-    echo "compute-sanitizer not found (the CUDA toolkit ships it in bin/ or compute-sanitizer/)"
+    echo "compute-sanitizer not found (looked on PATH, beside nvcc, under /usr/local/cuda* and /opt/nvidia)"
     return 3
   fi
   # API errors that tests provoke on purpose (an impossible allocation) are not memory errors.

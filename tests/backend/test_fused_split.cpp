@@ -103,6 +103,21 @@ std::vector<Array> run_fused(const ir::ElementwiseProgram& program, std::span<co
                                 in.first(scalars), in.subspan(scalars));
 }
 
+// The program run whole and as `split`'s stages on `in`: the same bits.
+template <class T>
+void check_staged_equals_whole(const ir::ElementwiseProgram& program, const ir::SplitProgram& split,
+                               const std::vector<Array>& in) {
+  const std::vector<Array> whole = run_fused(program, in);
+  std::vector<AVal> out;
+  for (const Array& r : whole)
+    out.push_back(r.aval());
+  const std::vector<Array> staged = backend_impl::run_in_stages(
+      program, split, in, out,
+      [](const ir::ElementwiseProgram& p, std::span<const Array> stage_in,
+         std::span<const AVal>) { return run_fused(p, stage_in); });
+  check_same_bits<T>(whole, staged);
+}
+
 template <class T>
 void check_stages_match(const ir::ElementwiseLimits& limits) {
   const auto program = long_program(120);
@@ -114,17 +129,8 @@ void check_stages_match(const ir::ElementwiseLimits& limits) {
     CHECK(stage.program->aliases.empty());
     stage.program->validate();
   }
-  const std::vector<Shape> shapes = {Shape{3, 4}, Shape{}, Shape{0}, Shape{1000}};
-  const std::vector<Array> in = operands<T>(shapes);
-  const std::vector<Array> whole = run_fused(*program, in);
-  std::vector<AVal> out;
-  for (const Array& r : whole)
-    out.push_back(r.aval());
-  const std::vector<Array> staged = backend_impl::run_in_stages(
-      *program, split, in, out,
-      [](const ir::ElementwiseProgram& p, std::span<const Array> stage_in,
-         std::span<const AVal>) { return run_fused(p, stage_in); });
-  check_same_bits<T>(whole, staged);
+  check_staged_equals_whole<T>(*program, split,
+                              operands<T>({Shape{3, 4}, Shape{}, Shape{0}, Shape{1000}}));
 }
 
 }  // namespace
@@ -154,14 +160,6 @@ TEST_CASE("fused_elementwise: a program over CUDA's launch limits gives the bits
   // splits it; on the CPU it runs whole. Either way the result equals the staged run.
   const auto program = long_program(300);
   REQUIRE(program->code.size() > 256);
-  const std::vector<Array> in = operands<float>({Shape{7, 33}, Shape{5}});
-  const std::vector<Array> whole = run_fused(*program, in);
-  std::vector<AVal> out;
-  for (const Array& r : whole)
-    out.push_back(r.aval());
-  const std::vector<Array> staged = backend_impl::run_in_stages(
-      *program, ir::split_program(*program, {64, 4}), in, out,
-      [](const ir::ElementwiseProgram& p, std::span<const Array> stage_in,
-         std::span<const AVal>) { return run_fused(p, stage_in); });
-  check_same_bits<float>(whole, staged);
+  check_staged_equals_whole<float>(*program, ir::split_program(*program, {64, 4}),
+                                  operands<float>({Shape{7, 33}, Shape{5}}));
 }
