@@ -3,8 +3,13 @@
 // summary counts them ("N skipped") — never a silent pass.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <memory>
+#include <vector>
+
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/core/backend.hpp"
+#include "flaxpp/ops/numpy.hpp"
 #include "src/backend/cuda/cuda_eval.hpp"
 
 using namespace flaxpp;
@@ -61,4 +66,28 @@ TEST_CASE("CUDA: an impossible allocation is an OutOfMemoryError that suggests a
   // Nothing was left behind: the next kernel's launch check does not see an old error.
   CHECK(Array::full(Shape{4}, 2.0, DType::f32, Device::cuda(0)).to_vector<float>() ==
         std::vector<float>(4, 2.0f));
+}
+
+TEST_CASE("CUDA: uploads from pageable memory may be freed at once; device copies keep order" *
+          doctest::skip(kNoGpu)) {
+  // Many uploads through the pinned staging slots (more than there are slots), each source
+  // freed and overwritten as soon as the call returns, none waited for: every array must hold
+  // what its source held at the call (desk review F5).
+  Backend& gpu = backend(Device::cuda(0));
+  std::vector<Array> uploaded;
+  for (int i = 0; i < 40; ++i) {
+    auto host = std::make_unique<std::vector<float>>(static_cast<std::size_t>(1000 + 97 * i),
+                                                     static_cast<float>(i));
+    uploaded.push_back(Array::from_vector(*host, Shape{1000 + 97 * i}, Device::cuda(0)));
+    std::fill(host->begin(), host->end(), -1.0f);  // the caller reuses its memory at once
+  }
+  // A device-to-device copy is queued like compute: it sees the uploads before it, and the
+  // kernels after it see its result.
+  auto dst = gpu.allocate(uploaded[39].nbytes());
+  gpu.copy(uploaded[39].buffer(), *dst, uploaded[39].nbytes());
+  const Array copied(dst, uploaded[39].shape(), DType::f32);
+  for (int i = 0; i < 40; ++i)
+    CHECK(uploaded[static_cast<std::size_t>(i)].to_vector<float>() ==
+          std::vector<float>(static_cast<std::size_t>(1000 + 97 * i), static_cast<float>(i)));
+  CHECK((copied + 1.0).to_vector<float>() == std::vector<float>(1000 + 97 * 39, 40.0f));
 }
