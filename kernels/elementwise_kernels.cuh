@@ -112,11 +112,53 @@ __global__ void select_n_kernel(const W* which, bool which_scalar, SelectCases<T
   }
 }
 
-// out[i] = value.
-template <class T>
-__global__ void fill_kernel(T value, T* out, std::int64_t n) {
-  for (std::int64_t i = grid_index(); i < n; i += grid_stride())
-    out[i] = value;
+
+// ---- launchers: raw pointers, sizes and a stream; each returns its launch's error -------
+
+// out[i] = op(x[i], y[i]) for i < n (a 0-d operand read at index 0); 16-bit elements with
+// 16-byte loads where every pointer is aligned.
+template <class Op, class T, class S>
+cudaError_t launch_binary(Op op, const T* x, bool x_scalar, const T* y, bool y_scalar, S* out,
+                          std::int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if constexpr (is_half_v<T> && std::is_same_v<S, T>) {
+    if ((x_scalar || is_vec_aligned(x)) && (y_scalar || is_vec_aligned(y)) && is_vec_aligned(out)) {
+      binary_vec_kernel<<<vec_grid_blocks<T>(n), kBlockThreads, 0, stream>>>(op, x, x_scalar, y,
+                                                                             y_scalar, out, n);
+      return cudaGetLastError();
+    }
+  }
+  binary_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(op, x, x_scalar, y, y_scalar, out, n);
+  return cudaGetLastError();
+}
+
+// out[i] = op(x[i]) for i < n; 16-bit elements with 16-byte loads where both are aligned.
+template <class Op, class T>
+cudaError_t launch_unary(Op op, const T* x, T* out, std::int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if constexpr (is_half_v<T>) {
+    if (is_vec_aligned(x) && is_vec_aligned(out)) {
+      unary_vec_kernel<<<vec_grid_blocks<T>(n), kBlockThreads, 0, stream>>>(op, x, out, n);
+      return cudaGetLastError();
+    }
+  }
+  unary_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(op, x, out, n);
+  return cudaGetLastError();
+}
+
+template <class From, class To>
+cudaError_t launch_convert(const From* x, To* out, std::int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  convert_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(x, out, n);
+  return cudaGetLastError();
+}
+
+template <class W, class T>
+cudaError_t launch_select_n(const W* which, bool which_scalar, const SelectCases<T>& cases, T* out,
+                            std::int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  select_n_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(which, which_scalar, cases, out, n);
+  return cudaGetLastError();
 }
 
 }  // namespace flaxpp::kernels

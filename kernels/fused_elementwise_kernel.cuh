@@ -71,4 +71,13 @@ __global__ void fused_elementwise_kernel(const __grid_constant__ FusedLaunch<S> 
   }
 }
 
+// The groups of `p` (p.num_groups of them) in one launch. Returns the launch's error.
+template <class S>
+cudaError_t launch_fused_elementwise(const FusedLaunch<S>& p, cudaStream_t stream) {
+  const std::int64_t n = p.num_groups > 0 ? p.offsets[p.num_groups] : 0;
+  if (n == 0) return cudaSuccess;
+  fused_elementwise_kernel<S><<<grid_blocks(n), kBlockThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
 }  // namespace flaxpp::kernels

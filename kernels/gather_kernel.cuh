@@ -75,4 +75,48 @@ __global__ void transpose_2d_kernel(const T* in, std::int64_t rows, std::int64_t
   }
 }
 
+// ---- launchers: raw pointers, sizes and a stream; each returns its launch's error -------
+
+// out (n elements, row-major over dims[0..rank)) = in at sum(index_k * strides[k]); rank at
+// most kMaxGatherRank, every dim >= 1. Divides by multiply-and-shift below 2^31 elements.
+template <class T>
+cudaError_t launch_gather(const T* in, const std::int64_t* dims, const std::int64_t* strides,
+                          int rank, T* out, std::int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (n <= FastDivmod::kMaxDividend) {
+    FastGatherGeometry g{};
+    g.rank = rank;
+    for (int k = 0; k < rank; ++k) {
+      g.dims[k] = FastDivmod(static_cast<std::uint32_t>(dims[k]));
+      g.strides[k] = strides[k];
+    }
+    gather_fast_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(in, g, out, n);
+    return cudaGetLastError();
+  }
+  GatherGeometry g{};
+  g.rank = rank;
+  for (int k = 0; k < rank; ++k) {
+    g.dims[k] = dims[k];
+    g.strides[k] = strides[k];
+  }
+  gather_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(in, g, out, n);
+  return cudaGetLastError();
+}
+
+// out (rows, cols) = the transpose of in (cols, rows); the caller checks that the row tiles
+// fit gridDim.y (transpose_fits).
+inline bool transpose_fits(std::int64_t rows) {
+  return ceil_div(rows, kTransposeTile) <= kMaxGridY;
+}
+template <class T>
+cudaError_t launch_transpose_2d(const T* in, std::int64_t rows, std::int64_t cols, T* out,
+                                cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>(ceil_div(cols, kTransposeTile)),
+                  static_cast<unsigned>(ceil_div(rows, kTransposeTile)));
+  transpose_2d_kernel<<<grid, dim3(kTransposeTile, kTransposeRows), 0, stream>>>(in, rows, cols,
+                                                                                 out);
+  return cudaGetLastError();
+}
+
 }  // namespace flaxpp::kernels

@@ -117,6 +117,46 @@ __global__ void layer_norm_dscale_kernel(const T* x, const T* dy, const compute_
   }
 }
 
+// ---- launchers: raw pointers, sizes and a stream; each returns its launch's error -------
+
+// One block per row, grid-stride past kMaxGridBlocks rows.
+inline unsigned row_blocks(std::int64_t rows) {
+  return static_cast<unsigned>(rows < 1 ? 1 : (rows > kMaxGridBlocks ? kMaxGridBlocks : rows));
+}
+
+// y (rows, f) = LayerNorm of x (rows, f) with scale and bias (f).
+template <class T>
+cudaError_t launch_layer_norm(const T* x, const T* scale, const T* bias, std::int64_t rows,
+                              std::int64_t f, compute_t<T> epsilon, T* y, cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  layer_norm_kernel<<<row_blocks(rows), kBlockThreads, 0, stream>>>(x, scale, bias, rows, f,
+                                                                   epsilon, y);
+  return cudaGetLastError();
+}
+
+// dx (rows, f) of LayerNorm for dy (rows, f), x and scale (f).
+template <class T>
+cudaError_t launch_layer_norm_dx(const T* x, const T* scale, const T* dy, std::int64_t rows,
+                                 std::int64_t f, compute_t<T> epsilon, T* dx,
+                                 cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  layer_norm_dx_kernel<<<row_blocks(rows), kBlockThreads, 0, stream>>>(x, scale, dy, rows, f,
+                                                                      epsilon, dx);
+  return cudaGetLastError();
+}
+
+// mean and rstd (rows each, in the accumulation type) of x (rows, f).
+template <class T>
+cudaError_t launch_layer_norm_stats(const T* x, std::int64_t rows, std::int64_t f,
+                                    compute_t<T> epsilon, compute_t<T>* mean, compute_t<T>* rstd,
+                                    cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  layer_norm_stats_kernel<<<row_blocks(rows), kBlockThreads, 0, stream>>>(x, rows, f, epsilon,
+                                                                         mean, rstd);
+  return cudaGetLastError();
+}
+
+// out (plan.chunks, f): dscale with one chunk, else partial sums over the chunks' rows.
 template <class T, class Out>
 cudaError_t launch_layer_norm_dscale(const T* x, const T* dy, const compute_t<T>* mean,
                                      const compute_t<T>* rstd, std::int64_t rows, std::int64_t f,

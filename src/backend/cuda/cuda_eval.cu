@@ -33,8 +33,6 @@ void check_launch(cudaError_t err, const char* kernel) {
 namespace {
 
 using kernels::compute_t;
-using kernels::grid_blocks;
-using kernels::kBlockThreads;
 
 // The storage type of a functor's result on elements T: comparisons give bool, stored as one
 // byte; everything else is stored as T (16-bit floats round back from float).
@@ -53,23 +51,10 @@ Array Families::binary(const ir::Primitive& prim, std::span<const Array> in,
   return visit_dtype<kAllowed>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
     using S = result_storage_t<Op, T>;
     const Output o(out, x.device());
-    const std::int64_t n = out.shape.size();
-    if (n == 0) return o.array();
-    const cudaStream_t stream = backend_of(x).stream();
-    const bool x_scalar = x.rank() == 0, y_scalar = y.rank() == 0;
-    if constexpr (kernels::is_half_v<T> && std::is_same_v<S, T>) {
-      if ((x_scalar || kernels::is_vec_aligned(in_data<T>(x))) &&
-          (y_scalar || kernels::is_vec_aligned(in_data<T>(y))) &&
-          kernels::is_vec_aligned(o.data<T>())) {
-        kernels::binary_vec_kernel<<<kernels::vec_grid_blocks<T>(n), kBlockThreads, 0, stream>>>(
-            Op{}, in_data<T>(x), x_scalar, in_data<T>(y), y_scalar, o.data<T>(), n);
-        check_launch(prim.name().c_str());
-        return o.array();
-      }
-    }
-    kernels::binary_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(
-        Op{}, in_data<T>(x), x_scalar, in_data<T>(y), y_scalar, o.data<S>(), n);
-    check_launch(prim.name().c_str());
+    check_launch(kernels::launch_binary(Op{}, in_data<T>(x), x.rank() == 0, in_data<T>(y),
+                                        y.rank() == 0, o.data<S>(), out.shape.size(),
+                                        backend_of(x).stream()),
+                 prim.name().c_str());
     return o.array();
   });
 }
@@ -78,20 +63,9 @@ template <unsigned kAllowed, class Op>
 Array Families::map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op) {
   return visit_dtype<kAllowed>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
     const Output o(out, x.device());
-    const std::int64_t n = out.shape.size();
-    if (n == 0) return o.array();
-    const cudaStream_t stream = backend_of(x).stream();
-    if constexpr (kernels::is_half_v<T>) {
-      if (kernels::is_vec_aligned(in_data<T>(x)) && kernels::is_vec_aligned(o.data<T>())) {
-        kernels::unary_vec_kernel<<<kernels::vec_grid_blocks<T>(n), kBlockThreads, 0, stream>>>(
-            op, in_data<T>(x), o.data<T>(), n);
-        check_launch(prim.name().c_str());
-        return o.array();
-      }
-    }
-    kernels::unary_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(op, in_data<T>(x),
-                                                                        o.data<T>(), n);
-    check_launch(prim.name().c_str());
+    check_launch(kernels::launch_unary(op, in_data<T>(x), o.data<T>(), out.shape.size(),
+                                       backend_of(x).stream()),
+                 prim.name().c_str());
     return o.array();
   });
 }
@@ -116,17 +90,14 @@ Array Families::select_n(const ir::Primitive& prim, std::span<const Array> in,
       cs.data[i] = in_data<T>(cases[i]);
     const Output o(out, device);
     const std::int64_t n = out.shape.size();
-    if (n == 0) return o.array();
     const cudaStream_t stream = backend_of(cases[0]).stream();
     const bool scalar = which.rank() == 0;
-    if (which.dtype() == DType::bool_) {
-      kernels::select_n_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(
-          in_data<std::uint8_t>(which), scalar, cs, o.data<T>(), n);
-    } else {
-      kernels::select_n_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(
-          in_data<std::int32_t>(which), scalar, cs, o.data<T>(), n);
-    }
-    check_launch("select_n");
+    check_launch(which.dtype() == DType::bool_
+                     ? kernels::launch_select_n(in_data<std::uint8_t>(which), scalar, cs,
+                                                o.data<T>(), n, stream)
+                     : kernels::launch_select_n(in_data<std::int32_t>(which), scalar, cs,
+                                                o.data<T>(), n, stream),
+                 "select_n");
     return o.array();
   });
 }
@@ -138,12 +109,9 @@ Array Families::convert_element_type(const ir::Primitive& prim, std::span<const 
   return visit_dtype<kAll | kHalf>(prim, x.dtype(), x.device(), [&]<class From>(TypeTag<From>) {
     return visit_dtype<kAll | kHalf>(prim, out.dtype, x.device(), [&]<class To>(TypeTag<To>) {
       const Output o(out, x.device());
-      const std::int64_t n = out.shape.size();
-      if (n > 0) {
-        kernels::convert_kernel<<<grid_blocks(n), kBlockThreads, 0, backend_of(x).stream()>>>(
-            in_data<From>(x), o.data<To>(), n);
-        check_launch("convert_element_type");
-      }
+      check_launch(kernels::launch_convert(in_data<From>(x), o.data<To>(), out.shape.size(),
+                                           backend_of(x).stream()),
+                   "convert_element_type");
       return o.array();
     });
   });

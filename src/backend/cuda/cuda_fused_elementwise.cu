@@ -62,12 +62,7 @@ std::vector<Array> run(const ir::Primitive& prim, const ir::ElementwiseProgram& 
 
   const cudaStream_t stream = backend_of(in[0]).stream();
   auto launch = [&] {
-    if (p->num_groups > 0 && p->offsets[p->num_groups] > 0) {
-      kernels::fused_elementwise_kernel<S>
-          <<<kernels::grid_blocks(p->offsets[p->num_groups]), kernels::kBlockThreads, 0, stream>>>(
-              *p);
-      check_launch(prim.name().c_str());
-    }
+    check_launch(kernels::launch_fused_elementwise(*p, stream), prim.name().c_str());
     p->num_groups = 0;  // offsets[0] stays 0
   };
   std::vector<Array> results;

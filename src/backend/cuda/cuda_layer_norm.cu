@@ -18,13 +18,8 @@ namespace flaxpp::cuda {
 namespace {
 
 using kernels::compute_t;
-using kernels::kBlockThreads;
 
 std::atomic<bool> g_use_cudnn{true};
-
-unsigned row_blocks(std::int64_t rows) {
-  return static_cast<unsigned>(std::clamp<std::int64_t>(rows, 1, 65536));
-}
 
 // Whether to try cuDNN for this configuration (16-bit storage; see above).
 bool cudnn_candidate(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows,
@@ -42,13 +37,11 @@ std::pair<std::shared_ptr<Buffer>, std::shared_ptr<Buffer>> row_stats(const Arra
   Backend& be = backend(x.device());
   auto mean = be.allocate(std::max<std::int64_t>(rows, 1) * std::int64_t(sizeof(A)));
   auto rstd = be.allocate(std::max<std::int64_t>(rows, 1) * std::int64_t(sizeof(A)));
-  if (rows > 0) {
-    kernels::
-        layer_norm_stats_kernel<<<row_blocks(rows), kBlockThreads, 0, backend_of(x).stream()>>>(
-            in_data<T>(x), rows, f, static_cast<A>(epsilon), static_cast<A*>(mean->data()),
-            static_cast<A*>(rstd->data()));
-    check_launch("layer_norm_stats");
-  }
+  check_launch(kernels::launch_layer_norm_stats(in_data<T>(x), rows, f, static_cast<A>(epsilon),
+                                                static_cast<A*>(mean->data()),
+                                                static_cast<A*>(rstd->data()),
+                                                backend_of(x).stream()),
+               "layer_norm_stats");
   return {std::move(mean), std::move(rstd)};
 }
 
@@ -57,9 +50,9 @@ template <class T>
 ParamsAsFloat params_as_float(CudaBackend& gpu, std::int64_t f) {
   return [&gpu, f](const void* param) {
     std::shared_ptr<Buffer> copy = gpu.allocate(f * static_cast<std::int64_t>(sizeof(float)));
-    kernels::convert_kernel<<<kernels::grid_blocks(f), kBlockThreads, 0, gpu.stream()>>>(
-        static_cast<const T*>(param), static_cast<float*>(copy->data()), f);
-    check_launch("convert_element_type");
+    check_launch(kernels::launch_convert(static_cast<const T*>(param),
+                                         static_cast<float*>(copy->data()), f, gpu.stream()),
+                 "convert_element_type");
     return copy;
   };
 }
@@ -72,10 +65,10 @@ void set_use_cudnn(bool use) {
 
 namespace {
 
-// layer_norm and layer_norm_dx: operands (x, scale, bias or dy) and one row-wise kernel of the
-// same signature; `try_cudnn(gpu, rows, f, epsilon, out)` runs cuDNN first where it may and
-// says whether it did.
-template <class Kernel, class TryCudnn>
+// layer_norm (forward) and layer_norm_dx: operands (x, scale, bias or dy) and a row-wise
+// kernel; `try_cudnn(gpu, rows, f, epsilon, out)` runs cuDNN first where it may and says
+// whether it did.
+template <class TryCudnn>
 Array by_rows(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
               const AVal& out, bool forward, TryCudnn try_cudnn) {
   const Array& x = in[0];
@@ -88,32 +81,19 @@ Array by_rows(const ir::Primitive& prim, std::span<const Array> in, const ir::Pa
     if (cudnn_candidate(gpu, forward, x.dtype(), rows, f) &&
         try_cudnn(TypeTag<T>{}, gpu, rows, f, epsilon, o.data<void>()))
       return o.array();
-    Kernel::launch(row_blocks(rows), gpu.stream(), in_data<T>(x), in_data<T>(in[1]),
-                   in_data<T>(in[2]), rows, f, static_cast<compute_t<T>>(epsilon), o.data<T>());
-    check_launch(prim.name().c_str());
+    const auto launch = forward ? kernels::launch_layer_norm<T> : kernels::launch_layer_norm_dx<T>;
+    check_launch(launch(in_data<T>(x), in_data<T>(in[1]), in_data<T>(in[2]), rows, f,
+                        static_cast<compute_t<T>>(epsilon), o.data<T>(), gpu.stream()),
+                 prim.name().c_str());
     return o.array();
   });
 }
-
-// The kernels as launchable templates (a __global__ template cannot be a template argument).
-struct ForwardKernel {
-  template <class... Args>
-  static void launch(unsigned blocks, cudaStream_t stream, Args... args) {
-    kernels::layer_norm_kernel<<<blocks, kBlockThreads, 0, stream>>>(args...);
-  }
-};
-struct DxKernel {
-  template <class... Args>
-  static void launch(unsigned blocks, cudaStream_t stream, Args... args) {
-    kernels::layer_norm_dx_kernel<<<blocks, kBlockThreads, 0, stream>>>(args...);
-  }
-};
 
 }  // namespace
 
 Array Families::layer_norm(const ir::Primitive& prim, std::span<const Array> in,
                            const ir::Params& params, const AVal& out) {
-  return by_rows<ForwardKernel>(
+  return by_rows(
       prim, in, params, out, true,
       [&]<class T>(TypeTag<T>, CudaBackend& gpu, std::int64_t rows, std::int64_t f, double epsilon,
                    void* y) {
@@ -127,7 +107,7 @@ Array Families::layer_norm(const ir::Primitive& prim, std::span<const Array> in,
 
 Array Families::layer_norm_dx(const ir::Primitive& prim, std::span<const Array> in,
                               const ir::Params& params, const AVal& out) {
-  return by_rows<DxKernel>(prim, in, params, out, false,
+  return by_rows(prim, in, params, out, false,
                            [&]<class T>(TypeTag<T>, CudaBackend& gpu, std::int64_t rows,
                                         std::int64_t f, double epsilon, void* dx) {
                              // cuDNN's backward takes the forward statistics (float32 for these

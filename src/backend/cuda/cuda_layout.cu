@@ -8,9 +8,6 @@
 namespace flaxpp::cuda {
 namespace {
 
-using kernels::grid_blocks;
-using kernels::kBlockThreads;
-
 template <class T>
 void gather_t(const T* in, const backend_impl::StridedCopy& simple, T* out, cudaStream_t stream) {
   const std::int64_t n = simple.size();
@@ -22,40 +19,20 @@ void gather_t(const T* in, const backend_impl::StridedCopy& simple, T* out, cuda
     return;
   }
   // A 2-D transpose (result (rows, cols) reads the operand (cols, rows)): tiled.
-  const std::int64_t rows = rank == 2 ? simple.dims[0] : 0, cols = rank == 2 ? simple.dims[1] : 0;
-  const std::int64_t row_tiles = (rows + kernels::kTransposeTile - 1) / kernels::kTransposeTile;
-  if (rank == 2 && simple.strides[0] == 1 && simple.strides[1] == rows && row_tiles <= 65535) {
-    const dim3 grid(
-        static_cast<unsigned>((cols + kernels::kTransposeTile - 1) / kernels::kTransposeTile),
-        static_cast<unsigned>(row_tiles));
-    const dim3 block(kernels::kTransposeTile, kernels::kTransposeRows);
-    kernels::transpose_2d_kernel<<<grid, block, 0, stream>>>(in, rows, cols, out);
-    check_launch("transpose_2d");
+  if (rank == 2 && simple.strides[0] == 1 && simple.strides[1] == simple.dims[0] &&
+      kernels::transpose_fits(simple.dims[0])) {
+    check_launch(
+        kernels::launch_transpose_2d(in, simple.dims[0], simple.dims[1], out, stream),
+        "transpose_2d");
     return;
   }
   if (rank > static_cast<std::size_t>(kernels::kMaxGatherRank))
     throw ValueError(detail::str("a strided copy of rank ", rank,
                                  " after merging axes; the CUDA backend handles up to ",
                                  kernels::kMaxGatherRank, ". Reshape to fewer axes first"));
-  if (n <= kernels::FastDivmod::kMaxDividend) {
-    kernels::FastGatherGeometry g{};
-    g.rank = static_cast<int>(rank);
-    for (std::size_t k = 0; k < rank; ++k) {
-      g.dims[k] = kernels::FastDivmod(static_cast<std::uint32_t>(simple.dims[k]));
-      g.strides[k] = simple.strides[k];
-    }
-    kernels::gather_fast_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(in, g, out, n);
-    check_launch("gather");
-    return;
-  }
-  kernels::GatherGeometry g{};
-  g.rank = static_cast<int>(rank);
-  for (std::size_t k = 0; k < rank; ++k) {
-    g.dims[k] = simple.dims[k];
-    g.strides[k] = simple.strides[k];
-  }
-  kernels::gather_kernel<<<grid_blocks(n), kBlockThreads, 0, stream>>>(in, g, out, n);
-  check_launch("gather");
+  check_launch(kernels::launch_gather(in, simple.dims.data(), simple.strides.data(),
+                                      static_cast<int>(rank), out, n, stream),
+               "gather");
 }
 
 }  // namespace

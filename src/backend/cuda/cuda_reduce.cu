@@ -8,15 +8,13 @@
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_eval_impl.hpp"
-#include "kernels/elementwise_kernels.cuh"
+#include "kernels/fill.hpp"
 #include "kernels/reduce_kernels.cuh"
 
 namespace flaxpp::cuda {
 namespace {
 
 using kernels::compute_t;
-using kernels::grid_blocks;
-using kernels::kBlockThreads;
 
 // The rows of a (rows, cols) array x reduced into out[rows], as plan_row_reduce lays them out.
 template <class Op, class T>
@@ -78,9 +76,8 @@ Array reduce(const Array& x, const std::vector<std::int64_t>& axes, const AVal& 
   Backend& be = backend(x.device());
   const cudaStream_t stream = backend_of(x).stream();
   if (x.size() == 0) {  // an empty reduction: the identity everywhere
-    kernels::fill_kernel<<<grid_blocks(out_size), kBlockThreads, 0, stream>>>(
-        kernels::store_as<T>(init), o.data<T>(), out_size);
-    check_launch("fill");
+    const T identity = kernels::store_as<T>(init);
+    check_launch(kernels::launch_fill(o.data<T>(), &identity, sizeof(T), out_size, stream), "fill");
     return o.array();
   }
   const std::vector<backend_impl::ReduceGroup> groups =
