@@ -13,6 +13,8 @@
 #include "flaxpp/core/error.hpp"
 
 int main(int argc, char** argv) {
+  // jit verifies every graph after every pass in the tests.
+  setenv("FLAXPP_VERIFY_PASSES", "1", 0);
   const char* env = std::getenv("FLAXPP_DEVICE");
   const bool device_named = env != nullptr && *env != '\0';
   try {

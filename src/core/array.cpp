@@ -82,6 +82,11 @@ const Buffer& Array::buffer() const {
         "traced functions must compute with flaxpp operations only. Read values outside the "
         "transformed function, or pass them in as non-differentiated inputs"));
   if (!buffer_) throw ValueError("use of a null Array (default-constructed, never assigned)");
+  if (buffer_->donated())
+    throw ValueError(detail::str(
+        "an array (", aval(), ") was read after it was donated to a jitted function "
+        "(JitOptions::donate_argnums): its memory now holds that call's results. Use the "
+        "results instead, or do not donate that argument"));
   return *buffer_;
 }
 

@@ -19,7 +19,7 @@ MemoryKind memory_kind_from_name(std::string_view name) {
 }
 
 Buffer::~Buffer() {
-  backend_->release(allocation_);
+  if (!donated_) backend_->release(allocation_);
 }
 
 Device Buffer::device() const {
@@ -49,6 +49,15 @@ std::shared_ptr<Buffer> Backend::allocate(std::int64_t bytes, MemoryKind kind) {
     s.total_allocations += 1;
   }
   return std::shared_ptr<Buffer>(new Buffer(this, Allocation{data, bytes, kind, serial}));
+}
+
+std::shared_ptr<Buffer> Backend::take(const Buffer& donor) {
+  FLAXPP_ASSERT(&donor.backend() == this, "buffer of another backend");
+  if (donor.donated_)
+    throw ValueError("a buffer was donated twice; each donated array can be given up once");
+  auto taken = std::shared_ptr<Buffer>(new Buffer(this, donor.allocation_));
+  donor.donated_ = true;
+  return taken;
 }
 
 void Backend::release(const Allocation& allocation) noexcept {

@@ -17,6 +17,7 @@
 #include <unordered_set>
 
 #include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ir/passes.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "transforms/partial_eval.hpp"
 
@@ -271,7 +272,7 @@ void backward_region(const Region& r, Cotangents& cts) {
         return results;
       },
       avals);
-  transforms::dce(bwd);
+  ir::dce(bwd);
 
   // Keep only the operands the backward body reads.
   std::vector<bool> used(bwd.num_vars(), false);
@@ -380,13 +381,13 @@ Linearized linearize(const ArrayFn& f, std::span<const AVal> primal_avals,
   ir::Graph j = make_graph(
       [&](std::span<const Array> in) { return joint(g, in, differentiable, lin.nonzero); },
       joint_avals);
-  transforms::dce(j);
+  ir::dce(j);
   std::vector<bool> unknown(joint_avals.size(), false);
   std::fill(unknown.begin() + static_cast<std::ptrdiff_t>(primal_avals.size()), unknown.end(),
             true);
   lin.pe = transforms::partial_eval(j, unknown);
-  transforms::dce(lin.pe.known);
-  transforms::dce(lin.pe.unknown);
+  ir::dce(lin.pe.known);
+  ir::dce(lin.pe.unknown);
   for (std::size_t k = 0; k < lin.num_outputs; ++k)
     FLAXPP_ASSERT(lin.pe.output_known[k], "a primal output depends on a cotangent");
   std::size_t slot = lin.num_outputs;

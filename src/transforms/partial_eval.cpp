@@ -1,36 +1,9 @@
-// Dead-code elimination and partial evaluation of Graphs.
+// Partial evaluation of Graphs (the known/unknown split).
 #include "transforms/partial_eval.hpp"
 
 #include <unordered_map>
 
 namespace flaxpp::transforms {
-
-void dce(ir::Graph& graph) {
-  std::vector<bool> live(graph.num_vars(), false);
-  for (const ir::Atom& a : graph.outvars)
-    if (!a.is_literal()) live[static_cast<std::size_t>(a.var)] = true;
-  std::vector<ir::Eqn> kept;
-  for (auto it = graph.eqns.rbegin(); it != graph.eqns.rend(); ++it) {
-    bool needed = false;
-    for (ir::VarId v : it->outputs)
-      needed = needed || live[static_cast<std::size_t>(v)];
-    if (!needed) continue;
-    for (const ir::Atom& a : it->inputs)
-      if (!a.is_literal()) live[static_cast<std::size_t>(a.var)] = true;
-    kept.push_back(std::move(*it));
-  }
-  graph.eqns.assign(std::make_move_iterator(kept.rbegin()), std::make_move_iterator(kept.rend()));
-  // Constants nothing reads any more are dropped too.
-  std::vector<ir::VarId> constvars;
-  std::vector<Array> consts;
-  for (std::size_t i = 0; i < graph.constvars.size(); ++i) {
-    if (!live[static_cast<std::size_t>(graph.constvars[i])]) continue;
-    constvars.push_back(graph.constvars[i]);
-    consts.push_back(graph.consts[i]);
-  }
-  graph.constvars = std::move(constvars);
-  graph.consts = std::move(consts);
-}
 
 namespace {
 

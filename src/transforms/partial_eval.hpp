@@ -1,5 +1,5 @@
-// Graph surgery used by the transforms: dead-code elimination and the known/unknown split of
-// partial evaluation (JAX's partial_eval_jaxpr_nounits). Private to the transforms layer.
+// The known/unknown split of partial evaluation (JAX's partial_eval_jaxpr_nounits). Private to
+// the transforms layer.
 #pragma once
 
 #include <vector>
@@ -7,9 +7,6 @@
 #include "flaxpp/ir/graph.hpp"
 
 namespace flaxpp::transforms {
-
-// Removes equations none of whose outputs reach the graph's outputs.
-void dce(ir::Graph& graph);
 
 struct PartialEvalResult {
   // Known part: the known inputs -> (its share of the outputs, then the residuals).

@@ -124,8 +124,23 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
                 &region_sink);
     } else {
       inputs.clear();
-      for (const ir::Atom& a : e.inputs)
-        inputs.push_back(a.is_literal() ? a.literal : env[static_cast<std::size_t>(a.var)]);
+      for (std::size_t j = 0; j < e.inputs.size(); ++j) {
+        const ir::Atom& a = e.inputs[j];
+        if (a.is_literal()) {
+          inputs.push_back(a.literal);
+          continue;
+        }
+        // The last reader of a value takes it (at its last operand slot), so that a primitive
+        // allowed to write into an operand's buffer (fused_elementwise's donate) sees it
+        // unshared, as XLA's buffer assignment reuses a dead operand's buffer.
+        const auto v = static_cast<std::size_t>(a.var);
+        const bool last =
+            last_use[v] == i && std::none_of(e.inputs.begin() + static_cast<std::ptrdiff_t>(j) + 1,
+                                             e.inputs.end(), [&](const ir::Atom& b) {
+                                               return !b.is_literal() && b.var == a.var;
+                                             });
+        inputs.push_back(last ? std::move(env[v]) : env[v]);
+      }
       std::vector<Array> outs = ir::bind(*e.prim, inputs, e.params);
       inputs.clear();  // drop our references before releasing the environment's
       for (std::size_t k = 0; k < outs.size(); ++k)

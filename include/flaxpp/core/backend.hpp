@@ -52,6 +52,8 @@ class Buffer {
   ~Buffer();
 
   void* data() const { return allocation_.data; }
+  // True once the allocation went to another Buffer (Backend::take): jit's donate_argnums.
+  bool donated() const { return donated_; }
   std::int64_t bytes() const { return allocation_.bytes; }
   MemoryKind memory_kind() const { return allocation_.kind; }
   std::uint64_t serial() const { return allocation_.serial; }
@@ -65,6 +67,7 @@ class Buffer {
 
   Backend* backend_;
   Allocation allocation_;
+  mutable bool donated_ = false;  // set by Backend::take; the allocation is no longer ours
 };
 
 // A recording of the device work that some host code queued (a CUDA graph): launch() runs the
@@ -88,6 +91,11 @@ class Backend {
   // A new uninitialised buffer of `bytes` (0 allowed). Throws OutOfMemoryError naming the
   // request and the live/peak bytes when the backend cannot provide it.
   std::shared_ptr<Buffer> allocate(std::int64_t bytes, MemoryKind kind = MemoryKind::device);
+
+  // A new Buffer owning `donor`'s allocation (same address and serial), leaving `donor`
+  // donated: every Array still holding it fails with a clear error when it is read (what
+  // jax.jit's donate_argnums does to the caller's arrays). ValueError if already donated.
+  std::shared_ptr<Buffer> take(const Buffer& donor);
 
   // Byte copies between this backend's buffers and host memory. They complete before
   // returning: the host may read `dst` of copy_to_host at once, and may free or change `src`

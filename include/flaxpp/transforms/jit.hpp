@@ -1,0 +1,74 @@
+// flaxpp/transforms/jit.hpp — jit: a function of trees traced once per input signature and
+// replayed, as jax.jit. The trace (a Graph) goes through the graph passes (common
+// subexpressions merged, dead code dropped), its constants are placed on the arguments'
+// device, and every later call with the same signature runs it without tracing again.
+// Donated arguments give their buffers to the call: values the graph reads for the last time
+// release their memory there, and the fused updates write into them.
+//
+//   Jitted step = jit([&](std::span<const Tree> a) {
+//                       auto [loss, g] = value_and_grad(loss_fn)(a[0]);
+//                       return std::vector<Tree>{sgd_update(a[0], g), Tree(loss)};
+//                     }, {.donate_argnums = {0}});
+//   std::vector<Tree> out = step({std::move(params)});
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "flaxpp/core/tree.hpp"
+#include "flaxpp/ir/graph.hpp"
+
+namespace flaxpp {
+
+struct JitOptions {
+  // Arguments (by position) whose buffers the call may reuse for its results, as jax.jit's
+  // donate_argnums. The caller's arrays of a donated argument are invalidated by the call:
+  // reading one afterwards is a clear error.
+  std::vector<int> donate_argnums;
+};
+
+// A function of trees; an Array argument or result is a one-leaf Tree.
+using TreeFn = std::function<std::vector<Tree>(std::span<const Tree>)>;
+
+// One traced signature of a jitted function, ready to run (jax.jit(f).lower(...).compile()).
+class CompiledStep {
+ public:
+  // Runs the step. The arguments must have the traced signature (tree structure, dtypes,
+  // shapes, devices); anything else is a ValueError naming the argument and path that differ.
+  std::vector<Tree> operator()(std::vector<Tree> args) const;
+  // The step's graph after the passes.
+  const ir::Graph& graph() const;
+  // The signature it was traced for, e.g. "({b: f32[4]@cpu, w: f32[3,4]@cpu}, f32[8,3]@cpu)".
+  const std::string& signature() const;
+
+  struct Impl;
+
+ private:
+  friend class Jitted;
+  explicit CompiledStep(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+  std::shared_ptr<const Impl> impl_;
+};
+
+class Jitted {
+ public:
+  Jitted(TreeFn f, JitOptions options);
+  // Runs f on `args`, traced and compiled for their signature on first use; a new signature
+  // traces again (e.g. a last, partial batch).
+  std::vector<Tree> operator()(std::vector<Tree> args) const;
+  // The compiled step for arguments like `args`, traced now if their signature is new.
+  CompiledStep lower(std::span<const Tree> args) const;
+  // How many signatures have been traced.
+  std::size_t num_traces() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+};
+
+Jitted jit(TreeFn f, JitOptions options = {});
+
+}  // namespace flaxpp

@@ -1,0 +1,275 @@
+// jit: signatures, tracing into a Graph once per signature, the passes, and the replay with
+// donation.
+#include "flaxpp/transforms/jit.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+
+#include "flaxpp/core/backend.hpp"
+#include "flaxpp/ir/passes.hpp"
+#include "flaxpp/transforms/trace.hpp"
+
+namespace flaxpp {
+namespace {
+
+// Graph::verify() after each pass where asked for (the test suites set FLAXPP_VERIFY_PASSES=1),
+// and always in builds with assertions.
+bool verify_passes() {
+#ifndef NDEBUG
+  return true;
+#else
+  static const bool on = [] {
+    const char* env = std::getenv("FLAXPP_VERIFY_PASSES");
+    return env != nullptr && *env != '\0' && std::string(env) != "0";
+  }();
+  return on;
+#endif
+}
+
+// A tree's structure and leaves' avals and devices, as text: "{b: f32[4]@cpu, w: {...}}".
+void describe(const Tree& t, std::string& out) {
+  if (t.is_leaf()) {
+    const Array& a = t.array();
+    out += detail::str(dtype_short_name(a.dtype()), a.shape(), "@", a.device());
+    return;
+  }
+  out += "{";
+  bool first = true;
+  for (const auto& [key, sub] : t.items()) {
+    out += detail::str(first ? "" : ", ", key, ": ");
+    describe(sub, out);
+    first = false;
+  }
+  out += "}";
+}
+
+std::string signature_of(std::span<const Tree> args) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (i > 0) out += ", ";
+    describe(args[i], out);
+  }
+  return out + ")";
+}
+
+// A traced argument leaf: what a later call's leaf must match.
+struct LeafSig {
+  AVal aval;
+  Device device;
+};
+
+// Where `got` first differs from the traced argument (`structure`, with null leaves, and the
+// leaves' signatures from `next` on), for an error message; empty when it does not.
+std::string first_difference(const Tree& structure, const std::vector<LeafSig>& leaves,
+                             std::size_t& next, const Tree& got, const std::string& path) {
+  const std::string at = path.empty() ? std::string("its root") : path;
+  if (structure.is_leaf() != got.is_leaf())
+    return detail::str("at ", at, ": expected ", structure.is_leaf() ? "a leaf" : "a dict",
+                       ", got ", got.is_leaf() ? "a leaf" : "a dict");
+  if (structure.is_leaf()) {
+    const LeafSig& w = leaves[next++];
+    const Array& g = got.array();
+    if (w.aval != g.aval() || w.device != g.device())
+      return detail::str("at ", at, ": expected ", w.aval, " on ", w.device, ", got ", g.aval(),
+                         " on ", g.device());
+    return "";
+  }
+  if (structure.keys() != got.keys()) {
+    auto list = [](const std::vector<std::string>& keys) {
+      std::string out = "[";
+      for (std::size_t i = 0; i < keys.size(); ++i)
+        out += detail::str(i ? ", " : "", keys[i]);
+      return out + "]";
+    };
+    return detail::str("at ", at, ": expected keys ", list(structure.keys()), ", got ",
+                       list(got.keys()));
+  }
+  for (const auto& [key, sub] : structure.items()) {
+    const std::string d =
+        first_difference(sub, leaves, next, got[key], path.empty() ? key : path + "/" + key);
+    if (!d.empty()) return d;
+  }
+  return "";
+}
+
+// The structure of `t` with null leaves (a template for Tree::with_leaves).
+Tree structure_of(const Tree& t) {
+  const std::vector<Array> leaves = t.leaves();
+  return t.with_leaves(std::vector<Array>(leaves.size()));
+}
+
+// The device the step runs on: the first GPU among the arguments' leaves, else the CPU (host
+// leaves join a GPU computation, as in eager mode).
+Device device_of(std::span<const Tree> args) {
+  for (const Tree& t : args)
+    for (const Array& a : t.leaves())
+      if (a.device().kind != DeviceKind::cpu) return a.device();
+  return Device::cpu();
+}
+
+}  // namespace
+
+struct CompiledStep::Impl {
+  std::string signature;
+  std::vector<Tree> examples;  // the traced arguments' structures and avals (null leaves)
+  std::vector<std::size_t> leaf_counts;
+  std::vector<bool> donated;  // per argument
+  ir::Graph graph;
+  std::vector<std::vector<LeafSig>> leaf_sigs;  // per argument, for error messages
+  std::vector<Tree> outputs;  // the results' structures (null leaves)
+  std::vector<std::size_t> output_counts;
+};
+
+const ir::Graph& CompiledStep::graph() const {
+  return impl_->graph;
+}
+
+const std::string& CompiledStep::signature() const {
+  return impl_->signature;
+}
+
+std::vector<Tree> CompiledStep::operator()(std::vector<Tree> args) const {
+  const Impl& s = *impl_;
+  if (args.size() != s.leaf_counts.size())
+    throw ValueError(detail::str("a jitted function traced for ", s.leaf_counts.size(),
+                                 " arguments was called with ", args.size()));
+  if (signature_of(args) != s.signature) {
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      std::size_t next = 0;
+      if (const std::string d = first_difference(s.examples[i], s.leaf_sigs[i], next, args[i], "");
+          !d.empty())
+        throw ValueError(detail::str(
+            "a compiled step was called with argument ", i, " unlike the one it was traced for, ",
+            d, ". Call the jitted function itself, which traces each new signature"));
+    }
+  }
+  // The graph's inputs: every argument's leaves in order. A donated argument's buffers are
+  // taken from the caller (whose arrays become unusable) and handed over, so the graph holds
+  // the only reference and frees or reuses each at its last use.
+  std::vector<Array> leaves;
+  std::map<const Buffer*, Array> taken;  // a donated buffer that appears twice is taken once
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    for (Array& a : args[i].leaves()) {
+      if (!s.donated[i]) {
+        leaves.push_back(std::move(a));
+        continue;
+      }
+      const Buffer& b = a.buffer();
+      auto it = taken.find(&b);
+      if (it == taken.end())
+        it = taken.emplace(&b, Array(b.backend().take(b), a.shape(), a.dtype())).first;
+      leaves.push_back(it->second);
+    }
+  }
+  args.clear();
+  taken.clear();
+  std::vector<Array> results = eval_graph(s.graph, std::move(leaves));
+  std::vector<Tree> out;
+  std::size_t next = 0;
+  for (std::size_t k = 0; k < s.outputs.size(); ++k) {
+    out.push_back(s.outputs[k].with_leaves(
+        std::span<const Array>(results).subspan(next, s.output_counts[k])));
+    next += s.output_counts[k];
+  }
+  return out;
+}
+
+struct Jitted::State {
+  TreeFn f;
+  JitOptions options;
+  std::mutex mutex;
+  std::map<std::string, std::shared_ptr<const CompiledStep::Impl>> steps;
+
+  std::shared_ptr<const CompiledStep::Impl> compile(std::span<const Tree> args) {
+    auto s = std::make_shared<CompiledStep::Impl>();
+    s->signature = signature_of(args);
+    std::vector<AVal> avals;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const std::vector<Array> leaves = args[i].leaves();
+      s->leaf_counts.push_back(leaves.size());
+      std::vector<LeafSig> sigs;
+      for (const Array& a : leaves) {
+        avals.push_back(a.aval());
+        sigs.push_back({a.aval(), a.device()});
+      }
+      s->leaf_sigs.push_back(std::move(sigs));
+      s->examples.push_back(structure_of(args[i]));
+      s->donated.push_back(std::find(options.donate_argnums.begin(), options.donate_argnums.end(),
+                                     static_cast<int>(i)) != options.donate_argnums.end());
+    }
+    for (const int i : options.donate_argnums)
+      if (i < 0 || static_cast<std::size_t>(i) >= args.size())
+        throw ValueError(detail::str("jit: donate_argnums names argument ", i, " of a call with ",
+                                     args.size(), " arguments"));
+    const ArrayFn flat = [&](std::span<const Array> in) {
+      std::vector<Tree> trees;
+      std::size_t next = 0;
+      for (std::size_t i = 0; i < s->examples.size(); ++i) {
+        trees.push_back(s->examples[i].with_leaves(in.subspan(next, s->leaf_counts[i])));
+        next += s->leaf_counts[i];
+      }
+      const std::vector<Tree> results = f(trees);
+      std::vector<Array> out;
+      for (const Tree& r : results) {
+        const std::vector<Array> leaves = r.leaves();
+        s->outputs.push_back(structure_of(r));
+        s->output_counts.push_back(leaves.size());
+        out.insert(out.end(), leaves.begin(), leaves.end());
+      }
+      return out;
+    };
+    ir::Graph g = make_graph(flat, avals);
+    const bool verify = verify_passes();
+    if (verify) g.verify();
+    ir::cse(g);
+    if (verify) g.verify();
+    ir::dce(g);
+    if (verify) g.verify();
+    // A step on a GPU copies nothing from the host per call.
+    const Device device = device_of(args);
+    s->graph = device.kind == DeviceKind::cpu ? std::move(g) : ir::with_constants_on(g, device);
+    return s;
+  }
+
+  std::shared_ptr<const CompiledStep::Impl> find_or_compile(std::span<const Tree> args) {
+    const std::string key = signature_of(args);
+    {
+      std::lock_guard lock(mutex);
+      if (auto it = steps.find(key); it != steps.end()) return it->second;
+    }
+    // Traced outside the lock: f may itself call jitted functions.
+    std::shared_ptr<const CompiledStep::Impl> step = compile(args);
+    std::lock_guard lock(mutex);
+    return steps.emplace(key, std::move(step)).first->second;
+  }
+};
+
+Jitted::Jitted(TreeFn f, JitOptions options) : state_(std::make_shared<State>()) {
+  if (!f) throw ValueError("jit: the function is empty");
+  state_->f = std::move(f);
+  state_->options = std::move(options);
+}
+
+std::vector<Tree> Jitted::operator()(std::vector<Tree> args) const {
+  const CompiledStep step(state_->find_or_compile(args));
+  return step(std::move(args));
+}
+
+CompiledStep Jitted::lower(std::span<const Tree> args) const {
+  return CompiledStep(state_->find_or_compile(args));
+}
+
+std::size_t Jitted::num_traces() const {
+  std::lock_guard lock(state_->mutex);
+  return state_->steps.size();
+}
+
+Jitted jit(TreeFn f, JitOptions options) {
+  return Jitted(std::move(f), std::move(options));
+}
+
+}  // namespace flaxpp
