@@ -21,6 +21,9 @@
 #             optim suite on CUDA, within MEMCHECK_SECONDS (default 360); says so plainly when
 #             the sanitizer cannot run on the device or a suite is cut short
 #
+# The whole command keeps within GPU_CHECK_LIMIT seconds (default 560: the machine's commands
+# end at 600): a step that would start too late is reported NOT RUN, a running one is stopped
+# at the limit and reported as such, so the summary lines always come back.
 # Output: one log per command, ${GPU_CHECK_OUT:-$OUT or build-gpu/check}/gpu_check-<steps>.log,
 # with the bench table and plots beside it; then one summary line per step, last.
 # Debian packages: where `.device/setup.sh` exists (made by ../shared/device/pack.sh), it
@@ -62,13 +65,28 @@ fi
 
 summary=()
 status=0
+limit=${GPU_CHECK_LIMIT:-560}
+time_left() { echo $((limit - SECONDS)); }
+# Runs a command with what is left of the time limit; 124 when the limit stopped it.
+within_limit() {
+  local rc=0
+  timeout -k 15 "$(time_left)" "$@" || rc=$?
+  [ "$rc" -eq 137 ] && rc=124
+  return "$rc"
+}
 run_step() {  # name: runs do_<name> into the log, notes one summary line
   local name=$1 start=$SECONDS rc=0 note
   echo "===== gpu_check: $name" >>"$log"
-  "do_$name" >>"$log" 2>&1 || rc=$?
+  if [ "$(time_left)" -lt 30 ]; then
+    echo "no time left before GPU_CHECK_LIMIT ($limit s)" >>"$log"
+    rc=3
+  else
+    "do_$name" >>"$log" 2>&1 || rc=$?
+  fi
   case $rc in
     0) note=ok ;;
     3) note="NOT RUN ($(tail -n 1 "$log"))" ;;
+    124) note="STOPPED at GPU_CHECK_LIMIT ($limit s)" status=1 ;;
     *) note="FAILED (rc $rc)" status=1 ;;
   esac
   summary+=("gpu_check: $name: $note in $((SECONDS - start)) s")
@@ -95,9 +113,11 @@ do_test() {
     grep -q " $job\$" <<<"$listed" || { echo "ctest does not list $job: CUDA was not built"; return 1; }
   done
   local output
-  output=$(FLAXPP_REQUIRE_CUDNN=1 ctest --test-dir "$build_dir" --output-on-failure -j "$(nproc)" 2>&1)
-  local rc=$?
+  local rc=0
+  output=$(FLAXPP_REQUIRE_CUDNN=1 within_limit ctest --test-dir "$build_dir" --output-on-failure \
+    -j "$(nproc)" 2>&1) || rc=$?
   echo "$output"
+  [ "$rc" -eq 124 ] && return 124
   [ "$rc" -eq 0 ] || return 1
   # On a GPU machine a skipped CUDA job means the GPU was not seen: that is a failure here.
   if grep -q "(Skipped)" <<<"$output"; then
@@ -107,12 +127,14 @@ do_test() {
 }
 
 do_refs() {
-  "$build_dir/src/flaxpp" check --device cuda tests/refs/*.json
+  within_limit "$build_dir/src/flaxpp" check --device cuda tests/refs/*.json
 }
 
 do_bench() {
+  local rc=0
   FLAXPP_BUILD_DIR=$build_dir FLAXPP_BENCH_PYTHON=${FLAXPP_BENCH_PYTHON:-python3} \
-    bash scripts/bench.sh --gpu || return 1
+    within_limit bash scripts/bench.sh --gpu || rc=$?
+  [ "$rc" -eq 0 ] || return "$rc"
   cp docs/bench/gpu/table.md docs/bench/gpu/*.png "$out"/ 2>/dev/null
   cat docs/bench/gpu/table.md
 }
@@ -141,7 +163,9 @@ do_memcheck() {
   # The suites under the sanitizer share a time budget (the machine's commands end at 10
   # minutes, and a fresh machine spends some of them building): a suite cut short by it is
   # reported as such, with whether the sanitizer had reported anything until then.
+  # The budget ends MEMCHECK_SECONDS from now, or earlier at the command's limit.
   deadline=$((SECONDS + ${MEMCHECK_SECONDS:-360}))
+  [ "$deadline" -gt $((limit - 20)) ] && deadline=$((limit - 20))
   local rc=0
   memcheck_suite flaxpp_cuda_tests -tce='*(large)*' || rc=1
   FLAXPP_DEVICE=cuda memcheck_suite flaxpp_optim_tests || rc=1
@@ -154,10 +178,10 @@ memcheck_suite() {  # suite, doctest arguments...: under the sanitizer within th
     echo "memcheck: no time left for $name"
     return 1
   fi
-  timeout "$left" "$sanitizer" "${args[@]}" "$build_dir/tests/$name" "$@" \
+  timeout -k 15 "$left" "$sanitizer" "${args[@]}" "$build_dir/tests/$name" "$@" \
     >"$out/memcheck-$name.log" 2>&1 || rc=$?
   tail -n 15 "$out/memcheck-$name.log"
-  if [ "$rc" -eq 124 ]; then
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
     echo "memcheck: $name cut short by MEMCHECK_SECONDS; errors the sanitizer reported until" \
       "then: $(grep -c '^========= \(Invalid\|Error\|Program hit\)' "$out/memcheck-$name.log")"
   fi

@@ -15,7 +15,21 @@ std::vector<Array> run_in_stages(const ir::ElementwiseProgram& program,
   const std::span<const Array> groups = in.subspan(num_scalars);
   const std::size_t count = groups.size() / num_inputs;
   std::vector<std::vector<Array>> made(count);  // per group, the arrays the stages made
-  for (const ir::ElementwiseStage& stage : split.stages) {
+  // The last stage reading each made array: after it the array is dropped (results excepted),
+  // so the stages hold no more carried values at once than the program would registers.
+  std::vector<int> last_reader;
+  for (std::size_t k = 0; k < split.stages.size(); ++k)
+    for (const ir::ElementwiseStage::Source& src : split.stages[k].inputs)
+      if (src.made) {
+        if (last_reader.size() <= static_cast<std::size_t>(src.index))
+          last_reader.resize(static_cast<std::size_t>(src.index) + 1, -1);
+        last_reader[static_cast<std::size_t>(src.index)] = static_cast<int>(k);
+      }
+  for (const int r : split.results)
+    if (static_cast<std::size_t>(r) < last_reader.size())
+      last_reader[static_cast<std::size_t>(r)] = -1;
+  for (std::size_t k = 0; k < split.stages.size(); ++k) {
+    const ir::ElementwiseStage& stage = split.stages[k];
     std::vector<Array> stage_in;
     for (const int s : stage.scalars)
       stage_in.push_back(in[static_cast<std::size_t>(s)]);
@@ -31,9 +45,13 @@ std::vector<Array> run_in_stages(const ir::ElementwiseProgram& program,
     const std::size_t per_group = stage.program->outputs.size();
     FLAXPP_ASSERT(results.size() == per_group * count, "run_in_stages: ", results.size(),
                   " results of a stage");
-    for (std::size_t g = 0; g < count; ++g)
+    stage_in.clear();
+    for (std::size_t g = 0; g < count; ++g) {
       made[g].insert(made[g].end(), results.begin() + static_cast<std::ptrdiff_t>(g * per_group),
                      results.begin() + static_cast<std::ptrdiff_t>((g + 1) * per_group));
+      for (std::size_t m = 0; m < last_reader.size() && m < made[g].size(); ++m)
+        if (last_reader[m] == static_cast<int>(k)) made[g][m] = Array();
+    }
   }
   std::vector<Array> results;
   results.reserve(out.size());

@@ -20,8 +20,9 @@ using RunProgram = std::function<std::vector<Array>(
     const ir::ElementwiseProgram& program, std::span<const Array> in, std::span<const AVal> out)>;
 
 // fused_elementwise of `program` on `in` (its results' avals `out`), as the stages of `split`
-// (split_program(program, ...)) run by `run`. The results take new buffers: no operand is
-// donated.
+// (split_program(program, ...)) run by `run`; a value the stages carry is freed after its last
+// reader. The results take new buffers: no operand is donated, so parameters updated by such a
+// program move from call to call (a train step with it is not replayed as a CUDA graph).
 std::vector<Array> run_in_stages(const ir::ElementwiseProgram& program,
                                  const ir::SplitProgram& split, std::span<const Array> in,
                                  std::span<const AVal> out, const RunProgram& run);

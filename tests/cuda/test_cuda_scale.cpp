@@ -17,6 +17,7 @@
 #include "src/backend/cuda/cuda_eval.hpp"
 
 using namespace flaxpp;
+using testing::check_against_f64;
 using testing::check_parity;
 using testing::kNoGpu;
 using testing::random_f32;
@@ -77,17 +78,19 @@ TEST_CASE("CUDA (large): reductions split over many blocks, and over more than 6
           doctest::skip(kNoGpu)) {
   // A full sum (split rows), a bias gradient's column sum over 70000 rows (split columns),
   // rows of 1100 (one block per row, grid-stride past 65536 rows) and of 64 (a warp per row).
+  // Sums are checked against float64 sums of the same values: the CPU's one running float32
+  // sum over 70000 rows is further from them than the GPU's tree.
   const Array v = random_f32(Shape{kBig}, 108);
-  check_parity([](auto a) { return sum(a[0]); }, {v}, 1e-4);
+  check_against_f64([](auto a) { return sum(a[0]); }, {v}, 1e-4);
   check_parity([](auto a) { return max(a[0]); }, {v}, 0);
   const Array cols = random_f32(Shape{70000, 512}, 109);
-  check_parity([](auto a) { return sum(a[0], Axes{0}); }, {cols}, 1e-4);
+  check_against_f64([](auto a) { return sum(a[0], Axes{0}); }, {cols}, 1e-4);
   check_parity([](auto a) { return max(a[0], Axes{0}); }, {cols}, 0);
   const Array long_rows = random_f32(Shape{70000, 1100}, 110);
-  check_parity([](auto a) { return sum(a[0], Axes{1}); }, {long_rows}, 1e-5);
+  check_against_f64([](auto a) { return sum(a[0], Axes{1}); }, {long_rows}, 2e-5);
   check_parity([](auto a) { return max(a[0], Axes{1}); }, {long_rows}, 0);
   const Array short_rows = random_f32(Shape{300000, 64}, 111);
-  check_parity([](auto a) { return sum(a[0], Axes{1}); }, {short_rows}, 1e-5);
+  check_against_f64([](auto a) { return sum(a[0], Axes{1}); }, {short_rows}, 1e-5);
 }
 
 TEST_CASE("CUDA (large): LayerNorm forward and backward over more than 65536 rows" *
@@ -98,8 +101,10 @@ TEST_CASE("CUDA (large): LayerNorm forward and backward over more than 65536 row
                1e-5);
   check_parity([](auto v) { return lax::layer_norm_dx(v[0], v[1], v[2], 1e-6); }, {x, scale, dy},
                1e-4);
-  // dscale sums 70000 rows: split into row chunks, then the chunks' partials.
-  check_parity([](auto v) { return lax::layer_norm_dscale(v[0], v[1], 1e-6); }, {x, dy}, 1e-4);
+  // dscale sums 70000 rows: split into row chunks, then the chunks' partials (checked against
+  // float64, as the sums above).
+  check_against_f64([](auto v) { return lax::layer_norm_dscale(v[0], v[1], 1e-6); }, {x, dy},
+                    1e-4);
 }
 
 TEST_CASE("CUDA (large): fused_elementwise past 65536 blocks, and over more groups than a launch" *
@@ -117,7 +122,7 @@ TEST_CASE("CUDA (large): fused_elementwise past 65536 blocks, and over more grou
   const std::vector<Array> big = {lr, random_f32(Shape{kBig}, 116), random_f32(Shape{kBig}, 117)};
   for (int k = 0; k < 2; ++k)
     check_parity([&](auto v) { return run(v)[static_cast<std::size_t>(k)]; }, big, 0);
-  // 300 groups (more than the 192 a launch holds) of 2 inputs and 2 outputs: three launches.
+  // 300 groups (more than the 192 a launch holds) of 2 inputs and 2 outputs: two launches.
   std::vector<Array> many = {lr};
   for (unsigned i = 0; i < 300; ++i) {
     many.push_back(random_f32(Shape{1 + i % 37, 3}, 200 + i));
@@ -134,10 +139,11 @@ TEST_CASE("CUDA (large): fused_elementwise past 65536 blocks, and over more grou
 
 TEST_CASE("CUDA (large): more than 2^31 elements (64-bit indices), where memory allows" *
           doctest::skip(kNoGpu)) {
-  // bf16[65537, 32768]: 2^31 + 32768 elements, 4 GiB each; at most three alive at once.
+  // bf16[65537, 32768]: 2^31 + 32768 elements, 4 GiB each; at most three alive at once (about
+  // 12 GiB).
   const std::int64_t rows = 65537, cols = 32768;
-  if (cuda::device_memory_bytes(Device::cuda(0)) < std::int64_t{24} << 30) {
-    MESSAGE("SKIPPED: a 2^31-element case needs about 13 GiB of GPU memory; this GPU has "
+  if (cuda::device_memory_bytes(Device::cuda(0)) < std::int64_t{16} << 30) {
+    MESSAGE("SKIPPED: a 2^31-element case needs about 12 GiB of GPU memory; this GPU has "
             << cuda::device_memory_bytes(Device::cuda(0)) << " bytes");
     return;
   }
@@ -154,7 +160,8 @@ TEST_CASE("CUDA (large): more than 2^31 elements (64-bit indices), where memory 
   }
   CHECK(values(max(twice)) == std::vector<double>{2.0});
   CHECK(values(max(-twice)) == std::vector<double>{-2.0});
-  const Array t = lax::transpose(twice, {1, 0});  // the 64-bit gather
-  CHECK(t.shape() == Shape{cols, rows});
+  // A rank-3 permutation: the 64-bit gather (a 2-D transpose would take the tiled kernel).
+  const Array t = lax::transpose(lax::reshape(twice, Shape{rows, 2, cols / 2}), {1, 0, 2});
+  CHECK(t.shape() == Shape{2, rows, cols / 2});
   CHECK(values(max(t)) == std::vector<double>{2.0});
 }

@@ -24,6 +24,27 @@ inline std::vector<double> values(const Array& a) {
   return astype(a.to(Device::cpu()), DType::f64).to_vector<double>();
 }
 
+// Every element of `got` within rtol * (|want| + 1) of `want` (0: equal), NaN where `want` has
+// NaN. Returns the largest deviation in those units.
+inline double check_close(const std::vector<double>& got, const std::vector<double>& want,
+                          double rtol) {
+  REQUIRE(got.size() == want.size());
+  std::size_t bad = 0, first_bad = 0;
+  double worst = 0;
+  for (std::size_t i = 0; i < want.size(); ++i) {
+    const double w = want[i], g = got[i];
+    if (std::isfinite(w) && std::isfinite(g))
+      worst = std::max(worst, std::abs(g - w) / (std::abs(w) + 1.0));
+    const bool ok =
+        g == w || (std::isnan(w) ? std::isnan(g) : std::abs(g - w) <= rtol * (std::abs(w) + 1.0));
+    if (!ok && bad++ == 0) first_bad = i;
+  }
+  CHECK_MESSAGE(bad == 0, bad << " of " << want.size() << " elements differ; first at "
+                              << first_bad << ": cuda " << got[first_bad] << ", reference "
+                              << want[first_bad]);
+  return worst;
+}
+
 // f on CPU inputs and on the same inputs copied to the GPU: every element within
 // rtol * (|cpu| + 1) (0: bit-identical), NaN where the CPU has NaN. Returns the largest
 // deviation in those units.
@@ -36,20 +57,20 @@ inline double check_parity(const std::function<Array(std::span<const Array>)>& f
   const Array got = f(gpu_inputs);
   CHECK(got.device() == Device::cuda(0));
   REQUIRE(got.aval() == want.aval());
-  const std::vector<double> w = values(want), g = values(got);
-  std::size_t bad = 0, first_bad = 0;
-  double worst = 0;
-  for (std::size_t i = 0; i < w.size(); ++i) {
-    if (std::isfinite(w[i]) && std::isfinite(g[i]))
-      worst = std::max(worst, std::abs(g[i] - w[i]) / (std::abs(w[i]) + 1.0));
-    const bool ok =
-        g[i] == w[i] || (std::isnan(w[i]) ? std::isnan(g[i])
-                                          : std::abs(g[i] - w[i]) <= rtol * (std::abs(w[i]) + 1.0));
-    if (!ok && bad++ == 0) first_bad = i;
+  return check_close(values(got), values(want), rtol);
+}
+
+// f on the inputs copied to the GPU against f on the same values in float64 on the CPU: for
+// long float32 sums, whose CPU order (one running sum) is less accurate than the GPU's tree,
+// the float64 sum is the reference both approximate.
+inline double check_against_f64(const std::function<Array(std::span<const Array>)>& f,
+                                const std::vector<Array>& cpu_inputs, double rtol) {
+  std::vector<Array> gpu_inputs, wide_inputs;
+  for (const Array& x : cpu_inputs) {
+    gpu_inputs.push_back(x.to(Device::cuda(0)));
+    wide_inputs.push_back(astype(x, DType::f64));
   }
-  CHECK_MESSAGE(bad == 0, bad << " of " << w.size() << " elements differ; first at " << first_bad
-                              << ": cuda " << g[first_bad] << ", cpu " << w[first_bad]);
-  return worst;
+  return check_close(values(f(gpu_inputs)), values(f(wide_inputs)), rtol);
 }
 
 inline Array random_f32(const Shape& shape, unsigned seed) {

@@ -77,6 +77,13 @@ cublasHandle_t CudaBackend::blas() {
       status = cublasSetWorkspace(handle, workspace, kBlasWorkspaceBytes);
       call = "cublasSetWorkspace";
     }
+    // Split-k partial sums of bf16/f16 products stay in float32, as XLA accumulates them.
+    if (status == CUBLAS_STATUS_SUCCESS) {
+      status = cublasSetMathMode(
+          handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                            CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
+      call = "cublasSetMathMode";
+    }
     if (status != CUBLAS_STATUS_SUCCESS) {
       if (handle != nullptr) (void)cublasDestroy(handle);
       (void)cudaFree(workspace);
@@ -295,6 +302,7 @@ void CudaBackend::copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t b
 
 void CudaBackend::copy_to_host_impl(const void* src, void* dst, std::int64_t bytes) const {
   refuse_in_capture("a device-to-host copy");
+  FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
   wait_for_copy(src);
   FLAXPP_CUDA_CHECK(
       cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
@@ -303,6 +311,8 @@ void CudaBackend::copy_to_host_impl(const void* src, void* dst, std::int64_t byt
 
 void CudaBackend::copy_from_host_impl(const void* src, void* dst, std::int64_t bytes) const {
   refuse_in_capture("a host-to-device copy");
+  // The staging slots' events and memory belong to the current device: make it this one.
+  FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
   const auto size = static_cast<std::size_t>(bytes);
   cudaPointerAttributes attributes{};
   FLAXPP_CUDA_CHECK(cudaPointerGetAttributes(&attributes, src));
@@ -321,6 +331,7 @@ void CudaBackend::copy_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) 
   const bool on_device =
       src.memory_kind() == MemoryKind::device && dst.memory_kind() == MemoryKind::device;
   if (!on_device) refuse_in_capture("a copy to or from pinned host memory");
+  FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
   wait_for_copy(src.data());
   wait_for_copy(dst.data());
   FLAXPP_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), static_cast<std::size_t>(bytes),

@@ -35,6 +35,10 @@ class CudaBackend final : public Backend {
   cudaStream_t stream() const { return stream_; }
   // The device's memory in bytes (larger requests are out of memory at once).
   std::size_t total_memory() const { return total_memory_; }
+  // Whether work queued now is being recorded into a CUDA graph (capture()).
+  bool capturing() const { return capturing_.load(std::memory_order_acquire); }
+  // How many recorded CUDA graphs exist: what they run must stay loaded (cuDNN's plans).
+  int live_graphs() const { return live_graphs_.load(); }
   // Waits for both of the backend's streams (compute and offload copies).
   void synchronize() const override;
   // This device's cuBLAS handle, bound to stream() with its own workspace; created on first
@@ -120,6 +124,8 @@ class CudaBackend final : public Backend {
   void refuse_in_capture(const char* what) const;
   mutable std::optional<Capture> capture_;  // guarded by mutex_
   std::atomic<bool> capturing_{false};      // capture_.has_value(), readable without the lock
+  std::atomic<int> live_graphs_{0};
+  friend class CudaGraph;
   std::once_flag blas_once_;
   cublasHandle_t blas_ = nullptr;
   void* blas_workspace_ = nullptr;

@@ -13,13 +13,14 @@
 #include "backend/cuda/cuda_check.hpp"
 
 namespace flaxpp::cuda {
-namespace {
 
 class CudaGraph final : public DeviceGraph {
  public:
   CudaGraph(CudaBackend& backend, cudaGraph_t graph, cudaGraphExec_t exec,
             std::unordered_set<std::uint64_t> kept)
-      : backend_(backend), graph_(graph), exec_(exec), kept_(std::move(kept)) {}
+      : backend_(backend), graph_(graph), exec_(exec), kept_(std::move(kept)) {
+    ++backend_.live_graphs_;
+  }
   CudaGraph(const CudaGraph&) = delete;
   CudaGraph& operator=(const CudaGraph&) = delete;
 
@@ -37,6 +38,7 @@ class CudaGraph final : public DeviceGraph {
     if (err == cudaSuccess) err = cudaGraphDestroy(graph_);
     if (err != cudaSuccess)
       std::fprintf(stderr, "flaxpp: destroying a CUDA graph failed: %s\n", cudaGetErrorString(err));
+    --backend_.live_graphs_;
   }
 
   void launch() override {
@@ -68,8 +70,6 @@ class CudaGraph final : public DeviceGraph {
   std::unordered_set<std::uint64_t> kept_;  // graph allocations the recorded work kept (serials)
   bool launched_ = false;
 };
-
-}  // namespace
 
 void CudaBackend::forget_allocations(const std::unordered_set<std::uint64_t>& never_made) {
   std::lock_guard lock(mutex_);

@@ -120,12 +120,12 @@ Handles& handles() {
 
 }  // namespace
 
-cudnnHandle_t handle_for(CudaBackend& gpu) {
+cudnnHandle_t handle_for(CudaBackend& gpu, bool create) {
   Handles& s = handles();
   std::lock_guard lock(s.mutex);
   const int device = gpu.device().index;
   if (auto it = s.by_device.find(device); it != s.by_device.end()) return it->second;
-  if (s.unusable.count(device) != 0) return nullptr;
+  if (s.unusable.count(device) != 0 || !create) return nullptr;
   cudnnHandle_t h = nullptr;
   cudnnStatus_t status = cudnnCreate(&h);
   if (status == CUDNN_STATUS_SUCCESS) {

@@ -76,8 +76,9 @@ struct Plan {
 void finish_plan(Plan& p, cudnnHandle_t handle, const Descriptor& op);
 
 // `gpu`'s device's handle, bound to the backend's stream; nullptr (said once on stderr) when
-// cuDNN cannot start there (its sub-libraries not found, say).
-cudnnHandle_t handle_for(CudaBackend& gpu);
+// cuDNN cannot start there (its sub-libraries not found, say), or when it does not exist yet
+// and `create` is false (inside a CUDA graph recording, where creating it cannot be recorded).
+cudnnHandle_t handle_for(CudaBackend& gpu, bool create = true);
 
 // Runs `plan` on the tensors of `uids` at `pointers`, with a workspace from gpu's pool (freed
 // in stream order). Throws Rejected, or OutOfMemoryError when the workspace does not fit.

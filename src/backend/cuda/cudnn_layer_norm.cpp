@@ -9,7 +9,7 @@
 #ifdef FLAXPP_WITH_CUDNN
 #include <atomic>
 #include <cstdio>
-#include <deque>
+#include <list>
 #include <map>
 #include <mutex>
 #include <set>
@@ -150,21 +150,24 @@ Plan backward_plan(cudnnHandle_t handle, DType dtype, bool float_params, std::in
 }
 
 // A configuration: (device, forward, dtype, rows, f). Plans are built once per configuration and
-// kept, at most kMaxPlans of them (the oldest goes first: each distinct batch x sequence length
-// has its own); a configuration cuDNN rejected with both parameter types is remembered (and
-// reported once) so that it goes straight to flaxpp's kernel afterwards.
+// kept, the kMaxPlans most recently used of them (each distinct batch x sequence length has
+// its own). A plan is destroyed only while no CUDA graph is alive: a recorded graph may run
+// the kernels it owns. A configuration cuDNN rejected with both parameter types is remembered
+// (and reported once) so that it goes straight to flaxpp's kernel afterwards.
 using Key = std::tuple<int, bool, DType, std::int64_t, std::int64_t>;
 constexpr std::size_t kMaxPlans = 64;
 
 struct Built {
   Plan plan;
-  bool float_params;  // cuDNN took only float32 parameters (desk review F9)
+  bool float_params = false;  // cuDNN took only float32 parameters (desk review F9)
+  std::list<Key>::iterator use;  // its place in State::recent
 };
 
 struct State {
   std::mutex mutex;
   std::map<Key, Built> plans;
-  std::deque<Key> order;  // of plans' insertion
+  std::list<Key> recent;         // least recently used first
+  std::vector<Plan> retired;     // evicted while a CUDA graph was alive
   std::set<Key> rejected;
   std::atomic<std::int64_t> executions{0};
 };
@@ -174,37 +177,57 @@ State& state() {
   return *s;
 }
 
-// The plan for `key`, built on first use: parameters of x's dtype, else float32 ones. With
-// state().mutex held; Rejected when cuDNN takes neither.
-const Built& plan_for(cudnnHandle_t handle, const Key& key) {
+// A plan for `key` with parameters of x's dtype, or float32 ones where `float_params`.
+Plan build(cudnnHandle_t handle, const Key& key, bool float_params) {
+  const auto& [device, forward, dtype, rows, f] = key;
+  return forward ? forward_plan(handle, dtype, float_params, rows, f)
+                 : backward_plan(handle, dtype, float_params, rows, f);
+}
+
+// The plan for `key`, built on first use: parameters of x's dtype, else float32 ones (also
+// where `native_failed`: the native plan finalized but did not execute). With state().mutex
+// held; Rejected when cuDNN takes neither.
+Built& plan_for(CudaBackend& gpu, cudnnHandle_t handle, const Key& key, bool native_failed) {
   State& s = state();
-  if (auto it = s.plans.find(key); it != s.plans.end()) return it->second;
-  const auto [device, forward, dtype, rows, f] = key;
-  auto build = [&, forward = forward, dtype = dtype, rows = rows, f = f](bool float_params) {
-    return forward ? forward_plan(handle, dtype, float_params, rows, f)
-                   : backward_plan(handle, dtype, float_params, rows, f);
-  };
+  if (gpu.live_graphs() == 0) s.retired.clear();
+  if (auto it = s.plans.find(key);
+      it != s.plans.end() && !(native_failed && !it->second.float_params)) {
+    s.recent.splice(s.recent.end(), s.recent, it->second.use);
+    return it->second;
+  }
   Built built;
   try {
-    built = {build(false), false};
+    if (native_failed) throw Rejected("the plan with parameters of x's dtype did not execute");
+    built.plan = build(handle, key, false);
   } catch (const Rejected& native) {
     try {
-      built = {build(true), true};
+      built.plan = build(handle, key, true);
+      built.float_params = true;
     } catch (const Rejected& as_float) {
       throw Rejected(detail::str(native.what(), "; with float32 parameters: ", as_float.what()));
     }
   }
-  if (s.plans.size() >= kMaxPlans) {
-    s.plans.erase(s.order.front());
-    s.order.pop_front();
+  if (auto it = s.plans.find(key); it != s.plans.end()) {  // the native plan, replaced
+    s.recent.erase(it->second.use);
+    s.retired.push_back(std::move(it->second.plan));
+    s.plans.erase(it);
   }
-  s.order.push_back(key);
+  if (s.plans.size() >= kMaxPlans) {
+    auto oldest = s.plans.find(s.recent.front());
+    s.retired.push_back(std::move(oldest->second.plan));
+    s.plans.erase(oldest);
+    s.recent.pop_front();
+  }
+  if (gpu.live_graphs() == 0) s.retired.clear();
+  built.use = s.recent.insert(s.recent.end(), key);
   return s.plans.emplace(key, std::move(built)).first->second;
 }
 
 // Builds (once) and runs the plan for the configuration on the tensors of `uids`/`pointers`;
 // the parameters at `param_slots` of `pointers` are replaced by float32 copies where the plan
-// needs them.
+// needs them. Inside a CUDA graph recording nothing is created (cuDNN's handle and plans may
+// allocate and synchronise): a configuration not prepared by an eager call falls back there,
+// without being remembered as rejected.
 bool run(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows, std::int64_t f,
          const std::vector<std::int64_t>& uids, std::vector<void*> pointers,
          std::initializer_list<std::size_t> param_slots, const ParamsAsFloat& as_float) {
@@ -212,29 +235,42 @@ bool run(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows, std::in
   std::lock_guard lock(s.mutex);
   const Key key{gpu.device().index, forward, dtype, rows, f};
   if (s.rejected.count(key) != 0) return false;
-  const cudnnHandle_t handle = cudnn::handle_for(gpu);
-  if (handle == nullptr) return false;
-  try {
-    const Built& built = plan_for(handle, key);
-    std::vector<std::shared_ptr<Buffer>> copies;  // freed in stream order, after the execution
-    if (built.float_params)
-      for (const std::size_t slot : param_slots) {
-        copies.push_back(as_float(pointers[slot]));
-        pointers[slot] = copies.back()->data();
+  const bool recording = gpu.capturing();
+  const cudnnHandle_t handle = cudnn::handle_for(gpu, !recording);
+  if (handle == nullptr || (recording && s.plans.count(key) == 0)) return false;
+  bool native_failed = false;
+  for (;;) {
+    try {
+      const Built& built = plan_for(gpu, handle, key, native_failed);
+      std::vector<std::shared_ptr<Buffer>> copies;  // freed in stream order, after the execution
+      std::vector<void*> args = pointers;
+      if (built.float_params)
+        for (const std::size_t slot : param_slots) {
+          copies.push_back(as_float(args[slot]));
+          args[slot] = copies.back()->data();
+        }
+      try {
+        cudnn::execute(gpu, handle, built.plan, uids, std::move(args));
+      } catch (const Rejected&) {
+        // A native plan that finalized may still refuse to execute: try float32 parameters once.
+        if (built.float_params || native_failed || recording) throw;
+        native_failed = true;
+        continue;
       }
-    cudnn::execute(gpu, handle, built.plan, uids, std::move(pointers));
-    s.executions.fetch_add(1);
-    return true;
-  } catch (const OutOfMemoryError&) {
-    return false;  // no room for cuDNN's workspace this time: flaxpp's kernel needs none
-  } catch (const Rejected& e) {
-    s.rejected.insert(key);
-    std::fprintf(stderr,
-                 "flaxpp: cuDNN LayerNorm %s for %s[%lld, %lld] unavailable (%s); using flaxpp's "
-                 "kernel\n",
-                 forward ? "forward" : "backward", std::string(dtype_short_name(dtype)).c_str(),
-                 static_cast<long long>(rows), static_cast<long long>(f), e.what());
-    return false;
+      s.executions.fetch_add(1);
+      return true;
+    } catch (const OutOfMemoryError&) {
+      return false;  // no room for cuDNN's workspace this time: flaxpp's kernel needs none
+    } catch (const Rejected& e) {
+      if (recording) return false;  // decided by the eager calls, not inside a recording
+      s.rejected.insert(key);
+      std::fprintf(stderr,
+                   "flaxpp: cuDNN LayerNorm %s for %s[%lld, %lld] unavailable (%s); using "
+                   "flaxpp's kernel\n",
+                   forward ? "forward" : "backward", std::string(dtype_short_name(dtype)).c_str(),
+                   static_cast<long long>(rows), static_cast<long long>(f), e.what());
+      return false;
+    }
   }
 }
 
@@ -246,7 +282,7 @@ bool cudnn_built() {
 
 bool cudnn_layer_norm_usable(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows,
                              std::int64_t f) {
-  if (cudnn::handle_for(gpu) == nullptr) return false;
+  if (cudnn::handle_for(gpu, !gpu.capturing()) == nullptr) return false;
   std::lock_guard lock(state().mutex);
   return state().rejected.count(Key{gpu.device().index, forward, dtype, rows, f}) == 0;
 }
