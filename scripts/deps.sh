@@ -4,7 +4,8 @@
 # apt-get line to run and stops.
 set -euo pipefail
 
-FLAXPP_APT_PACKAGES=(cmake g++ make pkg-config nlohmann-json3-dev doctest-dev libopenblas-dev)
+FLAXPP_APT_PACKAGES=(cmake g++ make pkg-config nlohmann-json3-dev doctest-dev libopenblas-dev
+  libopenmpi-dev openmpi-bin)
 
 flaxpp_missing_packages() {
   local missing=() p

@@ -41,6 +41,14 @@ class OutOfMemoryError : public DeviceError {
   using DeviceError::DeviceError;
 };
 
+// A multi-process job failed: a peer process died or stalled, a collective did not complete
+// in time, or no transport was built for the job asked for. The message names the rank and the
+// operation.
+class DistributedError : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 
 // Concatenates anything streamable into one string: str("got ", n, " dims").

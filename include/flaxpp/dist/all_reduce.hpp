@@ -1,0 +1,16 @@
+// flaxpp/dist/all_reduce.hpp — all_reduce as a primitive: the reduction of an array over every
+// process of the job (JAX's psum, pmean and pmax over the job's devices), usable inside
+// jit, grad and checkpoint like any lax primitive. Its VJP is the same all_reduce of the
+// cotangent for sum and mean (an all-reduce is its own transpose); max has none.
+#pragma once
+
+#include "flaxpp/dist/communicator.hpp"
+#include "flaxpp/ir/primitive.hpp"
+
+namespace flaxpp::dist {
+
+extern const ir::Primitive all_reduce_p;
+
+Array all_reduce(const Array& x, ReduceOp op);
+
+}  // namespace flaxpp::dist

@@ -1,0 +1,53 @@
+// flaxpp/dist/communicator.hpp — collectives over the job's processes, on Arrays of every
+// dtype: NCCL for arrays on a GPU, MPI for arrays in host memory, nothing at all in a job of
+// one. Every process must call the same collectives in the same order with arrays of the same
+// aval. A collective that does not complete within FLAXPP_COLLECTIVE_TIMEOUT seconds (default
+// 300) throws DistributedError naming this rank and the operation: a peer died, stalled, or
+// called another collective.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+
+#include "flaxpp/core/array.hpp"
+
+namespace flaxpp::dist {
+
+enum class ReduceOp : std::uint8_t { sum, mean, max };
+std::string_view reduce_op_name(ReduceOp op);  // "sum", "mean", "max"
+ReduceOp reduce_op_from_name(std::string_view name);
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // The elementwise reduction of x over every process (mean: the sum divided by size(), for
+  // floating dtypes), on x's device.
+  Array all_reduce(const Array& x, ReduceOp op);
+  // x of process `root` on every process.
+  Array broadcast(const Array& x, int root);
+  // Every process's x stacked along a new leading axis of size().
+  Array all_gather(const Array& x);
+  // Returns once every process has called it.
+  void barrier();
+
+ protected:
+  Communicator(int rank, int size) : rank_(rank), size_(size) {}
+  // The transport's own work, on arguments all_reduce & co. checked: results on x's device
+  // (mean is the sum divided by size(), done by all_reduce).
+  virtual Array all_reduce_impl(const Array& x, ReduceOp op) = 0;
+  virtual Array broadcast_impl(const Array& x, int root) = 0;
+  virtual Array all_gather_impl(const Array& x) = 0;
+  virtual void barrier_impl() = 0;
+
+ private:
+  int rank_, size_;
+};
+
+// The job's communicator over every process (init() first in a multi-process job).
+Communicator& world();
+
+}  // namespace flaxpp::dist

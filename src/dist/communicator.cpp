@@ -1,0 +1,182 @@
+// The checks every collective makes, the job of one's communicator, and world(): the job's
+// communicator, routing each array to the transport of its memory.
+#include "flaxpp/dist/communicator.hpp"
+
+#include <cstdlib>
+#include <mutex>
+
+#include "dist/transport.hpp"
+#include "flaxpp/core/backend.hpp"
+#include "flaxpp/core/error.hpp"
+#include "flaxpp/dist/process_group.hpp"
+#include "flaxpp/ops/numpy.hpp"
+
+namespace flaxpp::dist {
+
+std::string_view reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum:
+      return "sum";
+    case ReduceOp::mean:
+      return "mean";
+    case ReduceOp::max:
+      return "max";
+  }
+  return "?";
+}
+
+ReduceOp reduce_op_from_name(std::string_view name) {
+  for (const ReduceOp op : {ReduceOp::sum, ReduceOp::mean, ReduceOp::max})
+    if (reduce_op_name(op) == name) return op;
+  throw ValueError(::flaxpp::detail::str("unknown reduction \"", name,
+                                         "\"; expected sum, mean or max"));
+}
+
+namespace {
+
+void check_concrete(const char* op, const Array& x) {
+  if (!x.valid()) throw ValueError(::flaxpp::detail::str(op, ": a null array"));
+  if (x.is_traced())
+    throw ValueError(::flaxpp::detail::str(
+        op, " of a traced array (", x.aval(),
+        "): inside jit or grad use dist::all_reduce (the primitive), not the communicator"));
+}
+
+}  // namespace
+
+Array Communicator::all_reduce(const Array& x, ReduceOp op) {
+  check_concrete("all_reduce", x);
+  if (op == ReduceOp::mean && !is_floating(x.dtype()))
+    throw ValueError(::flaxpp::detail::str(
+        "all_reduce(mean) of ", x.aval(), ": a mean needs a floating dtype; convert first"));
+  if (op == ReduceOp::sum && x.dtype() == DType::bool_)
+    throw ValueError("all_reduce(sum) of a bool array: use max (any) or convert to int32 first");
+  Array sum = all_reduce_impl(x, op == ReduceOp::mean ? ReduceOp::sum : op);
+  return op == ReduceOp::mean && size_ > 1 ? sum / static_cast<double>(size_) : sum;
+}
+
+Array Communicator::broadcast(const Array& x, int root) {
+  check_concrete("broadcast", x);
+  if (root < 0 || root >= size_)
+    throw ValueError(::flaxpp::detail::str("broadcast from rank ", root, ": the job has ranks 0..",
+                                           size_ - 1));
+  return broadcast_impl(x, root);
+}
+
+Array Communicator::all_gather(const Array& x) {
+  check_concrete("all_gather", x);
+  return all_gather_impl(x);
+}
+
+void Communicator::barrier() {
+  barrier_impl();
+}
+
+namespace detail {
+
+std::chrono::duration<double> collective_timeout() {
+  static const double seconds = [] {
+    const char* env = std::getenv("FLAXPP_COLLECTIVE_TIMEOUT");
+    if (env == nullptr || *env == '\0') return 300.0;
+    char* end = nullptr;
+    const double v = std::strtod(env, &end);
+    if (end == env || *end != '\0' || !(v > 0))
+      throw ValueError(::flaxpp::detail::str("FLAXPP_COLLECTIVE_TIMEOUT=", env,
+                                             ": expected a positive number of seconds"));
+    return v;
+  }();
+  return std::chrono::duration<double>(seconds);
+}
+
+void throw_timed_out(int rank, int size, const char* op, const Array& x) {
+  throw DistributedError(::flaxpp::detail::str(
+      "rank ", rank, " of ", size, ": ", op, " of ", x.aval(), " did not complete within ",
+      collective_timeout().count(),
+      " s (FLAXPP_COLLECTIVE_TIMEOUT): another process died, stalled or called a different "
+      "collective. The job is ended; the last checkpoint written is intact"));
+}
+
+namespace {
+
+// A job of one: nothing to exchange.
+class Local final : public Communicator {
+ public:
+  Local() : Communicator(0, 1) {}
+
+ protected:
+  Array all_reduce_impl(const Array& x, ReduceOp) override { return x; }
+  Array broadcast_impl(const Array& x, int) override { return x; }
+  Array all_gather_impl(const Array& x) override {
+    // The same bytes under a leading axis of 1 (a byte copy: every dtype, on any device).
+    std::vector<std::int64_t> dims{1};
+    dims.insert(dims.end(), x.shape().dims().begin(), x.shape().dims().end());
+    Backend& be = x.buffer().backend();
+    std::shared_ptr<Buffer> out = be.allocate(x.nbytes());
+    be.copy(x.buffer(), *out, x.nbytes());
+    return Array(std::move(out), Shape(dims), x.dtype());
+  }
+  void barrier_impl() override {}
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> local_communicator() {
+  return std::make_unique<Local>();
+}
+
+}  // namespace detail
+
+namespace {
+
+// The job's communicator: arrays in host memory go to the host transport (MPI), arrays on a
+// GPU to NCCL where it was built, else through host memory.
+class Job final : public Communicator {
+ public:
+  Job(std::unique_ptr<Communicator> host, std::unique_ptr<Communicator> device)
+      : Communicator(host->rank(), host->size()), host_(std::move(host)), device_(std::move(device)) {}
+
+ protected:
+  Array all_reduce_impl(const Array& x, ReduceOp op) override {
+    return on(x, [&](Communicator& c, const Array& a) { return c.all_reduce(a, op); });
+  }
+  Array broadcast_impl(const Array& x, int root) override {
+    return on(x, [&](Communicator& c, const Array& a) { return c.broadcast(a, root); });
+  }
+  Array all_gather_impl(const Array& x) override {
+    return on(x, [&](Communicator& c, const Array& a) { return c.all_gather(a); });
+  }
+  void barrier_impl() override { host_->barrier(); }
+
+ private:
+  template <class F>
+  Array on(const Array& x, F&& f) {
+    const Device device = x.device();
+    if (device.kind == DeviceKind::cpu) return f(*host_, x);
+    if (device_) return f(*device_, x);
+    return f(*host_, x.to(Device::cpu())).to(device);
+  }
+  std::unique_ptr<Communicator> host_, device_;
+};
+
+}  // namespace
+
+Communicator& world() {
+  static std::once_flag once;
+  static Communicator* job = nullptr;  // never destroyed: collectives may run during exit
+  std::call_once(once, [] {
+    if (!is_initialized()) init();
+    std::unique_ptr<Communicator> host = detail::local_communicator();
+    std::unique_ptr<Communicator> device;
+#ifdef FLAXPP_WITH_MPI
+    if (world_size() > 1) host = detail::mpi_communicator();
+#endif
+#ifdef FLAXPP_WITH_NCCL
+    if (world_size() > 1 && is_available(DeviceKind::cuda))
+      device = detail::nccl_communicator(rank(), world_size(), local_rank(), host.get());
+#endif
+    job = new Job(std::move(host), std::move(device));
+  });
+  return *job;
+}
+
+}  // namespace flaxpp::dist

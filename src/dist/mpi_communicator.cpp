@@ -1,0 +1,237 @@
+// Collectives on host memory over MPI_COMM_WORLD (Open MPI): non-blocking calls polled until
+// they complete or the collective time limit passes, so that a dead or stalled peer ends this
+// rank with a clear error instead of a hang. 16-bit floats have no MPI type: they travel as
+// 2-byte words with sum and max operations that compute in float32 and round back.
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "dist/transport.hpp"
+#include "flaxpp/core/backend.hpp"
+#include "flaxpp/core/error.hpp"
+
+namespace flaxpp::dist::detail {
+namespace {
+
+void check(int err, const char* what) {
+  if (err == MPI_SUCCESS) return;
+  char message[MPI_MAX_ERROR_STRING] = {};
+  int length = 0;
+  MPI_Error_string(err, message, &length);
+  throw DistributedError(::flaxpp::detail::str("rank ", mpi_rank(), ": ", what, " failed: ", message));
+}
+
+float bf16_to_float(std::uint16_t b) {
+  const std::uint32_t bits = std::uint32_t{b} << 16;
+  float f = 0;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+float f16_to_float(std::uint16_t h) {
+  const std::uint32_t sign = std::uint32_t{h & 0x8000u} << 16, exponent = (h >> 10) & 0x1f,
+                      mantissa = h & 0x3ffu;
+  std::uint32_t bits = 0;
+  if (exponent == 0x1f) {
+    bits = sign | 0x7f800000u | (mantissa << 13);  // inf, NaN
+  } else if (exponent != 0) {
+    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
+  } else if (mantissa != 0) {  // subnormal: normalise
+    int e = -1;
+    std::uint32_t m = mantissa;
+    do {
+      ++e;
+      m <<= 1;
+    } while ((m & 0x400u) == 0);
+    bits = sign | static_cast<std::uint32_t>(112 - e) << 23 | ((m & 0x3ffu) << 13);
+  } else {
+    bits = sign;
+  }
+  float f = 0;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// inout[i] = op(in[i], inout[i]) over 16-bit floats, in float32, rounded back.
+template <bool kBf16, bool kMax>
+void half_op(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
+  const auto* a = static_cast<const std::uint16_t*>(in);
+  auto* b = static_cast<std::uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) {
+    const float x = kBf16 ? bf16_to_float(a[i]) : f16_to_float(a[i]);
+    const float y = kBf16 ? bf16_to_float(b[i]) : f16_to_float(b[i]);
+    const float r = kMax ? (x != x || y != y ? x + y : std::max(x, y)) : x + y;
+    b[i] = kBf16 ? round_to_bfloat16_bits(r) : round_to_float16_bits(r);
+  }
+}
+
+struct Half {
+  MPI_Op bf16_sum, bf16_max, f16_sum, f16_max;
+};
+const Half& half_ops() {
+  static const Half ops = [] {
+    Half h{};
+    check(MPI_Op_create(half_op<true, false>, 1, &h.bf16_sum), "MPI_Op_create");
+    check(MPI_Op_create(half_op<true, true>, 1, &h.bf16_max), "MPI_Op_create");
+    check(MPI_Op_create(half_op<false, false>, 1, &h.f16_sum), "MPI_Op_create");
+    check(MPI_Op_create(half_op<false, true>, 1, &h.f16_max), "MPI_Op_create");
+    return h;
+  }();
+  return ops;
+}
+
+MPI_Datatype mpi_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return MPI_FLOAT;
+    case DType::f64:
+      return MPI_DOUBLE;
+    case DType::i32:
+      return MPI_INT32_T;
+    case DType::u32:
+      return MPI_UINT32_T;
+    case DType::bool_:
+      return MPI_UINT8_T;
+    case DType::bf16:
+    case DType::f16:
+      return MPI_UINT16_T;
+  }
+  return MPI_BYTE;
+}
+
+MPI_Op mpi_op(DType dtype, ReduceOp op) {
+  const bool max = op == ReduceOp::max;
+  if (dtype == DType::bf16) return max ? half_ops().bf16_max : half_ops().bf16_sum;
+  if (dtype == DType::f16) return max ? half_ops().f16_max : half_ops().f16_sum;
+  return max ? MPI_MAX : MPI_SUM;
+}
+
+int mpi_count(const char* op, const Array& x) {
+  if (x.size() > 0x7fffffff)
+    throw ValueError(::flaxpp::detail::str(op, " of ", x.aval(),
+                                           ": MPI counts are 32-bit; split the array"));
+  return static_cast<int>(x.size());
+}
+
+// A new host array of `shape` and x's dtype, uninitialised.
+Array host_array(const Shape& shape, DType dtype) {
+  const std::int64_t bytes = shape.size() * static_cast<std::int64_t>(itemsize(dtype));
+  return Array(backend(Device::cpu()).allocate(bytes), shape, dtype);
+}
+
+// Waits for `request`, polling (from 1 µs up to 1 ms between tests) until the time limit.
+void wait(MPI_Request& request, const char* op, const Array& x) {
+  const auto deadline = std::chrono::steady_clock::now() + collective_timeout();
+  auto pause = std::chrono::microseconds(1);
+  for (;;) {
+    int done = 0;
+    check(MPI_Test(&request, &done, MPI_STATUS_IGNORE), op);
+    if (done != 0) return;
+    if (std::chrono::steady_clock::now() > deadline) throw_timed_out(mpi_rank(), mpi_size(), op, x);
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
+class Mpi final : public Communicator {
+ public:
+  Mpi() : Communicator(mpi_rank(), mpi_size()) {}
+
+ protected:
+  Array all_reduce_impl(const Array& x, ReduceOp op) override {
+    Array out = host_array(x.shape(), x.dtype());
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallreduce(x.buffer().data(), out.buffer().data(), mpi_count("all_reduce", x),
+                         mpi_type(x.dtype()), mpi_op(x.dtype(), op), MPI_COMM_WORLD, &request),
+          "MPI_Iallreduce");
+    wait(request, "all_reduce", x);
+    return out;
+  }
+  Array broadcast_impl(const Array& x, int root) override {
+    Array out = host_array(x.shape(), x.dtype());
+    if (rank() == root && x.nbytes() > 0)
+      std::memcpy(out.buffer().data(), x.buffer().data(), static_cast<std::size_t>(x.nbytes()));
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Ibcast(out.buffer().data(), mpi_count("broadcast", x), mpi_type(x.dtype()), root,
+                     MPI_COMM_WORLD, &request),
+          "MPI_Ibcast");
+    wait(request, "broadcast", x);
+    return out;
+  }
+  Array all_gather_impl(const Array& x) override {
+    std::vector<std::int64_t> dims{size()};
+    dims.insert(dims.end(), x.shape().dims().begin(), x.shape().dims().end());
+    Array out = host_array(Shape(dims), x.dtype());
+    const int count = mpi_count("all_gather", x);
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Iallgather(x.buffer().data(), count, mpi_type(x.dtype()), out.buffer().data(),
+                         count, mpi_type(x.dtype()), MPI_COMM_WORLD, &request),
+          "MPI_Iallgather");
+    wait(request, "all_gather", x);
+    return out;
+  }
+  void barrier_impl() override {
+    MPI_Request request = MPI_REQUEST_NULL;
+    check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
+    wait(request, "barrier", Array::scalar(0.0f, Device::cpu()));
+  }
+};
+
+}  // namespace
+
+void mpi_init() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized != 0) return;
+  int provided = 0;
+  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
+  // Errors come back as codes (then flaxpp's messages), not MPI's abort.
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  std::atexit([] {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized == 0) MPI_Finalize();
+  });
+}
+
+bool mpi_initialized() {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  return initialized != 0;
+}
+
+void mpi_abort(int code) {
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::exit(code);  // MPI_Abort does not return; should it, exit anyway
+}
+
+std::string mpi_library() {
+  char version[MPI_MAX_LIBRARY_VERSION_STRING] = {};
+  int length = 0;
+  MPI_Get_library_version(version, &length);
+  const std::string v(version, static_cast<std::size_t>(length));
+  return v.substr(0, v.find(','));
+}
+
+int mpi_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+int mpi_size() {
+  int s = 1;
+  MPI_Comm_size(MPI_COMM_WORLD, &s);
+  return s;
+}
+
+std::unique_ptr<Communicator> mpi_communicator() {
+  return std::make_unique<Mpi>();
+}
+
+}  // namespace flaxpp::dist::detail

@@ -1,0 +1,157 @@
+// Collectives on GPU memory over NCCL: one communicator per process on its backend's stream
+// (ordered with the compute around it), its unique id made by rank 0 and broadcast over the
+// host transport (MPI), or made in-process for a job of one. A collective is waited for until
+// it completes, NCCL reports an error, or the collective time limit passes; then the
+// communicator is aborted and the rank ends with a clear error. Inside a CUDA graph recording
+// nothing is waited for: the launch is recorded. Compiled in CI; it needs a GPU to run.
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.hpp"
+#include "dist/transport.hpp"
+#include "flaxpp/core/backend.hpp"
+#include "flaxpp/core/error.hpp"
+
+namespace flaxpp::dist::detail {
+namespace {
+
+ncclDataType_t nccl_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return ncclFloat32;
+    case DType::f64:
+      return ncclFloat64;
+    case DType::bf16:
+      return ncclBfloat16;
+    case DType::f16:
+      return ncclFloat16;
+    case DType::i32:
+      return ncclInt32;
+    case DType::u32:
+      return ncclUint32;
+    case DType::bool_:
+      return ncclUint8;
+  }
+  return ncclUint8;
+}
+
+class Nccl final : public Communicator {
+ public:
+  Nccl(int rank, int size, int local_rank, Communicator* bootstrap)
+      : Communicator(rank, size), device_(Device::cuda(local_rank)) {
+    gpu_ = &static_cast<cuda::CudaBackend&>(backend(device_));
+    ncclUniqueId id{};
+    if (rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
+    if (size > 1) {
+      // The id travels as int32 words over the host transport.
+      std::vector<std::int32_t> words((sizeof id + 3) / 4, 0);
+      std::memcpy(words.data(), &id, sizeof id);
+      const Array sent = bootstrap->broadcast(
+          Array::from_vector(words, Shape{static_cast<std::int64_t>(words.size())}, Device::cpu()), 0);
+      words = sent.to_vector<std::int32_t>();
+      std::memcpy(&id, words.data(), sizeof id);
+    }
+    if (cudaSetDevice(device_.index) != cudaSuccess)
+      throw DistributedError(::flaxpp::detail::str("rank ", rank, ": cannot use GPU ", device_));
+    check(ncclCommInitRank(&comm_, size, id, rank), "ncclCommInitRank");
+  }
+  ~Nccl() override {
+    if (comm_ != nullptr) (void)ncclCommDestroy(comm_);
+  }
+
+ protected:
+  Array all_reduce_impl(const Array& x, ReduceOp op) override {
+    Array out = device_array(x.shape(), x.dtype());
+    check(ncclAllReduce(x.buffer().data(), out.buffer().data(), count(x), nccl_type(x.dtype()),
+                        op == ReduceOp::max ? ncclMax : ncclSum, comm_, gpu_->stream()),
+          "ncclAllReduce");
+    wait("all_reduce", x);
+    return out;
+  }
+  Array broadcast_impl(const Array& x, int root) override {
+    Array out = device_array(x.shape(), x.dtype());
+    check(ncclBroadcast(x.buffer().data(), out.buffer().data(), count(x), nccl_type(x.dtype()),
+                        root, comm_, gpu_->stream()),
+          "ncclBroadcast");
+    wait("broadcast", x);
+    return out;
+  }
+  Array all_gather_impl(const Array& x) override {
+    std::vector<std::int64_t> dims{size()};
+    dims.insert(dims.end(), x.shape().dims().begin(), x.shape().dims().end());
+    Array out = device_array(Shape(dims), x.dtype());
+    check(ncclAllGather(x.buffer().data(), out.buffer().data(), count(x), nccl_type(x.dtype()),
+                        comm_, gpu_->stream()),
+          "ncclAllGather");
+    wait("all_gather", x);
+    return out;
+  }
+  void barrier_impl() override {
+    (void)all_reduce_impl(Array::full(Shape{}, 0.0, DType::f32, device_), ReduceOp::sum);
+  }
+
+ private:
+  void check(ncclResult_t result, const char* what) const {
+    if (result == ncclSuccess) return;
+    throw DistributedError(::flaxpp::detail::str("rank ", rank(), ": ", what, " failed: ",
+                                                 ncclGetErrorString(result), " (",
+                                                 ncclGetLastError(comm_), ")"));
+  }
+  static std::size_t count(const Array& x) { return static_cast<std::size_t>(x.size()); }
+  Array device_array(const Shape& shape, DType dtype) const {
+    const std::int64_t bytes = shape.size() * static_cast<std::int64_t>(itemsize(dtype));
+    return Array(gpu_->allocate(bytes), shape, dtype);
+  }
+  // Until the collective completes on the GPU, NCCL reports an error, or the time limit.
+  void wait(const char* op, const Array& x) {
+    if (gpu_->capturing()) return;
+    cudaEvent_t done = nullptr;
+    if (cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventRecord(done, gpu_->stream()) != cudaSuccess)
+      throw DistributedError(::flaxpp::detail::str("rank ", rank(), ": ", op, ": cannot record an event"));
+    const auto deadline = std::chrono::steady_clock::now() + collective_timeout();
+    auto pause = std::chrono::microseconds(1);
+    for (;;) {
+      const cudaError_t state = cudaEventQuery(done);
+      if (state == cudaSuccess) break;
+      (void)cudaGetLastError();  // NotReady is an answer, not an error
+      ncclResult_t async = ncclSuccess;
+      (void)ncclCommGetAsyncError(comm_, &async);
+      if (async != ncclSuccess || std::chrono::steady_clock::now() > deadline) {
+        const std::string why =
+            async != ncclSuccess
+                ? ::flaxpp::detail::str("rank ", rank(), ": ", op, " failed: ",
+                                        ncclGetErrorString(async), " (", ncclGetLastError(comm_), ")")
+                : std::string();
+        (void)ncclCommAbort(comm_);  // a failed or stuck communicator cannot be used again
+        comm_ = nullptr;
+        (void)cudaEventDestroy(done);
+        if (!why.empty()) throw DistributedError(why);
+        throw_timed_out(rank(), size(), op, x);
+      }
+      std::this_thread::sleep_for(pause);
+      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+    }
+    (void)cudaEventDestroy(done);
+  }
+
+  Device device_;
+  cuda::CudaBackend* gpu_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> nccl_communicator(int rank, int size, int local_rank,
+                                                Communicator* bootstrap) {
+  return std::make_unique<Nccl>(rank, size, local_rank, bootstrap);
+}
+
+}  // namespace flaxpp::dist::detail

@@ -1,0 +1,83 @@
+// The dist layer in a job of one (a process started on its own): every collective is the
+// identity on every dtype, bad calls are clear errors, and the all_reduce primitive traces,
+// differentiates and jits like any lax primitive. The multi-process behaviour is
+// tests/dist/dist_probe.cpp under mpirun (ctest's flaxpp_dist_* jobs).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "flaxpp/dist/all_reduce.hpp"
+#include "flaxpp/dist/communicator.hpp"
+#include "flaxpp/dist/process_group.hpp"
+#include "flaxpp/ir/graph.hpp"
+#include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/transforms/autodiff.hpp"
+#include "flaxpp/transforms/jit.hpp"
+
+using namespace flaxpp;
+
+TEST_CASE("dist: a process on its own is a job of one") {
+  dist::init();
+  CHECK(dist::is_initialized());
+  CHECK(dist::rank() == 0);
+  CHECK(dist::world_size() == 1);
+  CHECK(dist::describe() == "1 process");
+  CHECK(dist::world().size() == 1);
+}
+
+TEST_CASE("dist: in a job of one every collective gives the array back, for every dtype") {
+  dist::Communicator& c = dist::world();
+  const std::vector<Array> xs = {
+      Array::from_vector(std::vector<float>{1.5f, -2.0f}, Shape{2}),
+      Array::from_vector(std::vector<double>{3.0}, Shape{}),
+      Array::from_vector(std::vector<std::int32_t>{7, -8, 9}, Shape{3}),
+      Array::from_vector(std::vector<std::uint32_t>{4}, Shape{1, 1}),
+      Array::from_vector(std::vector<bool>{true, false}, Shape{2}),
+      Array::full(Shape{2}, 0.5, DType::bf16, Device::cpu()),
+      Array::full(Shape{2}, 0.25, DType::f16, Device::cpu())};
+  for (const Array& x : xs) {
+    CAPTURE(x.aval());
+    const dist::ReduceOp op = x.dtype() == DType::bool_ ? dist::ReduceOp::max : dist::ReduceOp::sum;
+    CHECK(c.all_reduce(x, op).aval() == x.aval());
+    CHECK(c.all_reduce(x, dist::ReduceOp::max).aval() == x.aval());
+    CHECK(c.broadcast(x, 0).aval() == x.aval());
+    std::vector<std::int64_t> stacked{1};
+    stacked.insert(stacked.end(), x.shape().dims().begin(), x.shape().dims().end());
+    CHECK(c.all_gather(x).shape() == Shape(stacked));
+  }
+  CHECK(c.all_reduce(xs[0], dist::ReduceOp::mean).to_vector<float>() ==
+        std::vector<float>{1.5f, -2.0f});
+  c.barrier();
+}
+
+TEST_CASE("dist: collectives refuse what they cannot do, saying what to do") {
+  dist::Communicator& c = dist::world();
+  const Array ints = Array::from_vector(std::vector<std::int32_t>{1}, Shape{1});
+  CHECK_THROWS_WITH_AS(c.all_reduce(ints, dist::ReduceOp::mean),
+                       doctest::Contains("a mean needs a floating dtype"), ValueError);
+  CHECK_THROWS_WITH_AS(
+      c.all_reduce(Array::from_vector(std::vector<bool>{true}, Shape{1}), dist::ReduceOp::sum),
+      doctest::Contains("use max"), ValueError);
+  CHECK_THROWS_WITH_AS(c.broadcast(ints, 1), doctest::Contains("the job has ranks 0..0"),
+                       ValueError);
+  CHECK_THROWS_AS(dist::reduce_op_from_name("avg"), ValueError);
+}
+
+TEST_CASE("dist::all_reduce: a primitive that traces, differentiates and jits") {
+  const Array x = Array::from_vector(std::vector<float>{1.0f, -2.0f, 3.0f}, Shape{3});
+  // d/dx sum(all_reduce(x)^2) = 2 x in a job of one (the VJP is all_reduce of the cotangent).
+  const Array g = grad([](const Array& v) {
+    return sum(square(dist::all_reduce(v, dist::ReduceOp::sum)));
+  })(x);
+  CHECK(g.to_vector<float>() == std::vector<float>{2.0f, -4.0f, 6.0f});
+  CHECK_THROWS_WITH_AS(grad([](const Array& v) {
+                         return sum(dist::all_reduce(v, dist::ReduceOp::max));
+                       })(x),
+                       doctest::Contains("has no gradient"), ValueError);
+  const Jitted f = jit([](std::span<const Tree> a) {
+    return std::vector<Tree>{Tree(dist::all_reduce(a[0].array(), dist::ReduceOp::mean))};
+  });
+  CHECK(ir::count_eqns(f.lower(std::vector<Tree>{Tree(x)}).graph(), dist::all_reduce_p) == 1);
+  CHECK(f(std::vector<Tree>{Tree(x)})[0].array().to_vector<float>() == x.to_vector<float>());
+}
