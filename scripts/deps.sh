@@ -4,7 +4,10 @@
 # apt-get line to run and stops.
 set -euo pipefail
 
-FLAXPP_APT_PACKAGES=(cmake g++ make pkg-config nlohmann-json3-dev doctest-dev libopenblas-dev)
+# libcairo2-dev: the curves flaxpp train draws (optional to CMake; installed here so that every
+# README command draws them).
+FLAXPP_APT_PACKAGES=(cmake g++ make pkg-config nlohmann-json3-dev doctest-dev libopenblas-dev
+  libcairo2-dev)
 
 flaxpp_missing_packages() {
   local missing=() p
