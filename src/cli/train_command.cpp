@@ -182,8 +182,11 @@ int train_command(const std::vector<std::string>& args) {
     saved_step = state.step;
     std::int64_t torn = 0;
     history = read_metrics(files.metrics, state.step, &torn);
-    say(detail::str("resuming from ", files.checkpoint, " at step ", state.step, " (epoch ",
-                    state.step / spe + 1, ", batch ", state.step % spe + 1, " of ", spe, ")"));
+    say(detail::str("resuming from ", files.checkpoint, " at step ", state.step,
+                    state.step < plan.total_steps
+                        ? detail::str(" (epoch ", state.step / spe + 1, ", batch ",
+                                      state.step % spe + 1, " of ", spe, ")")
+                        : std::string()));
     for (const std::string& change : changes)
       say("note: resuming with a changed optimiser: " + change);
     if (!recorded)
