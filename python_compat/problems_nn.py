@@ -80,7 +80,7 @@ _EPS32 = float(np.finfo(np.float32).eps)
 
 
 # --------------------------------------------------------------------------- models
-# The exact model definitions the problems use (docs/refs-problems.md quotes them).
+# The exact model definitions the problems use (docs/refs-format.md defines them).
 
 
 class MLP(nn.Module):

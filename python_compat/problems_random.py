@@ -1,7 +1,8 @@
 """Reference cases for the *random* problems of docs/refs-format.md.
 
 Problems: ``random.key``, ``random.split``, ``random.fold_in``, ``random.bits``,
-``random.uniform``, ``random.normal``, ``random.truncated_normal``, ``initializer``.
+``random.uniform``, ``random.normal``, ``random.truncated_normal``, ``initializer``, and
+``random.randint`` (docs/refs-problems.md).
 
 ``cases()`` is the full set (run with JAX's default ``jax_threefry_partitionable=True``);
 ``legacy_cases()`` is a smaller set meant to be generated with the flag set to False.
@@ -133,6 +134,31 @@ def case_bits(key: Key, shape: Sequence[int]):
         "random.bits",
         {"key": key.json(), "shape": shape},
         array(out, "uint32"),
+        **EXACT,
+    )
+
+
+def case_randint(key: Key, shape: Sequence[int], minval: int, maxval: int, dtype: str | None = None):
+    """``jax.random.randint(key, shape, minval, maxval[, dtype])``; ``dtype`` int32 (JAX's
+    default with x64 off) or uint32, written only when given."""
+    shape = list(shape)
+    inputs: dict = {"key": key.json(), "shape": shape, "minval": minval, "maxval": maxval}
+    kwargs = {}
+    if dtype is not None:
+        inputs["dtype"] = dtype
+        kwargs["dtype"] = getattr(jnp, dtype)
+    try:
+        out = _np(jax.random.randint(key.jax(), tuple(shape), minval, maxval, **kwargs))
+    except OverflowError as e:  # a bound beyond int32 (x64 off)
+        SKIPPED.append(f"random.randint minval={minval} maxval={maxval}: {type(e).__name__}: {e}")
+        return None
+    out = _check(out, np.dtype(dtype or "int32"), shape)
+    tag = f"{num_tag(minval)}_{num_tag(maxval)}" + (f"-{dtype}" if dtype else "")
+    return make_case(
+        f"random.randint/{key.label}-{shape_tag(shape)}-{tag}",
+        "random.randint",
+        inputs,
+        array(out, dtype or "int32"),
         **EXACT,
     )
 
@@ -347,6 +373,30 @@ def cases() -> list[dict]:
     add(case_uniform(s42, [2, 2], 0.0, 1.0))
     add(case_uniform(u31, [3, 5], -7.25, 100.0))
 
+    # random.randint: small and full int32 spans, spans above 2**16 (JAX's multiplier wraps to
+    # 0), powers of two, empty spans (maxval <= minval), uint32 with negative bounds, 0-d,
+    # empty and > 2**16-element shapes; bounds beyond int32 are refused by JAX (skipped).
+    add(case_randint(s0, [5], 0, 10))
+    add(case_randint(s42, [3, 4], -5, 5))
+    add(case_randint(s0, [8], -2**31, 2**31 - 1))
+    add(case_randint(s1701, [6], 0, 2**16 + 1))
+    add(case_randint(sm1, [9], -100, 100000))
+    add(case_randint(s1, [7], 0, 1))
+    add(case_randint(s42, [4], 0, 256))
+    add(case_randint(s0, [3], 3, 3))
+    add(case_randint(s0, [3], 5, 2))
+    add(case_randint(s42, [], -7, 7))
+    add(case_randint(rawF, [0], 0, 10))
+    add(case_randint(big, [257, 257], 0, 1000))  # > 2**16 elements
+    add(case_randint(tera, [2, 3], 2**31 - 10, 2**31 - 1))
+    add(case_randint(s0, [6], 0, 100000, "uint32"))
+    add(case_randint(s42, [6], -5, 100000, "uint32"))
+    add(case_randint(s1, [5], -9, -3, "uint32"))
+    add(case_randint(rawR, [5], 0, 2**31 - 1, "uint32"))
+    add(case_randint(s0, [4], 0, 10, "int32"))
+    add(case_randint(s0, [2], 0, 2**31))
+    add(case_randint(s0, [2], -2**31 - 1, 0))
+
     # random.normal
     add(case_normal(s0, [3]))
     add(case_normal(s0, []))
@@ -478,6 +528,7 @@ def cases() -> list[dict]:
     add(I("variance_scaling", s1701, [3, 5, 7],
           {"scale": 1.0, "mode": "fan_out", "distribution": "uniform"}))
 
+    out = [c for c in out if c is not None]  # None: inputs JAX rejected (listed in SKIPPED)
     covered = {c["inputs"]["name"] for c in out if c["problem"] == "initializer"}
     assert covered == set(INITIALIZER_NAMES), set(INITIALIZER_NAMES) - covered
     return out
@@ -510,6 +561,10 @@ def legacy_cases() -> list[dict]:
     add(case_uniform(s0, [3]))
     add(case_uniform(s42, [3, 3], -5.0, 5.0))
     add(case_uniform(s1, [7], 0.1, 0.7))
+
+    add(case_randint(s0, [5], 0, 10))
+    add(case_randint(s42, [7], -2**31, 2**31 - 1))
+    add(case_randint(s1, [4], -5, 100000, "uint32"))
 
     add(case_normal(s0, [7]))
     add(case_normal(s42, [2, 3]))

@@ -14,7 +14,7 @@ registry, eagerly (no ``jax.jit``), on exactly the float32 inputs written to the
 * ``named_dot_policy_grad``: the same for ``g`` (the function with ``checkpoint_name``s)
 * ``saved_residuals``: ``jax._src.ad_checkpoint.saved_residuals(jax.checkpoint(f or g,
   policy=P), w1, w2, x)``, encoded as a JSON list of ``{"dtype", "shape", "kind"}``
-  (see docs/refs-problems.md, "Decisions the format leaves open").
+  (see python_compat/GENERATION.md, "Remat problems").
 
 Policy specs are turned into JAX policy objects by :func:`policy_from_spec` only.
 

@@ -189,7 +189,7 @@ def jax_train(seed: Any, x: np.ndarray, y: np.ndarray, features: Sequence[int], 
 
 # --------------------------------------------------------------------------- NumPy float32
 # An independent re-implementation of the trajectory (check (c)); it follows the optax
-# 0.2.8 source quoted in docs/refs-problems.md, in float32 throughout.
+# 0.2.8 semantics written down in python_compat/GENERATION.md, in float32 throughout.
 
 F32 = np.float32
 

@@ -1,6 +1,6 @@
 """Writer for flaxpp reference-case files (format ``flaxpp.refs/1``).
 
-See docs/refs-format.md (shared docs) for the contract.  This module knows nothing
+See docs/refs-format.md (a verbatim copy of the shared contract).  This module knows nothing
 about JAX; it only turns Python/NumPy values into the JSON layout:
 
 * arrays (``numpy.ndarray`` wrapped with :func:`array`) become

@@ -4,8 +4,11 @@
 # apt-get line to run and stops.
 set -euo pipefail
 
+# libcairo2-dev: the curves flaxpp train draws (optional to CMake; installed here so that every
+# README command draws them). Open MPI: multi-process jobs (optional to CMake; the tests run
+# two-process jobs).
 FLAXPP_APT_PACKAGES=(cmake g++ make pkg-config nlohmann-json3-dev doctest-dev libopenblas-dev
-  libopenmpi-dev openmpi-bin)
+  libcairo2-dev libopenmpi-dev openmpi-bin)
 
 flaxpp_missing_packages() {
   local missing=() p

@@ -9,6 +9,7 @@
 #include <iostream>
 #include <random>
 
+#include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/io/json.hpp"
@@ -185,7 +186,7 @@ int bench_command(const std::vector<std::string>& args) {
     } else if (args[i] == "--out" && i + 1 < args.size()) {
       out_path = args[++i];
     } else if (args[i] == "--width" && i + 1 < args.size()) {
-      only_width = std::stoll(args[++i]);
+      only_width = parse_int_option("--width", args[++i], 1, 1 << 20);
     } else if (args[i] == "--dtype" && i + 1 < args.size()) {
       const std::string name = args[++i];
       if (name != "float32" && name != "bfloat16") {
@@ -196,7 +197,7 @@ int bench_command(const std::vector<std::string>& args) {
     } else if (args[i] == "--device" && i + 1 < args.size()) {
       set_default_device(Device::parse(args[++i]));
     } else if (args[i] == "--steps" && i + 1 < args.size()) {
-      steps = std::max<std::int64_t>(1, std::stoll(args[++i]));
+      steps = parse_int_option("--steps", args[++i], 1, 1'000'000);
     } else {
       std::cerr << "flaxpp bench: unknown argument " << args[i] << "\n" << kBenchUsage;
       return 2;

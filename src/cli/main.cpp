@@ -1,9 +1,10 @@
-// `flaxpp`: the command-line tool. Dispatches to a subcommand.
-#include <cstring>
+// `flaxpp`: the command-line tool. Dispatches to a subcommand; `help` and `--version`.
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
+#include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "flaxpp/core/error.hpp"
 
@@ -15,37 +16,72 @@ constexpr const char* kUsage =
     "commands:\n"
     "  check FILE... [--device cpu|cuda] [--verbose]\n"
     "      run reference cases (format flaxpp.refs/1) and compare with JAX/Flax's outputs\n"
-    "  train CONFIG.json [--max-steps N]\n"
+    "  train CONFIG.json [--max-steps N] [--fresh | --resume]\n"
     "      train an MLP classifier (see examples/digits.json); ends with \"test accuracy: "
     "0.NNNN\"\n"
     "  bench [--grid default|large] [--out FILE.jsonl]\n"
     "      time MLP training steps per width and remat policy (JSON lines; compare with JAX)\n"
     "  residuals FUNCTION [--policy SPEC] [-N rows] [-d dim]\n"
     "      the values a checkpointed function saves for its backward pass, with bytes and peak\n"
+    "  help [COMMAND]\n"
+    "      this text, or a command's options (the same as flaxpp COMMAND --help)\n"
     "\n"
-    "flaxpp <command> --help shows a command's options.\n";
+    "flaxpp --version prints the version and how this flaxpp was built.\n";
+
+using CommandFn = int (*)(const std::vector<std::string>&);
+
+CommandFn find_command(const std::string& name) {
+  if (name == "check") return flaxpp::cli::check_command;
+  if (name == "residuals") return flaxpp::cli::residuals_command;
+  if (name == "train") return flaxpp::cli::train_command;
+  if (name == "bench") return flaxpp::cli::bench_command;
+  return nullptr;
+}
+
+int run(const std::string& command, CommandFn fn, const std::vector<std::string>& args) {
+  const std::string who = "flaxpp " + command + ": ";
+  try {
+    return fn(args);
+  } catch (const flaxpp::cli::UsageError& e) {
+    std::cerr << who << e.what() << "\n(flaxpp help " << command << " lists its options)\n";
+  } catch (const flaxpp::Error& e) {
+    std::cerr << who << e.what() << "\n";
+  } catch (const std::bad_alloc&) {
+    std::cerr << who << "out of memory; use a smaller model, batch or data set\n";
+  } catch (const std::exception& e) {
+    // Not one of flaxpp's errors: a defect to report, with what little the library said.
+    std::cerr << who << "internal error (" << e.what()
+              << "); please report it with the command line and input that caused it\n";
+  }
+  return 2;
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+  const std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  const std::string& command = args[0];
+  if (command == "--help" || command == "-h" || (command == "help" && args.size() == 1)) {
     std::cout << kUsage;
-    return argc < 2 ? 2 : 0;
+    return 0;
   }
-  const std::string command = argv[1];
-  const std::vector<std::string> args(argv + 2, argv + argc);
-  try {
-    if (command == "check") return flaxpp::cli::check_command(args);
-    if (command == "residuals") return flaxpp::cli::residuals_command(args);
-    if (command == "train") return flaxpp::cli::train_command(args);
-    if (command == "bench") return flaxpp::cli::bench_command(args);
-  } catch (const flaxpp::Error& e) {
-    std::cerr << "flaxpp " << command << ": " << e.what() << "\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "flaxpp " << command << ": unexpected error: " << e.what() << "\n";
+  if (command == "--version" || command == "-V") {
+    std::cout << flaxpp::cli::version_text() << "\n";
+    return 0;
+  }
+  if (command == "help") {
+    if (const CommandFn fn = find_command(args[1]); fn && args.size() == 2)
+      return run(args[1], fn, {"--help"});
+    std::cerr << "flaxpp help: expected one command (check, train, bench, residuals), got \""
+              << args[1] << (args.size() > 2 ? "\" and more" : "\"") << "\n";
     return 2;
   }
+  if (const CommandFn fn = find_command(command))
+    return run(command, fn, std::vector<std::string>(args.begin() + 1, args.end()));
   std::cerr << "flaxpp: unknown command \"" << command << "\"\n\n" << kUsage;
   return 2;
 }

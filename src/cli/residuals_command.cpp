@@ -1,10 +1,10 @@
 // `flaxpp residuals FUNCTION [--policy SPEC] [-N n] [-d d]`: what a checkpointed function keeps
 // between its forward and backward pass (jax.ad_checkpoint.print_saved_residuals), with bytes,
 // and its peak memory during value_and_grad, predicted from the residuals and measured.
-#include <charconv>
 #include <iomanip>
 #include <iostream>
 
+#include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/io/policy_spec.hpp"
@@ -36,22 +36,13 @@ int residuals_command(const std::vector<std::string>& args) {
   std::int64_t n = 5, d = 4;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 == args.size()) throw ValueError(detail::str(a, " needs a value"));
-      return args[++i];
-    };
     if (a == "--help" || a == "-h") {
       std::cout << kResidualsUsage;
       return 0;
     } else if (a == "--policy") {
-      spec = value();
+      spec = option_value(args, i);
     } else if (a == "-N" || a == "-d") {
-      const std::string& v = value();
-      std::int64_t parsed = 0;
-      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), parsed);
-      if (ec != std::errc() || end != v.data() + v.size() || parsed < 1 || parsed > 65536)
-        throw ValueError(detail::str(a, " expects an integer from 1 to 65536, got \"", v, "\""));
-      (a == "-N" ? n : d) = parsed;
+      (a == "-N" ? n : d) = parse_int_option(a, option_value(args, i), 1, 65536);
     } else if (a.rfind("-", 0) == 0) {
       std::cerr << "flaxpp residuals: unknown option " << a << "\n" << kResidualsUsage;
       return 2;

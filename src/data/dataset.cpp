@@ -100,14 +100,16 @@ std::string list_names(const std::vector<std::string>& names) {
 }
 
 std::size_t label_index_from_header(const std::string& path, const std::vector<std::string>& names,
-                                    const std::string& label_column) {
+                                    const CsvOptions& opts) {
+  const std::string& label_column = opts.label_column;
   if (label_column.empty()) return names.size() - 1;
   const auto count = std::count(names.begin(), names.end(), label_column);
   if (count == 0)
     throw ValueError(detail::str("load_csv: ", path, " has no column named ", quoted(label_column),
-                                 "; its header names ", list_names(names),
-                                 ". Set CsvOptions::label_column to one of them, or leave it "
-                                 "empty for the last column"));
+                                 "; its header names ", list_names(names), ". Set ",
+                                 opts.option_prefix,
+                                 "label_column to one of them, or "
+                                 "leave it empty for the last column"));
   if (count > 1)
     throw ValueError(detail::str("load_csv: ", path, " has ", count, " columns named ",
                                  quoted(label_column),
@@ -117,15 +119,16 @@ std::size_t label_index_from_header(const std::string& path, const std::vector<s
 }
 
 std::size_t label_index_from_number(const std::string& path, std::size_t ncols,
-                                    const std::string& label_column) {
+                                    const CsvOptions& opts) {
+  const std::string& label_column = opts.label_column;
   if (label_column.empty()) return ncols - 1;
   const std::optional<std::int64_t> index = parse_int(label_column);
   if (!index)
-    throw ValueError(detail::str(
-        "load_csv: without a header, CsvOptions::label_column must be a 0-based column index "
-        "such as \"0\"; got ",
-        quoted(label_column), ". Set CsvOptions::header = true if the first line of ", path,
-        " names the columns"));
+    throw ValueError(detail::str("load_csv: without a header, ", opts.option_prefix,
+                                 "label_column must be a 0-based column index such as \"0\"; got ",
+                                 quoted(label_column), ". Set ", opts.option_prefix,
+                                 "header = true if the first line of ", path,
+                                 " names the columns"));
   if (*index < 0 || *index >= static_cast<std::int64_t>(ncols))
     throw ValueError(detail::str("load_csv: label column index ", *index,
                                  " is out of range; the rows of ", path, " have ", ncols,
@@ -353,7 +356,8 @@ std::uint64_t uniform_below(std::mt19937_64& gen, std::uint64_t bound) {
 
 Dataset load_csv(const std::string& path, CsvOptions opts) {
   if (!std::isfinite(opts.scale))
-    throw ValueError(detail::str("load_csv: CsvOptions::scale must be finite, got ", opts.scale));
+    throw ValueError(
+        detail::str("load_csv: ", opts.option_prefix, "scale must be finite, got ", opts.scale));
   const std::string text = read_file(path, "load_csv");
   std::string_view rest(text);
   if (rest.starts_with("\xEF\xBB\xBF")) rest.remove_prefix(3);  // UTF-8 byte-order mark
@@ -390,10 +394,10 @@ Dataset load_csv(const std::string& path, CsvOptions opts) {
           if (f.size() >= 2 && f.front() == '"' && f.back() == '"') f = f.substr(1, f.size() - 2);
           names.emplace_back(f);
         }
-        label = label_index_from_header(path, names, opts.label_column);
+        label = label_index_from_header(path, names, opts);
         continue;
       }
-      label = label_index_from_number(path, ncols, opts.label_column);
+      label = label_index_from_number(path, ncols, opts);
     }
     if (fields.size() != ncols)
       throw ParseError(detail::str(
@@ -407,8 +411,8 @@ Dataset load_csv(const std::string& path, CsvOptions opts) {
           throw ParseError(detail::str(where, "label ", column(j),
                                        ": expected an integer class index >= 0 that fits int32, "
                                        "got ",
-                                       quoted(f),
-                                       "; check CsvOptions::label_column names the label column"));
+                                       quoted(f), "; check that ", opts.option_prefix,
+                                       "label_column names the label column"));
         y.push_back(static_cast<std::int32_t>(*v));
       } else {
         const std::optional<double> v = parse_double(f);
@@ -668,10 +672,12 @@ std::vector<std::vector<std::int64_t>> epoch_batches(std::int64_t n, std::int64_
   if (epoch < 0) throw ValueError(detail::str("epoch_batches: epoch must be >= 0, got ", epoch));
   const std::vector<std::int64_t> perm = permutation(n, seed + static_cast<std::uint64_t>(epoch));
   std::vector<std::vector<std::int64_t>> batches;
-  for (std::int64_t start = 0; start < n; start += batch_size) {
-    const std::int64_t end = std::min(n, start + batch_size);
+  // start + batch_size could overflow (batch_size up to 2^63 - 1); n - start cannot.
+  for (std::int64_t start = 0; start < n;) {
+    const std::int64_t end = start + std::min(batch_size, n - start);
     if (drop_last && end - start < batch_size) break;
     batches.emplace_back(perm.begin() + start, perm.begin() + end);
+    start = end;
   }
   return batches;
 }

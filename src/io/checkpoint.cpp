@@ -3,9 +3,11 @@
 #include "flaxpp/io/checkpoint.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -140,6 +142,32 @@ void write_file_atomically(const std::string& path, std::string_view bytes) {
     throw Error(detail::str("saved '", path, "', but flushing its directory '", dir,
                             "' to disk failed (", std::strerror(errno),
                             "); the new file may not survive a power loss"));
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  // The name write_file_atomically gives its temporary file, up to the pid.
+  const std::string prefix = detail::str(target.filename().string(), ".tmp-");
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    const std::string_view digits = std::string_view(name).substr(prefix.size());
+    pid_t pid = 0;
+    const auto [last, parse] = std::from_chars(digits.data(), digits.data() + digits.size(), pid);
+    if (parse != std::errc() || last != digits.data() + digits.size() || pid <= 0 ||
+        pid == ::getpid())
+      continue;
+    // kill(pid, 0) probes without signalling: ESRCH is the only proof the writer is gone.
+    if (::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code status_ec, remove_ec;
+    if (!fs::is_regular_file(it->symlink_status(status_ec))) continue;
+    if (fs::remove(it->path(), remove_ec)) removed.push_back(it->path().string());
+  }
+  return removed;
 }
 
 std::string encode_checkpoint(const Tree& tree, CheckpointFormat format) {

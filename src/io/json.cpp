@@ -194,7 +194,17 @@ Json read_json_file(const std::string& filename) {
   if (!in) throw ParseError(detail::str(filename, ": cannot open the file for reading"));
   std::stringstream buffer;
   buffer << in.rdbuf();
-  const std::string text = buffer.str();
+  return parse_json(buffer.str(), filename);
+}
+
+Json parse_json(std::string_view text, const std::string& source) {
+  // nlohmann's messages start with its exception's name ("[json.exception.parse_error.101] "),
+  // which means nothing to a person fixing the file.
+  auto reason = [](const Json::exception& e) {
+    const std::string_view what = e.what();
+    const std::size_t end = what.starts_with("[json.exception.") ? what.find("] ") : what.npos;
+    return std::string(end == what.npos ? what : what.substr(end + 2));
+  };
   try {
     return Json::parse(text);
   } catch (const Json::parse_error& e) {
@@ -209,12 +219,12 @@ Json read_json_file(const std::string& filename) {
         ++col;
       }
     }
-    throw ParseError(detail::str(filename, ":", line, ":", col, ": not valid JSON (", e.what(),
+    throw ParseError(detail::str(source, ":", line, ":", col, ": not valid JSON (", reason(e),
                                  "); note that NaN and Infinity must be the strings \"NaN\", "
                                  "\"Infinity\", \"-Infinity\""));
   } catch (const Json::exception& e) {
     // e.g. a number too large for a double (out_of_range.406).
-    throw ParseError(detail::str(filename, ": not valid JSON for flaxpp (", e.what(), ")"));
+    throw ParseError(detail::str(source, ": not valid JSON for flaxpp (", reason(e), ")"));
   }
 }
 

@@ -1,9 +1,11 @@
 // jax.random samplers on the host: bits, uniform, normal, truncated_normal (float32).
 #include "flaxpp/random/distributions.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "kernels/special_math.hpp"
 #include "kernels/threefry.hpp"
@@ -67,6 +69,48 @@ Array uniform(const Key& key, const Shape& shape, DType dtype, double minval, do
   check_float32(dtype, "uniform");
   return Array::from_vector(
       uniform_f32(key, shape, round_to_float32(minval), round_to_float32(maxval)), shape);
+}
+
+Array randint(const Key& key, const Shape& shape, std::int64_t minval, std::int64_t maxval,
+              DType dtype) {
+  if (dtype != DType::i32 && dtype != DType::u32)
+    throw ValueError(detail::str("random.randint: dtype ", dtype_name(dtype),
+                                 " is not supported; int32 and uint32 are (JAX needs "
+                                 "jax_enable_x64 for 64-bit integers)"));
+  for (const auto& [name, v] : {std::pair{"minval", minval}, std::pair{"maxval", maxval}})
+    if (!std::in_range<std::int32_t>(v))
+      throw ValueError(detail::str("random.randint: ", name, " ", v,
+                                   " does not fit int32, as JAX (x64 off) needs; pass a bound in [",
+                                   std::numeric_limits<std::int32_t>::min(), ", ",
+                                   std::numeric_limits<std::int32_t>::max(), "]"));
+  // jax._src.random._randint with nbits = 32. The bounds are clipped to dtype's range (int32
+  // bounds need no clipping; uint32 ones lose their negative part) and from here on all
+  // arithmetic is uint32 and wraps, as XLA's does: maxval - minval (int32 subtraction, then
+  // reinterpreted) and minval + offset give the same bits in either dtype.
+  const bool is_unsigned = dtype == DType::u32;
+  const std::int64_t lo = is_unsigned ? std::max<std::int64_t>(minval, 0) : minval;
+  const std::int64_t hi = is_unsigned ? std::max<std::int64_t>(maxval, 0) : maxval;
+  const std::vector<Key> keys = split(key, 2);
+  const std::vector<std::uint32_t> higher_bits = bits32(keys[0], shape);
+  const std::vector<std::uint32_t> lower_bits = bits32(keys[1], shape);
+  const auto lo_bits = static_cast<std::uint32_t>(lo);
+  // maxval <= minval: span 1, so that minval is always returned.
+  const std::uint32_t span = hi <= lo ? 1u : static_cast<std::uint32_t>(hi) - lo_bits;
+  // (2^32 mod span) as JAX computes it: (2^16 mod span)^2 mod span, the square wrapping at 2^32
+  // (so for span > 2^16 the multiplier is 0 and only the lower bits count).
+  std::uint32_t multiplier = 65536u % span;
+  multiplier = (multiplier * multiplier) % span;
+  std::vector<std::uint32_t> out(higher_bits.size());
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    const std::uint32_t offset =
+        ((higher_bits[i] % span) * multiplier + lower_bits[i] % span) % span;
+    out[i] = lo_bits + offset;
+  }
+  if (is_unsigned) return Array::from_vector(out, shape);
+  std::vector<std::int32_t> signed_out(out.size());
+  std::transform(out.begin(), out.end(), signed_out.begin(),
+                 [](std::uint32_t v) { return static_cast<std::int32_t>(v); });
+  return Array::from_vector(signed_out, shape);
 }
 
 Array normal(const Key& key, const Shape& shape, DType dtype) {

@@ -16,7 +16,7 @@ namespace {
 
 // A 0-d result on the host as float (a bf16 model's loss is bf16).
 float host_float(const Array& x) {
-  return astype(x, DType::f32).to_vector<float>()[0];
+  return astype(x, DType::f32).item<float>();
 }
 
 }  // namespace

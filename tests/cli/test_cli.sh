@@ -8,12 +8,24 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 passed=0 failed=0
 
+check() {  # check NAME command...: passes when the command succeeds
+  local name=$1
+  shift
+  if "$@"; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    printf 'FAIL %s\n' "$name"
+  fi
+}
+
 expect() {  # expect NAME EXIT_CODE PATTERN -- command...
   local name=$1 code=$2 pattern=$3
   shift 4
   local out rc
   out=$("$@" 2>&1)
   rc=$?
+  [ "$rc" -ne 0 ] && printf '%s\n' "$out" >>"$dir/errors.log"
   if [ "$rc" -eq "$code" ] && grep -qE -- "$pattern" <<<"$out"; then
     passed=$((passed + 1))
   else
@@ -56,8 +68,12 @@ python_free_csv() {
   for i in $(seq 0 59); do echo "$((i % 3 * 5 + i % 2)),$((i % 3 * 3 - i % 4)),$((i % 3))"; done
 }
 python_free_csv >"$dir/toy.csv"
-train_config() {  # train_config OUTPUT_DIR
-  printf '{"data": {"path": "%s", "label_column": "label", "test_fraction": 0.25}, "model": {"features": [8, 3], "policy": "nothing_saveable"}, "optimizer": {"name": "adam", "learning_rate": 0.01}, "epochs": 3, "batch_size": 8, "seed": 5, "output_dir": "%s"}' "$dir/toy.csv" "$1"
+# 45 training rows in batches of 8: 6 steps per epoch.
+train_config() {  # train_config OUTPUT_DIR [, "more": "keys"]
+  printf '{"data": {"path": "%s", "label_column": "label", "test_fraction": 0.25}, "model": {"features": [8, 3], "policy": "nothing_saveable"}, "optimizer": {"name": "adam", "learning_rate": 0.01}, "epochs": 3, "batch_size": 8, "seed": 5, "output_dir": "%s"%s}' "$dir/toy.csv" "$1" "${2:-}"
+}
+metrics_steps() {  # the epoch,step columns of a metrics.csv
+  cut -d, -f1,2 "$1"
 }
 train_config "$dir/full" >"$dir/full.json"
 train_config "$dir/resumed" >"$dir/resumed.json"
@@ -70,25 +86,170 @@ else
   failed=$((failed + 1))
   echo "FAIL resumed training: its final checkpoint differs from the uninterrupted run's"
 fi
-# A run killed at an arbitrary moment (SIGKILL: no chance to save) resumes from its last
-# atomic epoch checkpoint and still ends exactly where the uninterrupted run ends.
+check "a resumed run's metrics rows are the uninterrupted run's" \
+  cmp -s <(metrics_steps "$dir/full/metrics.csv") <(metrics_steps "$dir/resumed/metrics.csv")
+# A run killed at arbitrary moments (SIGKILL: no chance to save) resumes from its last atomic
+# checkpoint and still ends exactly where the uninterrupted run ends, with every metrics row
+# once (a row is written before its checkpoint; rows past the checkpoint are dropped on resume).
 train_config "$dir/killed" | sed 's/"epochs": 3/"epochs": 60/' >"$dir/killed.json"
 train_config "$dir/long" | sed 's/"epochs": 3/"epochs": 60/' >"$dir/long.json"
 "$flaxpp" train "$dir/long.json" >/dev/null 2>&1
-"$flaxpp" train "$dir/killed.json" >/dev/null 2>&1 &
-sleep 0.3
-kill -9 $! 2>/dev/null
-wait $! 2>/dev/null
-expect "train resumes after kill -9" 0 '^test accuracy: ' -- "$flaxpp" train "$dir/killed.json"
-if cmp -s "$dir/long/checkpoint.json" "$dir/killed/checkpoint.json"; then
-  passed=$((passed + 1))
-else
-  failed=$((failed + 1))
-  echo "FAIL training killed and resumed: its final checkpoint differs from the uninterrupted run's"
-fi
-for f in metrics.csv curves.png; do
-  if [ -s "$dir/full/$f" ]; then passed=$((passed + 1)); else failed=$((failed + 1)); echo "FAIL train wrote no $f"; fi
+for delay in 0.2 0.35 0.5 0.25 0.4; do
+  "$flaxpp" train "$dir/killed.json" >/dev/null 2>&1 &
+  sleep $delay
+  kill -9 $! 2>/dev/null
+  wait $! 2>/dev/null
 done
+expect "train resumes after kill -9" 0 '^test accuracy: ' -- "$flaxpp" train "$dir/killed.json"
+check "training killed and resumed ends with the uninterrupted run's checkpoint" \
+  cmp -s "$dir/long/checkpoint.json" "$dir/killed/checkpoint.json"
+check "training killed and resumed has every metrics row once" \
+  cmp -s <(metrics_steps "$dir/long/metrics.csv") <(metrics_steps "$dir/killed/metrics.csv")
+check "no temporary files are left" test -z "$(ls "$dir/killed" | grep tmp-)"
+for f in metrics.csv run.json; do
+  check "train writes $f" test -s "$dir/full/$f"
+done
+# curves.png exists in builds with cairo (flaxpp --version says which).
+plots=yes
+"$flaxpp" --version | grep -q 'plots: none' && plots=no
+if [ $plots = yes ]; then
+  check "curves.png is a compressed PNG" \
+    bash -c '[ "$(head -c 8 "$1" | od -An -tx1 | tr -d " ")" = 89504e470d0a1a0a ] && [ "$(stat -c %s "$1")" -lt 200000 ]' _ "$dir/full/curves.png"
+else
+  check "a build without cairo writes no curves.png" test ! -e "$dir/full/curves.png"
+fi
+
+# Resuming: what may change (epochs, optimiser settings) and what is refused (batch_size,
+# seed, data, model, another optimiser), with the way on named.
+train_config "$dir/edge" >"$dir/edge.json"
+expect "--max-steps on an epoch's last step" 0 'stopped at step 6: checkpoint saved' -- "$flaxpp" train "$dir/edge.json" --max-steps 6
+check "--max-steps on an epoch's last step writes that epoch's row" \
+  cmp -s <(metrics_steps "$dir/edge/metrics.csv") <(printf 'epoch,step\n1,6\n')
+expect "--max-steps at or below the checkpoint's step takes no step" 0 'already at step 6 \(--max-steps 4\): no step taken' -- "$flaxpp" train "$dir/edge.json" --max-steps 4
+train_config "$dir/edge" | sed 's/"batch_size": 8/"batch_size": 4/' >"$dir/edge_bs.json"
+expect "a changed batch_size is refused" 2 '\$\.batch_size is 4 now, 8 in that run' -- "$flaxpp" train "$dir/edge_bs.json"
+expect "a refusal says how to go on" 2 'pass --fresh' -- "$flaxpp" train "$dir/edge_bs.json"
+train_config "$dir/edge" | sed 's/"seed": 5/"seed": 6/; s/"test_fraction": 0.25/"test_fraction": 0.3/' >"$dir/edge_seed.json"
+expect "a changed seed and split are refused" 2 '\$\.data\.test_fraction is 0\.3 now, 0\.25 in that run.*' -- "$flaxpp" train "$dir/edge_seed.json"
+train_config "$dir/edge" | sed 's/"name": "adam"/"name": "momentum"/' >"$dir/edge_opt.json"
+expect "another optimiser is refused, naming the state it lacks" 2 'was not made with this config: the optimiser of \$\.optimizer has opt_state/.*trace.*which the checkpoint lacks' -- "$flaxpp" train "$dir/edge_opt.json"
+cp "$dir/edge/run.json" "$dir/edge_run.json"
+rm "$dir/edge/run.json"
+expect "another optimiser is refused without run.json too" 2 'was not made with this config' -- "$flaxpp" train "$dir/edge_opt.json"
+cp "$dir/edge_run.json" "$dir/edge/run.json"
+train_config "$dir/edge" | sed 's/"features": \[8, 3\]/"features": [16, 3]/' >"$dir/edge_model.json"
+expect "another model is refused" 2 '\$\.model\.features is \[16,3\] now, \[8,3\] in that run' -- "$flaxpp" train "$dir/edge_model.json"
+train_config "$dir/edge" | sed 's/"learning_rate": 0.01/"learning_rate": 0.005/; s/"epochs": 3/"epochs": 2/' >"$dir/edge_lr.json"
+expect "a changed learning rate resumes, and says so" 0 'note: resuming with a changed optimiser: \$\.optimizer is .*0\.005.* now' -- "$flaxpp" train "$dir/edge_lr.json"
+expect "a finished run has nothing to train" 0 'nothing to train: the checkpoint is at step 12, the end of the 2 epochs; pass --fresh' -- "$flaxpp" train "$dir/edge_lr.json"
+expect "--fresh trains from scratch" 0 'starting from scratch \(--fresh\): replacing the run' -- "$flaxpp" train "$dir/edge.json" --fresh
+check "--fresh leaves only the new run's rows" \
+  cmp -s <(metrics_steps "$dir/edge/metrics.csv") <(metrics_steps "$dir/full/metrics.csv")
+train_config "$dir/edge" ', "resume": false' >"$dir/edge_noresume.json"
+expect '"resume": false trains from scratch' 0 'starting from scratch \("resume": false\)' -- "$flaxpp" train "$dir/edge_noresume.json"
+expect '--resume overrides "resume": false' 0 'nothing to train' -- "$flaxpp" train "$dir/edge_noresume.json" --resume
+expect "--fresh and --resume together" 2 '--fresh and --resume contradict each other' -- "$flaxpp" train "$dir/edge.json" --fresh --resume
+sed -i 's/"step":{"data":\[18\]/"step":{"data":[-1]/' "$dir/edge/checkpoint.json"
+expect "a negative step is refused" 2 'step -1 is negative.*Pass --fresh to train from scratch' -- "$flaxpp" train "$dir/edge.json"
+printf '{"format": "flaxpp' >"$dir/edge/checkpoint.json"
+expect "a damaged checkpoint names --fresh" 2 'The checkpoint cannot be resumed; pass --fresh to train from scratch' -- "$flaxpp" train "$dir/edge.json"
+# A row past the checkpoint (killed between the metrics and the checkpoint write) is dropped.
+train_config "$dir/ahead" >"$dir/ahead.json"
+"$flaxpp" train "$dir/ahead.json" --max-steps 6 >/dev/null 2>&1
+cp "$dir/ahead/checkpoint.json" "$dir/ahead_step6.json"
+"$flaxpp" train "$dir/ahead.json" --max-steps 12 >/dev/null 2>&1
+cp "$dir/ahead_step6.json" "$dir/ahead/checkpoint.json"
+expect "rows past the checkpoint are written again" 0 'resuming from .* at step 6' -- "$flaxpp" train "$dir/ahead.json"
+check "rows past the checkpoint are not duplicated" \
+  cmp -s <(metrics_steps "$dir/ahead/metrics.csv") <(metrics_steps "$dir/full/metrics.csv")
+# Temporary files of a killed writer are removed; a live process's are not.
+sh -c 'exit 0' &
+dead=$!
+wait $dead
+touch "$dir/ahead/checkpoint.json.tmp-$dead" "$dir/ahead/metrics.csv.tmp-$$"
+expect "stale temporary files are removed" 0 'removed 1 temporary file left by an interrupted run' -- "$flaxpp" train "$dir/ahead.json"
+check "a live process's temporary file is kept" test -e "$dir/ahead/metrics.csv.tmp-$$"
+check "a dead process's temporary file is gone" test ! -e "$dir/ahead/checkpoint.json.tmp-$dead"
+
+# Non-finite losses: stop without saving (the last finite checkpoint stays), or go on.
+train_config "$dir/nan" >"$dir/nan.json"
+"$flaxpp" train "$dir/nan.json" --max-steps 12 >/dev/null 2>&1
+cp "$dir/nan/checkpoint.json" "$dir/nan_step12.json"
+train_config "$dir/nan" | sed 's/"learning_rate": 0.01/"learning_rate": 1e30/' >"$dir/nan_lr.json"
+expect "a NaN loss stops training" 1 'the loss became nan at step [0-9]+ .*checkpoint.json keeps step 12, the last finite one' -- timeout 60 "$flaxpp" train "$dir/nan_lr.json"
+check "a NaN loss keeps the last finite checkpoint" cmp -s "$dir/nan_step12.json" "$dir/nan/checkpoint.json"
+train_config "$dir/nan" ', "on_nonfinite": "continue"' | sed 's/"learning_rate": 0.01/"learning_rate": 1e30/' >"$dir/nan_go.json"
+expect '"on_nonfinite": "continue" trains on' 0 'warning: the loss became nan at step' -- timeout 60 "$flaxpp" train "$dir/nan_go.json" --fresh
+[ $plots = yes ] && check "a run with NaN losses still draws its curves" test -s "$dir/nan/curves.png"
+check "NaN rows read back" grep -q '^3,18,nan,' "$dir/nan/metrics.csv"
+
+# Data the model cannot learn from is refused before training.
+python_free_csv | sed 's/,2$/,7/' >"$dir/labels.csv"
+train_config "$dir/bad_data" | sed "s#$dir/toy.csv#$dir/labels.csv#" >"$dir/labels.json"
+expect "a label >= the class count" 2 'labels.csv has label 7 \(data row 3\), but the model has 3 classes .*at least 8' -- "$flaxpp" train "$dir/labels.json"
+python_free_csv | sed '5s/^[0-9]*,/nan,/' >"$dir/nan_feature.csv"
+train_config "$dir/bad_data" | sed "s#$dir/toy.csv#$dir/nan_feature.csv#" >"$dir/nan_feature.json"
+expect "a NaN feature" 2 'nan_feature.csv has the non-finite feature nan in data row 4, feature 1' -- "$flaxpp" train "$dir/nan_feature.json"
+python_free_csv | sed '5s/^[0-9]*,/1e39,/' >"$dir/inf_feature.csv"
+train_config "$dir/bad_data" | sed "s#$dir/toy.csv#$dir/inf_feature.csv#" >"$dir/inf_feature.json"
+expect "a feature beyond float32" 2 'has the non-finite feature inf' -- "$flaxpp" train "$dir/inf_feature.json"
+train_config "$dir/bad_data" | sed 's/"test_fraction": 0.25/"test_fraction": 0.001/' >"$dir/no_test.json"
+expect "an empty test set" 2 '\$\.data\.test_fraction: 0\.001 of the 60 rows .* rounds to no test rows.*use at least 0\.00834' -- "$flaxpp" train "$dir/no_test.json"
+train_config "$dir/bad_data" | sed 's/"test_fraction": 0.25/"test_fraction": 0.995/' >"$dir/no_train.json"
+expect "an empty train set" 2 'leaves no rows to train on; use at most 0\.992' -- "$flaxpp" train "$dir/no_train.json"
+check "refused data writes no checkpoint" test ! -e "$dir/bad_data/checkpoint.json"
+train_config "$dir/bad_data" | sed 's/"label_column": "label"/"label_column": "digit"/' >"$dir/no_column.json"
+expect "a label column the file lacks is named by its key" 2 'Set \$\.data\.label_column to one of them' -- "$flaxpp" train "$dir/no_column.json"
+train_config "$dir/bad_data" | sed "s#$dir/toy.csv#$dir/nope.csv#" >"$dir/no_file.json"
+expect "a data file that is not there" 2 '\$\.data\.path: cannot open .*nope.csv \(No such file or directory\); a relative path is taken from' -- "$flaxpp" train "$dir/no_file.json"
+
+# Numbers that cannot be trained with, refused with the key; a huge batch is the whole set.
+train_config "$dir/sizes" | sed 's/"batch_size": 8/"batch_size": 9223372036854775807/' >"$dir/huge_batch.json"
+expect "batch_size 2^63-1 trains on all rows at once" 0 'note: \$\.batch_size 9223372036854775807 exceeds the 45 training rows' -- timeout 60 "$flaxpp" train "$dir/huge_batch.json"
+train_config "$dir/sizes" | sed 's/"features": \[8, 3\]/"features": [1e12, 3]/' >"$dir/huge_model.json"
+expect "a model larger than memory" 2 '\$\.model\.features: training this model needs at least .* more than the .* of memory this machine has' -- "$flaxpp" train "$dir/huge_model.json" --fresh
+train_config "$dir/sizes" | sed 's/"epochs": 3/"epochs": 1e12/' >"$dir/huge_epochs.json"
+expect "more steps than a checkpoint counts" 2 '\$\.epochs: 1000000000000 epochs of 6 steps is more than 2147483647 steps.*use at most 357913941 epochs' -- timeout 60 "$flaxpp" train "$dir/huge_epochs.json" --fresh
+
+# The command line: flags named in every error, never the C++ library underneath.
+expect "--max-steps abc" 2 '^flaxpp train: --max-steps: expected an integer from 0 to [0-9]+, got "abc"$' -- "$flaxpp" train "$dir/full.json" --max-steps abc
+expect "--max-steps -5" 2 'got "-5"' -- "$flaxpp" train "$dir/full.json" --max-steps -5
+expect "--max-steps without a value" 2 '--max-steps needs a value' -- "$flaxpp" train "$dir/full.json" --max-steps
+train_config "$dir/zero" >"$dir/zero.json"
+expect "--max-steps 0 saves the initial state" 0 'stopped at step 0: checkpoint saved' -- "$flaxpp" train "$dir/zero.json" --max-steps 0
+check "--max-steps 0 takes no step" grep -q '"step":{"data":\[0\]' "$dir/zero/checkpoint.json"
+train_config "$dir/zero" ', "resume": "yes"' >"$dir/resume_yes.json"
+expect '"resume": "yes"' 2 '\$\.resume: expected true or false, got the string "yes"' -- "$flaxpp" train "$dir/resume_yes.json"
+expect "two config files" 2 'one config file at a time' -- "$flaxpp" train "$dir/full.json" "$dir/zero.json"
+expect "bench --steps abc" 2 '--steps: expected an integer from 1 to' -- "$flaxpp" bench --steps abc
+expect "residuals -N x" 2 '-N: expected an integer from 1 to 65536, got "x"' -- "$flaxpp" residuals checkpoint_dot_policy -N x
+expect "--version" 0 '^flaxpp [0-9]+\.[0-9]+\.[0-9]+ \(CUDA backend: (on|off), plots: ' -- "$flaxpp" --version
+expect "help" 0 'help \[COMMAND\]' -- "$flaxpp" help
+expect "help train" 0 '--fresh +train from scratch' -- "$flaxpp" help train
+expect "help of an unknown command" 2 'expected one command .*got "nope"' -- "$flaxpp" help nope
+
+# Output into files and pipes: no progress-bar frames, and stdout and stderr in order.
+"$flaxpp" train "$dir/full.json" --fresh >"$dir/out.log" 2>"$dir/err.log"
+check "no carriage returns in a redirected run" test "$(cat "$dir/out.log" "$dir/err.log" | tr -cd '\r' | wc -c)" -eq 0
+check "no progress lines for a short redirected run" test ! -s "$dir/err.log"
+"$flaxpp" train "$dir/nan_go.json" --fresh >"$dir/both.log" 2>&1
+line_of() {  # line_of PATTERN FILE: the number of the first line matching PATTERN
+  grep -nE -m1 -- "$1" "$2" | cut -d: -f1
+}
+in_order() {  # in_order FILE PATTERN...: each pattern first matches a later line than the one before
+  local file=$1 last=0 n
+  shift
+  for p in "$@"; do
+    n=$(line_of "$p" "$file")
+    [ -n "$n" ] && [ "$n" -gt "$last" ] || return 1
+    last=$n
+  done
+}
+check "stdout and stderr keep their order in one log" \
+  in_order "$dir/both.log" '^training on' '^starting from scratch' 'warning: the loss' '^epoch 1/3'
+if [ $plots = no ]; then
+  expect "a build without cairo says it draws no curves" 0 'note: curves.png is not drawn: this flaxpp was built without cairo' -- "$flaxpp" train "$dir/full.json" --fresh
+fi
 printf '{"data": {"path": "%s"}, "model": {"features": [3]}, "optimizer": {"name": "sgd", "learning_rate": 0.1}, "epochs": 1, "learning_rate": 3}' "$dir/toy.csv" >"$dir/bad.json"
 expect "a malformed config names the key" 2 '\$\.learning_rate: unknown key; accepted keys:' -- "$flaxpp" train "$dir/bad.json"
 
@@ -101,6 +262,10 @@ else
   failed=$((failed + 1))
   echo "FAIL bench: expected 12 JSON lines with the shared keys"
 fi
+
+# No error message shows a C++ type, a conversion function or the JSON library's exception.
+check "errors name flags and keys, not internals" \
+  bash -c '! grep -nE "json\.exception|stoll|stoi|CsvOptions|std::|unexpected error|terminate called" "$1"' _ "$dir/errors.log"
 
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -28,6 +28,20 @@ TEST_CASE("Array: scalars, bools and integers round-trip") {
   CHECK(u.to_vector<std::uint32_t>() == std::vector<std::uint32_t>{4294967295u, 4294967295u});
 }
 
+TEST_CASE("Array: item() reads the one element of any shape, like jax.Array.item()") {
+  CHECK(Array::scalar(2.5f).item<float>() == 2.5f);
+  CHECK(Array::scalar<std::int32_t>(-7).item<std::int32_t>() == -7);
+  CHECK(Array::from_vector(std::vector<bool>{true}, Shape{1, 1}).item<bool>());
+  CHECK(Array::from_vector(std::vector<double>{0.25}, Shape{1, 1, 1}).item<double>() == 0.25);
+  CHECK_THROWS_WITH_AS(
+      Array::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{2, 3}).item<float>(),
+      doctest::Contains("expected an array with exactly one element, got "
+                        "f32[2,3] (6 elements); index or reduce it first"),
+      ValueError);
+  CHECK_THROWS_AS(Array::from_vector(std::vector<float>{}, Shape{0}).item<float>(), ValueError);
+  CHECK_THROWS_AS(Array::scalar(1.0f).item<std::int32_t>(), ValueError);  // wrong type
+}
+
 TEST_CASE("Array: copies share one buffer") {
   const Array a = Array::full(Shape{3}, 1.5, DType::f32);
   const Array b = a;  // NOLINT(performance-unnecessary-copy-initialization): sharing is the point

@@ -181,6 +181,9 @@ TEST_CASE("load_csv: missing file, missing label column, no data and one column 
                        doctest::Contains("has no column named \"digit\"; its header names \"a\", "
                                          "\"b\", \"label\""),
                        ValueError);
+  // A program that reads the options from its own config names its keys instead.
+  CHECK_THROWS_WITH_AS(data::load_csv(p, {.label_column = "digit", .option_prefix = "$.data."}),
+                       doctest::Contains(". Set $.data.label_column to one of them"), ValueError);
   CHECK_THROWS_WITH_AS(
       data::load_csv(dir.write("dup.csv", "y,a,y\n1,2,3\n"), {.label_column = "y"}),
       doctest::Contains("has 2 columns named \"y\""), ValueError);
@@ -582,6 +585,16 @@ TEST_CASE("epoch_batches: drop_last leaves out the short batch; exact fits keep 
                        doctest::Contains("batch_size must be >= 1"), ValueError);
   CHECK_THROWS_WITH_AS(data::epoch_batches(10, 2, 5, -1, false),
                        doctest::Contains("epoch must be >= 0"), ValueError);
+}
+
+TEST_CASE("epoch_batches: a batch_size near 2^63 is one batch of every row (no overflow)") {
+  const std::int64_t huge = std::numeric_limits<std::int64_t>::max();
+  for (const bool drop_last : {false, true}) {
+    const auto batches = data::epoch_batches(10, huge, 5, 0, drop_last);
+    CHECK(batches.size() == (drop_last ? 0u : 1u));
+    if (!drop_last) CHECK(batches[0].size() == 10u);
+  }
+  CHECK(data::epoch_batches(10, huge - 3, 5, 0, false).size() == 1u);
 }
 
 TEST_CASE("epoch_batches + take: one epoch of digits batches sees each example exactly once") {

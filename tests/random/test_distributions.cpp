@@ -1,6 +1,7 @@
 // Samplers: JAX's documented outputs, and the invariants of each distribution.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -27,6 +28,43 @@ TEST_CASE("uniform: values stay in [minval, maxval) for odd ranges and 0-d shape
   const Array s = random::uniform(random::key(3), Shape{});
   CHECK(s.shape() == Shape{});
   CHECK(s.size() == 1);
+}
+
+// Expected values printed by jax.random.randint with JAX 0.10.2 (x64 off); tests/refs/random.json
+// holds more cases.
+TEST_CASE("randint: jax.random.randint(key(0), ...) exactly, int32 and uint32") {
+  const random::Key k = random::key(0);
+  CHECK(random::randint(k, Shape{5}, 0, 10).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>{9, 0, 2, 3, 1});
+  CHECK(random::randint(k, Shape{5}, -2147483648LL, 2147483647).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>{-2116156571, -2057756336, 349724616, -593401283, -1189543933});
+  const std::vector<std::uint32_t> u{27077, 27312, 8264, 82365, 39715};
+  CHECK(random::randint(k, Shape{5}, 0, 100000, DType::u32).to_vector<std::uint32_t>() == u);
+  // A negative bound is clipped to 0 for uint32.
+  CHECK(random::randint(k, Shape{5}, -5, 100000, DType::u32).to_vector<std::uint32_t>() == u);
+}
+
+TEST_CASE("randint: values in [minval, maxval); maxval <= minval gives minval") {
+  for (const auto& [lo, hi] : {std::pair{-3, 4}, std::pair{0, 70000}, std::pair{100, 101}}) {
+    const auto v = random::randint(random::key(7), Shape{4, 250}, lo, hi).to_vector<std::int32_t>();
+    CHECK(*std::min_element(v.begin(), v.end()) >= lo);
+    CHECK(*std::max_element(v.begin(), v.end()) < hi);
+  }
+  const Array same = random::randint(random::key(1), Shape{3}, 5, 2);
+  CHECK(same.dtype() == DType::i32);
+  CHECK(same.to_vector<std::int32_t>() == std::vector<std::int32_t>{5, 5, 5});
+  CHECK(random::randint(random::key(1), Shape{0}, 0, 3).size() == 0);
+  CHECK(random::randint(random::key(1), Shape{}, 0, 3).rank() == 0);
+}
+
+TEST_CASE("randint: bounds beyond int32 and non-integer dtypes are refused, as in JAX") {
+  CHECK_THROWS_WITH_AS(random::randint(random::key(0), Shape{2}, 0, 2147483648LL),
+                       doctest::Contains("maxval 2147483648 does not fit int32"), ValueError);
+  CHECK_THROWS_WITH_AS(random::randint(random::key(0), Shape{2}, -2147483649LL, 0),
+                       doctest::Contains("minval -2147483649 does not fit int32"), ValueError);
+  CHECK_THROWS_WITH_AS(random::randint(random::key(0), Shape{2}, 0, 3, DType::f32),
+                       doctest::Contains("dtype float32 is not supported; int32 and uint32 are"),
+                       ValueError);
 }
 
 TEST_CASE("normal: finite draws with mean ~0 and variance ~1") {

@@ -85,6 +85,11 @@ class Array {
   // The values copied to host memory; T must match dtype() exactly.
   template <class T>
   std::vector<T> to_vector() const;
+  // The value of an array with exactly one element, of any shape (a loss, a step count), as
+  // jax.Array.item() gives it; T must match dtype() exactly, as for to_vector(). Throws
+  // ValueError naming the shape for an array of any other size.
+  template <class T>
+  T item() const;
   // Direct read access to a host array's elements; throws for device arrays or a dtype
   // mismatch (use to_vector() for those).
   template <class T>
@@ -128,6 +133,15 @@ std::vector<T> Array::to_vector() const {
     copy_to_host_bytes(out.data());
     return out;
   }
+}
+
+template <class T>
+T Array::item() const {
+  if (size() != 1)
+    throw ValueError(detail::str("Array::item: expected an array with exactly one element, got ",
+                                 aval(), " (", size(),
+                                 " elements); index or reduce it first, e.g. sum() or mean()"));
+  return to_vector<T>()[0];
 }
 
 template <class T>

@@ -29,6 +29,9 @@ struct CsvOptions {
   // Every feature is multiplied by this (in double, then rounded to float32); the digits data
   // set uses 1.0f / 16 to map its pixel counts 0..16 onto [0, 1].
   float scale = 1.0f;
+  // How error messages name these options ("Set CsvOptions::label_column to ..."); a program
+  // that takes them from its own config names its keys instead (flaxpp train: "$.data.").
+  std::string option_prefix = "CsvOptions::";
 };
 
 // Reads a CSV file of numbers: one example per line, every line with the same number of

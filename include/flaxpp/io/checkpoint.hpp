@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "flaxpp/core/tree.hpp"
 
@@ -30,6 +31,12 @@ CheckpointFormat format_from_path(const std::string& path);
 // Error naming the file, the failing step and the system's reason is thrown. Two threads of
 // one process must not write the same path at once (they would share the temporary name).
 void write_file_atomically(const std::string& path, std::string_view bytes);
+
+// Removes the temporary files write_file_atomically(path, ...) left behind when its process was
+// killed mid-write: regular files named `path + ".tmp-<pid>"` whose process no longer exists
+// (another process's, or one that may be alive, e.g. under another user, is left alone; so is
+// this process's own). Returns the paths removed; a directory that cannot be read is skipped.
+std::vector<std::string> remove_stale_temporaries(const std::string& path);
 
 // The bytes of a checkpoint in `format`. Leaves must be concrete float32, float64, int32,
 // uint32 or bool arrays (ValueError naming the leaf otherwise); every format keeps empty

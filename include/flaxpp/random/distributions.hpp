@@ -3,6 +3,8 @@
 // to within a few float32 ulps (semantics doc §1.11-1.12). Results are host (CPU) arrays.
 #pragma once
 
+#include <cstdint>
+
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/random/key.hpp"
 
@@ -15,6 +17,16 @@ Array bits(const Key& key, const Shape& shape);
 // minval and maxval are first rounded to dtype, as JAX converts them.
 Array uniform(const Key& key, const Shape& shape, DType dtype = DType::f32, double minval = 0.0,
               double maxval = 1.0);
+
+// jax.random.randint(key, shape, minval, maxval, dtype) with x64 off: integers in
+// [minval, maxval), bit for bit as JAX draws them (two words of bits per value, from the two
+// keys of split(key), reduced modulo the span; slightly biased unless the span is a power of
+// two, as JAX's own note says). dtype int32 (default) or uint32. minval and maxval are Python
+// ints to JAX: each must fit int32 (JAX raises OverflowError otherwise; here ValueError), and
+// both are then clipped to dtype's range (a negative bound is 0 for uint32). maxval <= minval
+// gives minval everywhere.
+Array randint(const Key& key, const Shape& shape, std::int64_t minval, std::int64_t maxval,
+              DType dtype = DType::i32);
 
 // jax.random.normal(key, shape, dtype): standard normal draws.
 Array normal(const Key& key, const Shape& shape, DType dtype = DType::f32);

@@ -1,5 +1,5 @@
 // Reference problems of the random family (refs-format.md, "Random numbers"): keys, split,
-// fold_in, bits, the samplers and the jax.nn.initializers.
+// fold_in, bits, the samplers and the jax.nn.initializers; random.randint (refs-problems.md).
 #include <map>
 
 #include "flaxpp/io/refs.hpp"
@@ -101,6 +101,16 @@ void register_random_problems(ProblemRegistry& registry) {
     return on_device(random::uniform(in.key("key", cx.mode), in.shape("shape"), DType::f32,
                                      in.number("minval", 0.0), in.number("maxval", 1.0)),
                      cx);
+  });
+  registry.add("random.randint", [](const Inputs& in, const CaseContext& cx) {
+    const std::string dtype = in.has("dtype") ? in.string("dtype") : "int32";
+    if (dtype != "int32" && dtype != "uint32")
+      throw InputError(
+          detail::str(in.path(), ".dtype: expected \"int32\" or \"uint32\", got \"", dtype, "\""));
+    return on_device(
+        random::randint(in.key("key", cx.mode), in.shape("shape"), in.integer("minval"),
+                        in.integer("maxval"), dtype == "int32" ? DType::i32 : DType::u32),
+        cx);
   });
   registry.add("random.normal", [](const Inputs& in, const CaseContext& cx) {
     return on_device(random::normal(in.key("key", cx.mode), in.shape("shape")), cx);

@@ -1,0 +1,67 @@
+// flaxpp/io/train_config.hpp — the JSON config of `flaxpp train` (examples/digits.json): parsed
+// and validated into a TrainConfig, with nothing else done (no device is set, no file but the
+// config is read). Errors are ParseErrors naming the JSON path ($.model.features[1]), what was
+// expected and what came.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "flaxpp/core/device.hpp"
+#include "flaxpp/io/checkpoint.hpp"
+#include "flaxpp/io/json.hpp"
+#include "flaxpp/optim/transform.hpp"
+#include "flaxpp/transforms/checkpoint.hpp"
+
+namespace flaxpp::io {
+
+// What training does when a loss becomes NaN or infinite ("on_nonfinite"): stop without saving
+// the non-finite state (the last finite checkpoint stays), in the spirit of JAX's
+// jax_debug_nans; or go on training (and checkpointing) whatever the values.
+enum class OnNonfinite { stop, keep_going };
+
+struct TrainConfig {
+  struct Data {
+    std::string path;            // a CSV file of numbers with a header line
+    std::string label_column;    // the label column's name; empty: the last column
+    double scale = 1.0;          // every feature is multiplied by it
+    double test_fraction = 0.2;  // the share of rows held out for testing, in (0, 1)
+  };
+  struct Model {
+    std::vector<std::int64_t> features;  // layer sizes; the last is the number of classes
+    std::string activation = "relu";     // relu, gelu, silu or tanh
+    std::optional<PolicyPtr> policy;     // the remat policy (none: no checkpoint)
+  };
+
+  Data data;
+  Model model;
+  Json optimizer_spec;  // as written, so that a resumed run can be compared with it
+  optim::GradientTransformation optimizer;
+  std::int64_t epochs = 10;
+  std::int64_t batch_size = 32;
+  std::int64_t seed = 0;
+  std::optional<Device> device;  // "auto" (the default device): none
+  std::string output_dir = "runs/train";
+  CheckpointFormat checkpoint_format = CheckpointFormat::json;
+  bool resume = true;  // continue from the checkpoint in output_dir when there is one
+  OnNonfinite on_nonfinite = OnNonfinite::stop;
+
+  // output_dir/checkpoint.<format>
+  std::string checkpoint_path() const;
+  // The settings a checkpoint's meaning depends on, as JSON keyed like the config
+  // ($.data.*, $.model.features, $.model.activation, $.optimizer, $.batch_size, $.seed,
+  // $.checkpoint_format): a run may only resume from a checkpoint made with the same ones.
+  // epochs, device, policy, resume and on_nonfinite may change between runs.
+  Json run_identity() const;
+};
+
+// Parses and validates a config from its JSON text; `source` (the file name) starts a syntax
+// error's message. Throws ParseError for malformed JSON and for any bad key or value.
+TrainConfig parse_train_config(std::string_view text, const std::string& source);
+// The same from a file.
+TrainConfig read_train_config(const std::string& file);
+
+}  // namespace flaxpp::io

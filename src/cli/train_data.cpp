@@ -1,0 +1,148 @@
+// The data of a `flaxpp train` run, checked against the model, and the run's size.
+#include "cli/train_data.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iomanip>
+#include <limits>
+#include <sstream>
+
+namespace flaxpp::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Labels must index the model's outputs: softmax cross-entropy with a label >= the class count
+// reads past the logits (JAX gives NaN or garbage there, silently).
+void check_labels(const data::Dataset& all, std::int64_t classes, const std::string& path) {
+  const std::vector<std::int32_t> y = all.y.to_vector<std::int32_t>();
+  const auto worst = std::max_element(y.begin(), y.end());
+  if (worst != y.end() && *worst >= classes)
+    throw ValueError(detail::str("$.data.path: ", path, " has label ", *worst, " (data row ",
+                                 worst - y.begin() + 1, "), but the model has ", classes,
+                                 " classes (the last of $.model.features); labels "
+                                 "must lie in [0, ",
+                                 classes, "). Make the last layer size at least ", *worst + 1,
+                                 " or fix the labels"));
+}
+
+// A NaN or infinite feature makes every loss NaN, and the run would train on nothing.
+void check_features(const data::Dataset& all, const io::TrainConfig& c) {
+  const std::vector<float> x = all.x.to_vector<float>();
+  const auto bad = std::find_if(x.begin(), x.end(), [](float v) { return !std::isfinite(v); });
+  if (bad == x.end()) return;
+  const std::int64_t d = all.x.shape()[1], i = bad - x.begin();
+  throw ValueError(detail::str("$.data.path: ", c.data.path, " has the non-finite feature ", *bad,
+                               " in data row ", i / d + 1, ", feature ", i % d + 1,
+                               c.data.scale != 1.0 ? " (after scaling by $.data.scale)" : "",
+                               "; training on it gives NaN losses. Fix or drop that row"));
+}
+
+// data::load_csv, its refusals told in the config's terms: the library's own name for the
+// caller ("load_csv: ") gives way to the config key.
+data::Dataset read_csv(const std::string& path, const data::CsvOptions& csv) {
+  if (!std::ifstream(path))
+    throw ParseError(detail::str("$.data.path: cannot open ", path, " (", std::strerror(errno),
+                                 "); a relative path is taken from the directory flaxpp runs in, ",
+                                 fs::current_path().string()));
+  auto in_config_terms = [](std::string message) {
+    if (message.starts_with("load_csv: ")) message.erase(0, 10);
+    return "$.data: " + message;
+  };
+  try {
+    return data::load_csv(path, csv);
+  } catch (const ParseError& e) {
+    throw ParseError(in_config_terms(e.what()));
+  } catch (const ValueError& e) {
+    throw ValueError(in_config_terms(e.what()));
+  }
+}
+
+std::string gigabytes(double bytes) {
+  std::ostringstream s;
+  s << std::setprecision(3) << bytes / 1e9 << " GB";
+  return s.str();
+}
+
+}  // namespace
+
+TrainData load_train_data(const io::TrainConfig& c) {
+  data::CsvOptions csv;
+  csv.label_column = c.data.label_column;
+  csv.scale = static_cast<float>(c.data.scale);
+  csv.option_prefix = "$.data.";
+  const data::Dataset all = read_csv(c.data.path, csv);
+  check_labels(all, c.model.features.back(), c.data.path);
+  check_features(all, c);
+
+  // Both sets need rows: an empty test set has no accuracy, an empty train set no steps.
+  const std::int64_t n = all.y.shape()[0];
+  const std::int64_t n_test = std::llround(static_cast<double>(n) * c.data.test_fraction);
+  const auto fraction = [](double f) {
+    std::ostringstream s;
+    s << std::setprecision(3) << f;
+    return s.str();
+  };
+  if (n_test == 0)
+    throw ValueError(detail::str(
+        "$.data.test_fraction: ", c.data.test_fraction, " of the ", n, " rows of ", c.data.path,
+        " rounds to no test rows, so there would be no test accuracy; use at least ",
+        fraction(0.5 / static_cast<double>(n) * 1.001), " (one row)"));
+  if (n_test == n)
+    throw ValueError(detail::str("$.data.test_fraction: ", c.data.test_fraction, " of the ", n,
+                                 " rows of ", c.data.path,
+                                 " leaves no rows to train on; use at most ",
+                                 fraction(1 - 0.5 / static_cast<double>(n) * 1.001)));
+  auto [train, test] =
+      data::train_test_split(all, c.data.test_fraction, static_cast<std::uint64_t>(c.seed));
+  return {std::move(train), std::move(test)};
+}
+
+TrainPlan plan_training(const io::TrainConfig& c, const TrainData& d) {
+  TrainPlan p;
+  p.train_rows = d.train.x.shape()[0];
+  p.batch_rows = std::min(c.batch_size, p.train_rows);
+  p.steps_per_epoch = (p.train_rows - 1) / c.batch_size + 1;  // no overflow at any batch_size
+  constexpr std::int64_t kMaxSteps = std::numeric_limits<std::int32_t>::max();
+  if (c.epochs > kMaxSteps / p.steps_per_epoch)
+    throw ValueError(detail::str(
+        "$.epochs: ", c.epochs, " epochs of ", p.steps_per_epoch, " steps is more than ", kMaxSteps,
+        " steps, the most a checkpoint's step counter (int32, as in optax) holds; "
+        "use at most ",
+        kMaxSteps / p.steps_per_epoch, " epochs"));
+  p.total_steps = c.epochs * p.steps_per_epoch;
+
+  // A lower bound of what training holds at once, in doubles (no overflow): the parameters and
+  // their gradients (the optimiser's state comes on top), and the widest layer's activations
+  // over the training set (each epoch ends by evaluating it).
+  double params = 0, widest = 0,
+         in = static_cast<double>(d.train.x.size()) /
+              static_cast<double>(std::max<std::int64_t>(p.train_rows, 1));
+  for (const std::int64_t f : c.model.features) {
+    const auto out = static_cast<double>(f);
+    params += in * out + out;
+    widest = std::max(widest, out);
+    in = out;
+  }
+  const double weights_bytes = 4 * 2 * params;
+  const double activation_bytes = 4 * static_cast<double>(p.train_rows) * widest;
+  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                        static_cast<double>(::sysconf(_SC_PAGE_SIZE));
+  if (memory > 0 && weights_bytes + activation_bytes > memory)
+    throw ValueError(detail::str(
+        "$.model.features: training this model needs at least ",
+        gigabytes(weights_bytes + activation_bytes), " (", params,
+        " parameters and their "
+        "gradients: ",
+        gigabytes(weights_bytes), "; the widest layer's activations over the ", p.train_rows,
+        " training rows: ", gigabytes(activation_bytes), "), more than the ", gigabytes(memory),
+        " of memory this machine has; use smaller layers"));
+  return p;
+}
+
+}  // namespace flaxpp::cli

@@ -1,0 +1,151 @@
+// The files of a `flaxpp train` run and the checks before resuming from them.
+#include "cli/train_run.hpp"
+
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "flaxpp/io/checkpoint.hpp"
+
+namespace flaxpp::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using io::Json;
+
+constexpr const char* kRecordFormat = "flaxpp.train_run/1";
+
+std::string in_dir(const io::TrainConfig& c, const char* name) {
+  return (fs::path(c.output_dir) / name).string();
+}
+
+// "f32[64,128]"
+std::string aval_text(const Array& a) {
+  std::ostringstream s;
+  s << a.aval();
+  return s.str();
+}
+
+// The differences between `recorded` and `now` (two run identities) as "$.key is A here, B in
+// the run", depth first.
+void differences(const Json& recorded, const Json& now, const std::string& path,
+                 std::vector<std::string>& out) {
+  if (recorded.is_object() && now.is_object() && path != "$.optimizer") {
+    for (const auto& [key, value] : now.items())
+      differences(recorded.contains(key) ? recorded[key] : Json(), value, path + "." + key, out);
+    return;
+  }
+  if (recorded != now)
+    out.push_back(detail::str(path, " is ", now.dump(), " now, ",
+                              recorded.is_null() ? "unset" : recorded.dump(), " in that run"));
+}
+
+std::string how_to_go_on(const io::TrainConfig& c) {
+  return detail::str(
+      "To continue that run, restore the config it was made with; to keep it and "
+      "train anew, choose another $.output_dir; to replace it (its checkpoint, "
+      "metrics and curves in ",
+      c.output_dir, "), pass --fresh");
+}
+
+}  // namespace
+
+RunFiles::RunFiles(const io::TrainConfig& c)
+    : checkpoint(c.checkpoint_path()),
+      metrics(in_dir(c, "metrics.csv")),
+      curves(in_dir(c, "curves.png")),
+      record(in_dir(c, "run.json")) {}
+
+std::size_t remove_stale_temporaries(const RunFiles& files) {
+  std::size_t removed = 0;
+  for (const std::string* f : {&files.checkpoint, &files.metrics, &files.curves, &files.record})
+    removed += io::remove_stale_temporaries(*f).size();
+  return removed;
+}
+
+void write_run_record(const RunFiles& files, const io::TrainConfig& c) {
+  const Json record{{"format", kRecordFormat}, {"run", c.run_identity()}};
+  io::write_file_atomically(files.record, record.dump(2) + "\n");
+}
+
+std::vector<std::string> check_run_record(const RunFiles& files, const io::TrainConfig& c) {
+  if (!fs::exists(files.record)) return {};
+  const Json record = io::read_json_file(files.record);
+  if (!record.is_object() || record.value("format", Json()) != kRecordFormat ||
+      !record.contains("run"))
+    throw ParseError(detail::str(files.record, ": expected a run record (\"format\": \"",
+                                 kRecordFormat,
+                                 "\" and \"run\"); the file was changed or "
+                                 "damaged. ",
+                                 how_to_go_on(c)));
+  std::vector<std::string> diffs, changes, refusals;
+  differences(record["run"], c.run_identity(), "$", diffs);
+  // The optimiser's settings may change (e.g. a lower learning rate to fine-tune) as long as
+  // its state fits (load_checkpoint_state checks); anything else changes what the checkpoint
+  // means: the data split and shuffles (data, seed), the step-to-epoch map (batch_size), the
+  // model.
+  for (auto& d : diffs)
+    (d.starts_with("$.optimizer ") ? changes : refusals).push_back(std::move(d));
+  if (refusals.empty()) return changes;
+  std::string list;
+  for (const auto& d : refusals)
+    list += "\n  " + d;
+  throw ValueError(detail::str("the config differs from the run whose checkpoint ",
+                               files.checkpoint, " it would resume (recorded in ", files.record,
+                               "):", list, "\nResuming would not continue that run. ",
+                               how_to_go_on(c)));
+}
+
+train::TrainState load_checkpoint_state(const RunFiles& files, const io::TrainConfig& c,
+                                        const train::TrainState& fresh) {
+  train::TrainState loaded;
+  try {
+    loaded = train::TrainState::from_tree(io::load_checkpoint(files.checkpoint));
+  } catch (const Error& e) {
+    throw ParseError(detail::str(e.what(),
+                                 "\nThe checkpoint cannot be resumed; pass --fresh to "
+                                 "train from scratch (replacing it)"));
+  }
+  if (loaded.step < 0)
+    throw ParseError(detail::str(files.checkpoint, ": step ", loaded.step,
+                                 " is negative; a step counts the updates made (>= 0), so the "
+                                 "file was changed or damaged. Pass --fresh to train from "
+                                 "scratch (replacing it)"));
+  // The loaded state must be one of the configured model and optimiser, leaf for leaf.
+  for (const auto& [name, now, then] :
+       {std::tuple{"params", &fresh.params, &loaded.params},
+        std::tuple{"opt_state", &fresh.opt_state, &loaded.opt_state}}) {
+    std::map<std::string, Array> expected, found;
+    for (auto& [path, a] : now->flatten())
+      expected.emplace(path, a);
+    for (auto& [path, a] : then->flatten())
+      found.emplace(path, a);
+    const std::string what = std::string_view(name) == "params" ? "the model of $.model.features"
+                                                                : "the optimiser of $.optimizer";
+    auto refuse = [&](const std::string& why) {
+      throw ValueError(detail::str(files.checkpoint, " was not made with this config: ", why,
+                                   ".\nResuming would not continue that run. ", how_to_go_on(c)));
+    };
+    for (const auto& [path, a] : expected) {
+      const auto it = found.find(path);
+      if (it == found.end())
+        refuse(detail::str(what, " has ", name, "/", path, " (", aval_text(a),
+                           "), which the checkpoint lacks"));
+      if (it->second.aval() != a.aval())
+        refuse(detail::str("the checkpoint's ", name, "/", path, " is ", aval_text(it->second),
+                           ", ", what, " makes it ", aval_text(a)));
+    }
+    for (const auto& [path, a] : found)
+      if (!expected.count(path))
+        refuse(detail::str("the checkpoint has ", name, "/", path, " (", aval_text(a), "), which ",
+                           what, " does not have"));
+  }
+  // Checkpoints load into host memory; training continues on the default device.
+  const auto to_device = [](const Array& a) { return a.to(default_device()); };
+  loaded.params = tree_map(loaded.params, to_device);
+  loaded.opt_state = tree_map(loaded.opt_state, to_device);
+  return loaded;
+}
+
+}  // namespace flaxpp::cli

@@ -1,0 +1,41 @@
+// The files of a `flaxpp train` run in its output_dir, and what resuming from them requires:
+// run.json records the settings the checkpoint was made with (TrainConfig::run_identity), and
+// a run resumes only when the config agrees with it and the checkpoint holds a state of the
+// configured model and optimiser; otherwise it refuses and says what differs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "flaxpp/io/train_config.hpp"
+#include "flaxpp/train/train_state.hpp"
+
+namespace flaxpp::cli {
+
+struct RunFiles {
+  explicit RunFiles(const io::TrainConfig& config);
+  std::string checkpoint, metrics, curves, record;
+};
+
+// Deletes what interrupted atomic writes of these files left behind (their `.tmp-<pid>` files
+// whose writing process is gone); returns how many.
+std::size_t remove_stale_temporaries(const RunFiles& files);
+
+// Writes run.json for a run starting from scratch (before its first checkpoint).
+void write_run_record(const RunFiles& files, const io::TrainConfig& config);
+
+// Compares the config with run.json. Throws ValueError listing the settings that differ and
+// that a resumed run cannot change (data, model, batch_size, seed, checkpoint_format); returns
+// the changes it may make (the optimiser's settings, whose state load_checkpoint_state checks),
+// each as "$.key is NOW now, THEN in that run". A missing run.json (from an older flaxpp) is
+// not checked.
+std::vector<std::string> check_run_record(const RunFiles& files, const io::TrainConfig& config);
+
+// The state in the checkpoint, on the default device. Throws (naming the checkpoint and saying
+// how to go on) when it cannot be read, when its step is negative, or when its parameters or
+// optimiser state differ in paths, shapes or dtypes from `fresh` (a state of the configured
+// model and optimiser).
+train::TrainState load_checkpoint_state(const RunFiles& files, const io::TrainConfig& config,
+                                        const train::TrainState& fresh);
+
+}  // namespace flaxpp::cli

@@ -1,0 +1,188 @@
+// The `flaxpp train` config: JSON → TrainConfig, refusing unknown keys and bad values.
+#include "flaxpp/io/train_config.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <limits>
+#include <set>
+
+#include "flaxpp/io/optimizer_spec.hpp"
+#include "flaxpp/io/policy_spec.hpp"
+
+namespace flaxpp::io {
+namespace {
+
+// Reads one object of the config, refusing keys it does not know.
+class Section {
+ public:
+  Section(const Json& j, std::string path, std::set<std::string> keys)
+      : j_(j), path_(std::move(path)) {
+    if (!j_.is_object())
+      throw ParseError(detail::str(path_, ": expected an object, got ", describe_json(j_)));
+    for (const auto& item : j_.items())
+      if (!keys.count(item.key())) {
+        std::string list;
+        for (const auto& k : keys)
+          list += (list.empty() ? "" : ", ") + k;
+        throw ParseError(
+            detail::str(path_, ".", item.key(), ": unknown key; accepted keys: ", list));
+      }
+  }
+  const Json* get(const char* key) const { return j_.contains(key) ? &j_[key] : nullptr; }
+  const Json& need(const char* key) const {
+    if (!j_.contains(key)) throw ParseError(detail::str(path_, ": missing \"", key, "\""));
+    return j_[key];
+  }
+  std::string key_path(const char* key) const { return detail::str(path_, ".", key); }
+  std::string string(const char* key, std::string fallback) const {
+    const Json* v = get(key);
+    if (!v) return fallback;
+    if (!v->is_string())
+      throw ParseError(detail::str(key_path(key), ": expected a string, got ", describe_json(*v)));
+    return v->get<std::string>();
+  }
+  // One of `choices` (the first is the default).
+  std::string choice(const char* key, const std::vector<std::string>& choices) const {
+    std::string value = string(key, choices.front());
+    if (std::find(choices.begin(), choices.end(), value) != choices.end()) return value;
+    std::string list;
+    for (const auto& c : choices)
+      list += (list.empty() ? "" : ", ") + c;
+    throw ParseError(detail::str(key_path(key), ": \"", value, "\" is not one of ", list));
+  }
+  double number(const char* key, double fallback) const {
+    const Json* v = get(key);
+    if (!v) return fallback;
+    if (!v->is_number())
+      throw ParseError(detail::str(key_path(key), ": expected a number, got ", describe_json(*v)));
+    return v->get<double>();
+  }
+  bool boolean(const char* key, bool fallback) const {
+    const Json* v = get(key);
+    if (!v) return fallback;
+    if (!v->is_boolean())
+      throw ParseError(
+          detail::str(key_path(key), ": expected true or false, got ", describe_json(*v)));
+    return v->get<bool>();
+  }
+  std::int64_t integer(const char* key, std::int64_t fallback, std::int64_t min) const {
+    const Json* v = get(key);
+    if (!v) return fallback;
+    const auto i = integer_value(*v, true);
+    if (!i || *i < min)
+      throw ParseError(detail::str(key_path(key), ": expected an integer >= ", min, ", got ",
+                                   describe_json(*v)));
+    return *i;
+  }
+
+ private:
+  const Json& j_;
+  std::string path_;
+};
+
+TrainConfig::Data read_data(const Section& top) {
+  const Section data(top.need("data"), "$.data",
+                     {"path", "label_column", "scale", "test_fraction"});
+  TrainConfig::Data d;
+  d.path = data.string("path", "");
+  if (d.path.empty()) throw ParseError("$.data.path: missing (a CSV file, e.g. data/digits.csv)");
+  d.label_column = data.string("label_column", "");
+  d.scale = data.number("scale", 1.0);
+  if (d.scale == 0)
+    throw ParseError(
+        "$.data.scale: expected a non-zero number (every feature is multiplied by "
+        "it), got 0");
+  d.test_fraction = data.number("test_fraction", 0.2);
+  if (!(d.test_fraction > 0 && d.test_fraction < 1))
+    throw ParseError(detail::str("$.data.test_fraction: expected a number in (0, 1), got ",
+                                 d.test_fraction, "; e.g. 0.2 holds out a fifth of the rows"));
+  return d;
+}
+
+TrainConfig::Model read_model(const Section& top) {
+  const Section model(top.need("model"), "$.model", {"features", "activation", "policy", "dtype"});
+  TrainConfig::Model m;
+  const Json& features = model.need("features");
+  if (!features.is_array() || features.empty())
+    throw ParseError(
+        detail::str("$.model.features: expected a list of layer sizes, the last "
+                    "being the number of classes, got ",
+                    describe_json(features)));
+  for (std::size_t i = 0; i < features.size(); ++i) {
+    const auto v = integer_value(features[i], true);
+    if (!v || *v < 1)
+      throw ParseError(detail::str("$.model.features[", i, "]: expected a layer size >= 1, got ",
+                                   describe_json(features[i])));
+    m.features.push_back(*v);
+  }
+  m.activation = model.choice("activation", {"relu", "gelu", "silu", "tanh"});
+  if (model.string("dtype", "float32") != "float32")
+    throw ParseError("$.model.dtype: only float32 training is supported for now");
+  if (const Json* policy = model.get("policy"))
+    m.policy = policy_from_spec(*policy, "$.model.policy");
+  return m;
+}
+
+TrainConfig from_json(const Json& j) {
+  const Section top(j, "$",
+                    {"data", "model", "optimizer", "epochs", "batch_size", "seed", "device",
+                     "output_dir", "checkpoint_format", "resume", "on_nonfinite"});
+  TrainConfig c;
+  c.data = read_data(top);
+  c.model = read_model(top);
+  c.optimizer_spec = top.need("optimizer");
+  c.optimizer = optimizer_from_spec(c.optimizer_spec, "$.optimizer");
+  c.epochs = top.integer("epochs", 10, 1);
+  c.batch_size = top.integer("batch_size", 32, 1);
+  c.seed = top.integer("seed", 0, std::numeric_limits<std::int64_t>::min());
+  // "auto": the default device (FLAXPP_DEVICE, else the GPU when one is present, else the CPU).
+  if (const std::string device = top.string("device", "auto"); device != "auto") {
+    try {
+      c.device = Device::parse(device);
+    } catch (const ValueError& e) {
+      throw ParseError(detail::str("$.device: ", e.what(), ", or auto"));
+    }
+  }
+  c.output_dir = top.string("output_dir", "runs/train");
+  if (c.output_dir.empty()) throw ParseError("$.output_dir: expected a directory, got \"\"");
+  const std::string format = top.choice("checkpoint_format", {"json", "safetensors", "msgpack"});
+  c.checkpoint_format = format == "json"          ? CheckpointFormat::json
+                        : format == "safetensors" ? CheckpointFormat::safetensors
+                                                  : CheckpointFormat::msgpack;
+  c.resume = top.boolean("resume", true);
+  c.on_nonfinite = top.choice("on_nonfinite", {"stop", "continue"}) == "stop"
+                       ? OnNonfinite::stop
+                       : OnNonfinite::keep_going;
+  return c;
+}
+
+}  // namespace
+
+std::string TrainConfig::checkpoint_path() const {
+  return (std::filesystem::path(output_dir) /
+          detail::str("checkpoint.", checkpoint_format_name(checkpoint_format)))
+      .string();
+}
+
+Json TrainConfig::run_identity() const {
+  return Json{{"data",
+               {{"path", data.path},
+                {"label_column", data.label_column},
+                {"scale", data.scale},
+                {"test_fraction", data.test_fraction}}},
+              {"model", {{"features", model.features}, {"activation", model.activation}}},
+              {"optimizer", optimizer_spec},
+              {"batch_size", batch_size},
+              {"seed", seed},
+              {"checkpoint_format", checkpoint_format_name(checkpoint_format)}};
+}
+
+TrainConfig parse_train_config(std::string_view text, const std::string& source) {
+  return from_json(parse_json(text, source));
+}
+
+TrainConfig read_train_config(const std::string& file) {
+  return from_json(read_json_file(file));
+}
+
+}  // namespace flaxpp::io
