@@ -62,6 +62,13 @@ fi
 if [ -n "${CUDNN_ROOT:-}" ]; then
   export CUDNN_ROOT LD_LIBRARY_PATH="$CUDNN_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
+# NCCL likewise: the toolkit's, else the nvidia-nccl wheel's.
+if [ -z "${NCCL_ROOT:-}" ] && ! ls /usr/local/cuda/lib*/libnccl.so* >/dev/null 2>&1; then
+  NCCL_ROOT=$(python3 -c "import nvidia.nccl as m; print(m.__path__[0])" 2>/dev/null || true)
+fi
+if [ -n "${NCCL_ROOT:-}" ]; then
+  export NCCL_ROOT LD_LIBRARY_PATH="$NCCL_ROOT/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+fi
 
 summary=()
 status=0
