@@ -60,7 +60,6 @@ struct ClassifierStep::Traced {
   int recordings = 0;
   std::vector<const void*> param_addresses;
   std::shared_ptr<Buffer> x_buffer, y_buffer;
-  MatmulPrecision precision = MatmulPrecision::float32;  // read when recorded, held by it
   Array loss;
   std::vector<Array> grads;
   // Destroyed before the buffers it kept (loss, grads): a recording never launched made none.
@@ -161,7 +160,6 @@ void ClassifierStep::record(Traced& t, std::span<const Array> params, const Arra
     Backend& be = backend(device);
     t.x_buffer = be.allocate(x.nbytes());
     t.y_buffer = be.allocate(y.nbytes());
-    t.precision = default_matmul_precision();
     std::vector<Array> inputs(params.begin(), params.end());
     inputs.emplace_back(t.x_buffer, x.shape(), x.dtype());
     inputs.emplace_back(t.y_buffer, y.shape(), y.dtype());
@@ -187,7 +185,9 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   const std::size_t n = params.size();
   // Data sets live in host memory: the batch goes where the parameters are, once.
   const Device device = n > 0 ? params.front().device() : x.device();
-  std::string key = device.str() + ";";
+  // The matmul precision is fixed in the traced graph: a change traces again, as jax.jit's
+  // cache keys on it.
+  std::string key = detail::str(device, ";", matmul_precision_name(default_matmul_precision()), ";");
   for (const Array& a : params)
     key += a.aval().str() + ";";
   key += x.aval().str() + ";" + y.aval().str();
@@ -221,10 +221,9 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   if (gpu && graphs_ && n > 0 && !t.graph && t.recordable && t.seed.valid())
     record(t, params, x, y);
   bool replay = graphs_ && t.graph != nullptr;
-  if (replay && (!std::ranges::equal(params, t.param_addresses, {}, address) ||
-                 t.precision != default_matmul_precision())) {
-    // The parameters moved (a copy kept elsewhere stopped donation), or the matmul precision
-    // changed: this step runs eagerly, and the next one records again, a few times at most.
+  if (replay && !std::ranges::equal(params, t.param_addresses, {}, address)) {
+    // The parameters moved (a copy kept elsewhere stopped donation): this step runs eagerly,
+    // and the next one records again, a few times at most.
     replay = false;
     t.forget(true);
   }

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "flaxpp/core/backend.hpp"
+#include "flaxpp/core/precision.hpp"
 #include "flaxpp/ir/passes.hpp"
 #include "flaxpp/transforms/trace.hpp"
 
@@ -48,7 +49,9 @@ void describe(const Tree& t, std::string& out) {
 }
 
 std::string signature_of(std::span<const Tree> args) {
-  std::string out = "(";
+  // The matmul precision is fixed in the traced graph: it is part of the signature, as jax.jit
+  // keys its cache on jax_default_matmul_precision.
+  std::string out = detail::str("[", matmul_precision_name(default_matmul_precision()), "] (");
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (i > 0) out += ", ";
     describe(args[i], out);

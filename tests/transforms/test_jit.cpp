@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "flaxpp/core/precision.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/nn/remat.hpp"
@@ -174,4 +175,33 @@ TEST_CASE("jit passes: common subexpressions merge, dead code goes, remat still 
   CHECK(ir::count_eqns(remat.graph(), lax::dot_general_p) ==
         ir::count_eqns(traced, lax::dot_general_p));
   CHECK(ir::count_eqns(remat.graph(), lax::dot_general_p) >= 3);
+}
+
+TEST_CASE("jit: the matmul precision is fixed when tracing, backward products included") {
+  const auto loss = [](std::span<const Tree> a) {
+    auto [value, g] = value_and_grad([&](const Array& w) {
+      return sum(square(matmul(a[1].array(), w)));
+    })(a[0].array());
+    return std::vector<Tree>{Tree(value), Tree(g)};
+  };
+  const std::vector<Tree> args{Tree(Array::full(Shape{3, 2}, 0.5, DType::f32)),
+                               Tree(Array::full(Shape{4, 3}, 1.0, DType::f32))};
+  const Jitted f = jit(loss);
+  const CompiledStep exact = f.lower(args);
+  set_default_matmul_precision(MatmulPrecision::tensorfloat32);
+  const CompiledStep fast = f.lower(args);  // a new signature: traced again
+  set_default_matmul_precision(MatmulPrecision::float32);
+  CHECK(f.num_traces() == 2);
+  int tf32 = 0, products = 0;
+  for (const ir::Eqn& e : fast.graph().eqns)
+    if (e.prim == &lax::dot_general_p) {
+      ++products;
+      tf32 += lax::dot_precision(e.params) == MatmulPrecision::tensorfloat32;
+    }
+  CHECK(products == 2);  // the forward product and the kernel's gradient
+  CHECK(tf32 == products);
+  for (const ir::Eqn& e : exact.graph().eqns)
+    if (e.prim == &lax::dot_general_p) CHECK(!e.params.has("precision"));
+  // Running the TF32 step later, with the default back at float32, keeps its precision.
+  CHECK(fast.signature().find("[tensorfloat32]") == 0);
 }

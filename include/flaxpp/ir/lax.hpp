@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "flaxpp/core/array.hpp"
+#include "flaxpp/core/precision.hpp"
 #include "flaxpp/ir/elementwise_program.hpp"
 #include "flaxpp/ir/primitive.hpp"
 
@@ -95,9 +96,14 @@ Array broadcast_in_dim(const Array& x, const Shape& shape,
 Array reshape(const Array& x, const Shape& new_sizes);
 Array transpose(const Array& x, std::vector<std::int64_t> permutation);
 Array convert_element_type(const Array& x, DType new_dtype);
+// precision: the products' (float32, or tensorfloat32 on GPUs), fixed when the primitive is
+// bound (traced); default_matmul_precision() where absent.
 Array dot_general(const Array& lhs, const Array& rhs,
                   const ir::DotDimensionNumbers& dimension_numbers,
-                  std::optional<DType> preferred_element_type = std::nullopt);
+                  std::optional<DType> preferred_element_type = std::nullopt,
+                  std::optional<MatmulPrecision> precision = std::nullopt);
+// The precision a dot_general equation's params fix (float32 where they name none).
+MatmulPrecision dot_precision(const ir::Params& params);
 Array stop_gradient(const Array& x);
 // jax.ad_checkpoint.checkpoint_name.
 Array checkpoint_name(const Array& x, const std::string& name);

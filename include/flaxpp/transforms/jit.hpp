@@ -42,7 +42,8 @@ class CompiledStep {
   std::vector<Tree> operator()(std::vector<Tree> args) const;
   // The step's graph after the passes.
   const ir::Graph& graph() const;
-  // The signature it was traced for, e.g. "({b: f32[4]@cpu, w: f32[3,4]@cpu}, f32[8,3]@cpu)".
+  // The signature it was traced for, e.g.
+  // "[float32] ({b: f32[4]@cpu, w: f32[3,4]@cpu}, f32[8,3]@cpu)" (the matmul precision first).
   const std::string& signature() const;
 
   struct Impl;

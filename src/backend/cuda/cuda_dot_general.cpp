@@ -1,6 +1,6 @@
 // CUDA evaluation of dot_general through cuBLAS (cublasGemmStridedBatchedEx) for any
 // dimension numbers, planned by layout_plan.hpp's plan_dot exactly as on the CPU. float32 is
-// true float32 unless the default matmul precision opts into TF32; float64 in float64;
+// true float32 unless the equation's precision parameter opts into TF32; float64 in float64;
 // bf16/f16 operands accumulate in float32 and give bf16/f16 or, with
 // preferred_element_type=f32, float32 results.
 #include <climits>
@@ -9,6 +9,7 @@
 #include "backend/cuda/cuda_eval_impl.hpp"
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/core/precision.hpp"
+#include "flaxpp/ir/lax.hpp"
 
 namespace flaxpp::cuda {
 namespace {
@@ -89,7 +90,7 @@ Array Families::dot_general(const ir::Primitive& prim, std::span<const Array> in
   if (in_dtype == DType::f64) {
     compute = CUBLAS_COMPUTE_64F;
   } else if (in_dtype == DType::f32) {
-    compute = default_matmul_precision() == MatmulPrecision::tensorfloat32
+    compute = lax::dot_precision(params) == MatmulPrecision::tensorfloat32
                   ? CUBLAS_COMPUTE_32F_FAST_TF32
                   : CUBLAS_COMPUTE_32F;
   }

@@ -84,7 +84,8 @@ std::vector<AVal> dot_general_rule(std::span<const AVal> in, const ir::Params& p
 }
 
 // JAX's _dot_general_transpose_lhs: the cotangent of x in dot_general(x, y).
-Array transpose_lhs(const Array& g, const AVal& x, const Array& y, const DotDimensionNumbers& d,
+Array transpose_lhs(const Array& g, const AVal& x, const Array& y, MatmulPrecision precision,
+                    const DotDimensionNumbers& d,
                     bool swap_ans, std::optional<DType> preferred) {
   const Axes& x_contract = d.lhs_contracting;
   const Axes& y_contract = d.rhs_contracting;
@@ -126,9 +127,11 @@ Array transpose_lhs(const Array& g, const AVal& x, const Array& y, const DotDime
   block_swap.insert(block_swap.end(), g_free.begin(), g_free.end());
   if (ng > 0 && ny > 0 && out_axes == block_swap)
     return convert_element_type(
-        dot_general(y, g, DotDimensionNumbers{y_kept, ans_y, y_batch, ans_batch}, preferred),
+        dot_general(y, g, DotDimensionNumbers{y_kept, ans_y, y_batch, ans_batch}, preferred,
+                    precision),
         x.dtype);
-  return convert_element_type(transpose(dot_general(g, y, dims, preferred), out_axes), x.dtype);
+  return convert_element_type(transpose(dot_general(g, y, dims, preferred, precision), out_axes),
+                              x.dtype);
 }
 
 }  // namespace
@@ -145,14 +148,27 @@ const ir::Primitive dot_general_p("dot_general", dot_general_rule, [](const ir::
   // With a wider preferred_element_type the cotangent is wider than the operands: the
   // transposed dots run in its dtype and the results return to the operands' dtypes.
   const Array yg = convert_element_type(y, g.dtype()), xg = convert_element_type(x, g.dtype());
-  return std::vector<Array>{transpose_lhs(g, x.aval(), yg, d, false, preferred),
-                            transpose_lhs(g, y.aval(), xg, swapped, true, preferred)};
+  // The backward products take the forward product's precision, as JAX's transpose rules do.
+  const MatmulPrecision precision = dot_precision(a.params);
+  return std::vector<Array>{transpose_lhs(g, x.aval(), yg, precision, d, false, preferred),
+                            transpose_lhs(g, y.aval(), xg, precision, swapped, true, preferred)};
 });
 
+MatmulPrecision dot_precision(const ir::Params& params) {
+  return params.has("precision") ? matmul_precision_from_name(params.get<std::string>("precision"))
+                                 : MatmulPrecision::float32;
+}
+
 Array dot_general(const Array& lhs, const Array& rhs, const DotDimensionNumbers& dimension_numbers,
-                  std::optional<DType> preferred_element_type) {
+                  std::optional<DType> preferred_element_type,
+                  std::optional<MatmulPrecision> precision) {
   ir::Params params{{"dimension_numbers", dimension_numbers}};
   if (preferred_element_type) params.set("preferred_element_type", *preferred_element_type);
+  // Fixed here, at bind (trace) time, as jax.lax.dot_general's precision=: nothing reads the
+  // default while a graph runs. float32, the default, is no parameter at all.
+  if (const MatmulPrecision p = precision.value_or(default_matmul_precision());
+      p != MatmulPrecision::float32)
+    params.set("precision", std::string(matmul_precision_name(p)));
   const Array in[] = {lhs, rhs};
   return ir::bind1(dot_general_p, in, params);
 }
