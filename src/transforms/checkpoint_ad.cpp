@@ -1,0 +1,160 @@
+// checkpoint_p's differentiation rule (JAX's remat_p partial-evaluation rule): a region's
+// policy decides, per primal equation of its body, whether the backward pass reads the value
+// saved, offloaded to another memory kind and brought back, or recomputes it; the region's
+// backward becomes one checkpoint equation (differentiated=True) whose body recomputes what
+// was not saved and applies the VJP rules. Regions nested inside a region are flattened into
+// it: the outermost policy decides what crosses from the forward to the backward pass.
+#include <algorithm>
+#include <unordered_set>
+
+#include "flaxpp/ir/passes.hpp"
+#include "flaxpp/transforms/checkpoint.hpp"
+#include "flaxpp/transforms/trace.hpp"
+#include "transforms/tape.hpp"
+
+namespace flaxpp::transforms {
+namespace {
+
+ir::Decision decide(const ir::Policy& policy, const TapeEqn& t) {
+  std::vector<AVal> avals;
+  for (const Array& x : t.ins)
+    avals.push_back(x.aval());
+  const ir::Decision d = policy.decide(*t.eqn->prim, avals, t.eqn->params);
+  using K = ir::Decision::Kind;
+  const bool valid_kind = d.kind == K::save || d.kind == K::recompute || d.kind == K::offload;
+  if (!valid_kind || (d.kind == K::offload && d.src == d.dst))
+    throw ValueError(detail::str("checkpoint policy ", policy.str(),
+                                 " returned an invalid decision for ", t.eqn->prim->name(),
+                                 "; a policy must answer save, recompute, or offload between two "
+                                 "different memory kinds (device -> pinned_host)"));
+  return d;
+}
+
+}  // namespace
+
+// The region inputs and saved values it needs (the residuals, once partial evaluation splits
+// the joint graph) and the output cotangents go in.
+void backward_region(const Region& r, Cotangents& cts) {
+  // An output that is one of the region's inputs, or repeats an earlier output, is the same
+  // traced value: its cotangent already sits on that value, so it must not flow through the
+  // region again (it would be counted twice).
+  std::vector<Array> out_cts;
+  std::unordered_set<const Tracer*> seen;
+  for (const Array& x : r.inputs)
+    if (x.is_traced()) seen.insert(x.tracer());
+  for (const Array& y : r.outputs)
+    out_cts.push_back(y.is_traced() && seen.insert(y.tracer()).second ? cts.get(y) : Array());
+  if (std::none_of(out_cts.begin(), out_cts.end(), [](const Array& c) { return c.valid(); }))
+    return;
+
+  // The policy's answer for every primal equation of the region.
+  std::vector<ir::Decision> decisions;
+  for (const TapeEqn& t : r.eqns)
+    decisions.push_back(decide(*r.policy, t));
+
+  // Operands of the backward body: region inputs, then the outputs of every saved or
+  // offloaded equation, then the non-zero output cotangents. Dead-code elimination of the
+  // body then leaves only what the backward pass really reads.
+  std::vector<Array> operands = r.inputs;
+  std::vector<std::size_t> first_saved(r.eqns.size(), 0);
+  for (std::size_t i = 0; i < r.eqns.size(); ++i) {
+    if (decisions[i].kind == ir::Decision::Kind::recompute) continue;
+    first_saved[i] = operands.size();
+    operands.insert(operands.end(), r.eqns[i].outs.begin(), r.eqns[i].outs.end());
+  }
+  const std::size_t first_ct = operands.size();
+  std::vector<std::size_t> ct_outputs;
+  for (std::size_t j = 0; j < out_cts.size(); ++j)
+    if (out_cts[j].valid()) {
+      ct_outputs.push_back(j);
+      operands.push_back(out_cts[j]);
+    }
+  std::vector<AVal> avals;
+  for (const Array& x : operands)
+    avals.push_back(x.aval());
+
+  const ir::Graph& body = body_of(r.params);
+  std::vector<bool> nonzero(r.inputs.size(), false);
+  ir::Graph bwd = make_graph(
+      [&](std::span<const Array> in) {
+        const std::size_t n_in = r.inputs.size();
+        std::vector<TapeEqn> eqns;
+        // Saved equations take their outputs from the operands (offloaded ones are brought
+        // back to the device first); the others are recomputed.
+        const SavedFn saved = [&](std::size_t i,
+                                  const TapeEqn& t) -> std::optional<std::vector<Array>> {
+          if (decisions[i].kind == ir::Decision::Kind::recompute) return std::nullopt;
+          std::vector<Array> outs;
+          for (std::size_t k = 0; k < t.eqn->outputs.size(); ++k) {
+            Array v = in[first_saved[i] + k];
+            if (decisions[i].kind == ir::Decision::Kind::offload) {
+              const Array one[] = {v};
+              v = ir::bind1(device_put_p, one,
+                            {{"memory_kind", std::string(memory_kind_name(decisions[i].src))}});
+            }
+            outs.push_back(std::move(v));
+          }
+          return outs;
+        };
+        const std::vector<Array> outs =
+            replay_flat(body, in.subspan(0, n_in), eqns, saved, nullptr);
+        Cotangents bwd_cts;
+        for (std::size_t k = 0; k < ct_outputs.size(); ++k)
+          bwd_cts.add(outs[ct_outputs[k]], in[first_ct + k]);
+        for (std::size_t i = eqns.size(); i-- > 0;)
+          backward_eqn(eqns[i], bwd_cts);
+        std::vector<Array> results;
+        for (std::size_t i = 0; i < n_in; ++i) {
+          // Only inputs derived from the differentiated primals need a cotangent.
+          if (!r.input_has_tangent[i]) continue;
+          const Array ct = bwd_cts.get(in[i]);
+          if (!ct.valid()) continue;
+          nonzero[i] = true;
+          results.push_back(ct);
+        }
+        return results;
+      },
+      avals);
+  ir::dce(bwd);
+
+  // Keep only the operands the backward body reads.
+  std::vector<bool> used(bwd.num_vars(), false);
+  for (const ir::Eqn& e : bwd.eqns)
+    for (const ir::Atom& a : e.inputs)
+      if (!a.is_literal()) used[static_cast<std::size_t>(a.var)] = true;
+  for (const ir::Atom& a : bwd.outvars)
+    if (!a.is_literal()) used[static_cast<std::size_t>(a.var)] = true;
+  std::vector<ir::VarId> invars;
+  std::vector<Array> args;
+  // Which equation (if any) each operand slot was saved from, to offload it on the way out.
+  std::vector<std::ptrdiff_t> slot_eqn(operands.size(), -1);
+  for (std::size_t i = 0; i < r.eqns.size(); ++i)
+    if (decisions[i].kind != ir::Decision::Kind::recompute)
+      for (std::size_t k = 0; k < r.eqns[i].outs.size(); ++k)
+        slot_eqn[first_saved[i] + k] = static_cast<std::ptrdiff_t>(i);
+  for (std::size_t k = 0; k < operands.size(); ++k) {
+    if (!used[static_cast<std::size_t>(bwd.invars[k])]) continue;
+    invars.push_back(bwd.invars[k]);
+    Array v = operands[k];
+    if (slot_eqn[k] >= 0 &&
+        decisions[static_cast<std::size_t>(slot_eqn[k])].kind == ir::Decision::Kind::offload) {
+      const Array one[] = {v};
+      v = ir::bind1(
+          device_put_p, one,
+          {{"memory_kind",
+            std::string(memory_kind_name(decisions[static_cast<std::size_t>(slot_eqn[k])].dst))}});
+    }
+    args.push_back(std::move(v));
+  }
+  bwd.invars = std::move(invars);
+
+  ir::Params params = r.params;
+  params.set("jaxpr", std::make_shared<const ir::Graph>(std::move(bwd)));
+  params.set("differentiated", true);
+  const std::vector<Array> in_cts = ir::bind(checkpoint_p, args, params);
+  std::size_t next = 0;
+  for (std::size_t i = 0; i < r.inputs.size(); ++i)
+    if (nonzero[i]) cts.add(r.inputs[i], in_cts[next++]);
+}
+
+}  // namespace flaxpp::transforms

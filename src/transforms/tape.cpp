@@ -1,0 +1,93 @@
+// The tape: replaying a traced graph into the current trace, and one equation's VJP.
+#include "transforms/tape.hpp"
+
+#include <algorithm>
+
+#include "flaxpp/ir/lax.hpp"
+#include "flaxpp/transforms/checkpoint.hpp"
+
+namespace flaxpp::transforms {
+
+const ir::Graph& body_of(const ir::Params& params) {
+  return *params.get<std::shared_ptr<const ir::Graph>>("jaxpr");
+}
+
+std::vector<Array> replay_graph(const ir::Graph& g, std::span<const Array> inputs,
+                                const EqnVisitor& visit) {
+  std::vector<Array> env(g.num_vars());
+  for (std::size_t i = 0; i < g.constvars.size(); ++i)
+    env[static_cast<std::size_t>(g.constvars[i])] = g.consts[i];
+  for (std::size_t i = 0; i < inputs.size(); ++i)
+    env[static_cast<std::size_t>(g.invars[i])] = inputs[i];
+  auto value = [&](const ir::Atom& a) {
+    return a.is_literal() ? a.literal : env[static_cast<std::size_t>(a.var)];
+  };
+  for (const ir::Eqn& e : g.eqns) {
+    std::vector<Array> ins;
+    for (const ir::Atom& a : e.inputs)
+      ins.push_back(value(a));
+    const std::vector<Array> outs = visit(e, std::move(ins));
+    for (std::size_t k = 0; k < outs.size(); ++k)
+      env[static_cast<std::size_t>(e.outputs[k])] = outs[k];
+  }
+  std::vector<Array> results;
+  for (const ir::Atom& a : g.outvars)
+    results.push_back(value(a));
+  return results;
+}
+
+std::vector<Array> replay_flat(const ir::Graph& g, std::span<const Array> inputs,
+                               std::vector<TapeEqn>& eqns, const SavedFn& saved,
+                               TangentSet* tangents) {
+  EqnVisitor visit = [&](const ir::Eqn& e, std::vector<Array> ins) -> std::vector<Array> {
+    if (e.prim == &checkpoint_p) return replay_graph(body_of(e.params), ins, visit);
+    TapeEqn t{&e, std::move(ins), {}};
+    std::optional<std::vector<Array>> s = saved ? saved(eqns.size(), t) : std::nullopt;
+    t.outs = s ? std::move(*s) : ir::bind(*e.prim, t.ins, e.params);
+    if (tangents) tangents->propagate(e, t.ins, t.outs);
+    std::vector<Array> outs = t.outs;
+    eqns.push_back(std::move(t));
+    return outs;
+  };
+  return replay_graph(g, inputs, visit);
+}
+
+std::vector<Array> replay(const ir::Graph& g, std::span<const Array> inputs,
+                          std::vector<TapeItem>& tape, TangentSet& tangents) {
+  return replay_graph(
+      g, inputs, [&](const ir::Eqn& e, std::vector<Array> ins) -> std::vector<Array> {
+        TapeItem item;
+        if (e.prim == &checkpoint_p) {
+          auto region = std::make_unique<Region>();
+          region->policy = e.params.get<PolicyPtr>("policy");
+          region->params = e.params;
+          for (const Array& x : ins)
+            region->input_has_tangent.push_back(tangents.has(x));
+          region->outputs = replay_flat(body_of(e.params), ins, region->eqns, {}, &tangents);
+          region->inputs = std::move(ins);
+          item.region = std::move(region);
+          tape.push_back(std::move(item));
+          return tape.back().region->outputs;
+        }
+        std::vector<Array> outs = ir::bind(*e.prim, ins, e.params);
+        tangents.propagate(e, ins, outs);
+        item.eqn = TapeEqn{&e, std::move(ins), outs};
+        tape.push_back(std::move(item));
+        return outs;
+      });
+}
+
+void backward_eqn(const TapeEqn& t, Cotangents& cts) {
+  std::vector<Array> out_cts;
+  bool any = false;
+  for (const Array& y : t.outs) {
+    out_cts.push_back(cts.get(y));
+    any = any || out_cts.back().valid();
+  }
+  if (!any) return;
+  const std::vector<Array> in_cts = t.eqn->prim->vjp({t.ins, t.outs, t.eqn->params, out_cts});
+  for (std::size_t k = 0; k < t.ins.size(); ++k)
+    cts.add(t.ins[k], in_cts[k]);
+}
+
+}  // namespace flaxpp::transforms
