@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +31,11 @@ Json tree_to_json(const Tree& tree);
 
 // Parses a whole JSON file; a syntax error is a ParseError naming the file, line and column.
 Json read_json_file(const std::string& filename);
+
+// A ParseError starting with `source` when the parsed form of `text` would need more host
+// memory than is available (nlohmann::json takes up to about 30 times the text; the exact need
+// is counted in a first pass only for text that large). Call it before Json::parse.
+void check_json_memory(std::string_view text, const std::string& source);
 
 // The integer a JSON number denotes when it is an integer within int64 — or, with
 // allow_integral_float, a float with an integral value such as 3.0 — else nothing.
