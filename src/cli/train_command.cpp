@@ -298,9 +298,8 @@ int train_command(const std::vector<std::string>& args) {
                  curves_file = c.output_dir / "curves.png";
   if (c.resume && fs::exists(c.checkpoint)) {
     // Checkpoints load into host memory; training continues on the default device.
-    state = train::TrainState::from_tree(
-        tree_map(io::load_checkpoint(c.checkpoint.string()),
-                 [](const Array& a) { return a.to(default_device()); }));
+    state = step.restore(tree_map(io::load_checkpoint(c.checkpoint.string()),
+                                  [](const Array& a) { return a.to(default_device()); }));
     history = read_metrics(metrics_file);
     std::cout << "resuming from " << c.checkpoint.string() << " at step " << state.step << "\n";
   } else {
