@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "flaxpp/core/host_memory.hpp"
 
@@ -58,6 +59,19 @@ std::optional<std::int64_t> integer_value(const Json& v, bool allow_integral_flo
       return static_cast<std::int64_t>(d);
   }
   return std::nullopt;
+}
+
+bool nested_deeper_than(const Json& j, std::size_t max_depth) {
+  std::vector<std::pair<const Json*, std::size_t>> stack{{&j, 0}};  // (value, its depth)
+  while (!stack.empty()) {
+    const auto [v, depth] = stack.back();
+    stack.pop_back();
+    if (!v->is_structured()) continue;
+    if (depth >= max_depth) return true;
+    for (const Json& child : *v)
+      stack.emplace_back(&child, depth + 1);
+  }
+  return false;
 }
 
 std::string describe_json(const Json& j) {

@@ -109,6 +109,15 @@ TEST_CASE("check: a case that runs past its time limit fails naming the limit; t
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(60));
 }
 
+TEST_CASE("check: an expected record nested 100k levels deep fails the case, not the stack") {
+  std::ifstream in(std::string(FLAXPP_SOURCE_DIR) +
+                   "/tests/fuzz/corpus/refs/saved_residuals_checkpoint_dot_policy.json");
+  Json c = Json::parse(in)["cases"][0];
+  c["expected"] = Json::parse("[" + std::string(100000, '[') + std::string(100000, ']') + "]");
+  CHECK(has(failure_of(std::move(c)),
+            "$.cases[0].expected[0]: the record is nested more than 256 levels deep"));
+}
+
 TEST_CASE("check_files: hooks hear each case start and end; output is printed as cases end") {
   const std::string file = std::string(FLAXPP_SOURCE_DIR) + "/tests/refs/random_legacy.json";
   std::vector<std::string> started;

@@ -41,6 +41,11 @@ void check_json_memory(std::string_view text, const std::string& source);
 // allow_integral_float, a float with an integral value such as 3.0 — else nothing.
 std::optional<std::int64_t> integer_value(const Json& v, bool allow_integral_float = false);
 
+// Whether arrays and objects in `j` nest more than `max_depth` levels (found without recursion:
+// nlohmann's dump, copy and comparison recurse once per level, so hostile input must be checked
+// before it meets them).
+bool nested_deeper_than(const Json& j, std::size_t max_depth);
+
 // Describes a JSON value for error messages: `a string "abc"`, `the number 3.5`, `an object`.
 std::string describe_json(const Json& j);
 
