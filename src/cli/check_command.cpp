@@ -170,7 +170,7 @@ int check_command(const std::vector<std::string>& args) {
   }
   std::optional<Watchdog> watchdog;
   if (options.case_timeout.count() > 0) {
-    watchdog.emplace(options.case_timeout);
+    watchdog.emplace(std::chrono::duration_cast<std::chrono::seconds>(options.case_timeout));
     options.on_case_start = [&](const std::string& label) { watchdog->started(label); };
     options.on_case_done = [&](const refs::CaseResult& c) { watchdog->done(c.passed); };
   }

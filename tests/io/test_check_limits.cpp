@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <fstream>
+#include <stdexcept>
 #include <string>
 
 #include "flaxpp/io/refs.hpp"
@@ -116,6 +117,29 @@ TEST_CASE("check: an expected record nested 100k levels deep fails the case, not
   c["expected"] = Json::parse("[" + std::string(100000, '[') + std::string(100000, ']') + "]");
   CHECK(has(failure_of(std::move(c)),
             "$.cases[0].expected[0]: the record is nested more than 256 levels deep"));
+}
+
+TEST_CASE("check: an exception that is not a flaxpp::Error is marked an internal error") {
+  refs::ProblemRegistry registry;
+  registry.add("throws", [](const refs::Inputs&, const refs::CaseContext&) -> refs::Outcome {
+    throw std::out_of_range("vector::at");
+  });
+  registry.add("refuses", [](const refs::Inputs& in, const refs::CaseContext&) -> refs::Outcome {
+    throw refs::InputError(in.path() + ": refused");
+  });
+  const Json doc{
+      {"format", "flaxpp.refs/1"},
+      {"cases",
+       {Json{{"id", "a"}, {"problem", "throws"}, {"inputs", Json::object()}, {"expected", 0}},
+        Json{{"id", "b"}, {"problem", "refuses"}, {"inputs", Json::object()}, {"expected", 0}}}}};
+  const refs::FileResult result = refs::check_document(doc, "mem.json", Device::cpu(), registry);
+  REQUIRE(result.cases.size() == 2);
+  CHECK(result.cases[0].internal_error);
+  CHECK(result.cases[0].message ==
+        "$.cases[0]: internal error (vector::at); this is a bug in flaxpp: please report it with "
+        "this case");
+  CHECK_FALSE(result.cases[1].internal_error);
+  CHECK(result.cases[1].message == "$.cases[1].inputs: refused");
 }
 
 TEST_CASE("check_files: hooks hear each case start and end; output is printed as cases end") {

@@ -139,6 +139,8 @@ struct CaseResult {
   std::string id;
   bool passed = false;
   std::string message;  // why it failed
+  // It failed with an exception that is not a flaxpp::Error: a bug in flaxpp, not in the case.
+  bool internal_error = false;
 };
 
 struct FileResult {
@@ -154,7 +156,7 @@ inline constexpr std::chrono::seconds kDefaultCaseTimeout{300};
 struct CheckOptions {
   // A case still running this long after it started fails with a message naming the limit
   // (checked between the steps of its computation: see CaseContext). Zero: no limit.
-  std::chrono::seconds case_timeout = kDefaultCaseTimeout;
+  std::chrono::milliseconds case_timeout = kDefaultCaseTimeout;
   // Called as each case starts, with "FILE: $.cases[i]" (e.g. for a watchdog that stops a case
   // stuck inside one long computation), and as each one ends.
   std::function<void(const std::string& case_label)> on_case_start;

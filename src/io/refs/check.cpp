@@ -26,7 +26,7 @@ Tolerance read_tolerance(const Json& c, const std::string& path) {
 
 CaseResult run_case(const Json& c, const std::string& path, std::set<std::string>& ids,
                     CaseContext context, const ProblemRegistry& registry,
-                    std::chrono::seconds timeout) {
+                    std::chrono::milliseconds timeout) {
   CaseResult result;
   result.id = path;  // until the case names itself
   if (timeout.count() > 0) context.deadline = std::chrono::steady_clock::now() + timeout;
@@ -59,15 +59,20 @@ CaseResult run_case(const Json& c, const std::string& path, std::set<std::string
     if (mismatch) throw ValueError(*mismatch);
     result.passed = true;
   } catch (const CaseTimeout&) {
-    result.message = detail::str(path, ": stopped after the time limit of ", timeout.count(),
+    result.message = detail::str(path, ": stopped after the time limit of ",
+                                 std::chrono::duration<double>(timeout).count(),
                                  " s per case; is the case meant to be this large? (raise the "
                                  "limit with flaxpp check --case-timeout SECONDS, 0 for none)");
   } catch (const std::bad_alloc&) {
     result.message = detail::str(path,
                                  ": ran out of host memory (std::bad_alloc); are the input "
                                  "shapes meant to be this large?");
-  } catch (const std::exception& e) {
+  } catch (const Error& e) {
     result.message = e.what();
+  } catch (const std::exception& e) {
+    result.internal_error = true;
+    result.message = detail::str(path, ": internal error (", e.what(),
+                                 "); this is a bug in flaxpp: please report it with this case");
   }
   return result;
 }
