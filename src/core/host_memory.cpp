@@ -98,6 +98,8 @@ std::optional<std::string> host_memory_shortfall(double bytes) {
 
 std::string read_whole_file(const std::string& path) {
   std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw ParseError(detail::str(path, ": is a directory; expected a file"));
   const std::uintmax_t size = std::filesystem::file_size(path, ec);
   if (!ec) {
     if (const auto shortfall = host_memory_shortfall(static_cast<double>(size)))

@@ -215,6 +215,8 @@ TEST_CASE("readers refuse, naming the input, what needs more than the host memor
   zeros += "]";
   CHECK(has(parse_error_of([&] { io::check_json_memory(zeros, "zeros.json"); }),
             "zeros.json: parsing its 200 kB of JSON needs"));
+  CHECK(parse_error_of([&] { read_whole_file(dir.path().string()); }) ==
+        dir.path().string() + ": is a directory; expected a file");
   // The same texts load once the memory is there.
   ::unsetenv("FLAXPP_HOST_MEMORY_LIMIT");
   CHECK_NOTHROW(io::check_json_memory(zeros, "zeros.json"));
