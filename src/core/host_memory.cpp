@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -24,14 +23,16 @@ namespace {
 
 constexpr std::uint64_t kUnknown = std::numeric_limits<std::uint64_t>::max();
 
-// The "MemAvailable:" line of /proc/meminfo, in bytes.
+// The "MemAvailable:   123456 kB" line of /proc/meminfo, in bytes.
 std::uint64_t mem_available() {
   std::ifstream in("/proc/meminfo");
-  std::string key;
-  std::uint64_t kib = 0;
-  std::string unit;
-  while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string key;
+    std::uint64_t kib = 0;
+    if (fields >> key >> kib && key == "MemAvailable:") return kib * 1024;
+  }
   const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
   if (pages > 0 && page > 0) return static_cast<std::uint64_t>(pages) * page;
   return kUnknown;
@@ -44,19 +45,36 @@ std::uint64_t read_number(const std::string& path) {
   return in >> v ? v : kUnknown;
 }
 
-// What the process's cgroup v2 still allows: memory.max - memory.current of its group.
+// The least limit - usage of the cgroup `group` under `root` and of the groups above it (a
+// container's limit is often set on a parent), or kUnknown.
+std::uint64_t headroom_of(const std::string& root, const std::string& group, const char* limit,
+                          const char* usage) {
+  std::uint64_t headroom = kUnknown;
+  for (std::filesystem::path dir = root + group; dir.string().size() > root.size();
+       dir = dir.parent_path()) {
+    const std::uint64_t max = read_number((dir / limit).string());
+    const std::uint64_t current = read_number((dir / usage).string());
+    if (max != kUnknown && current != kUnknown)
+      headroom = std::min(headroom, max > current ? max - current : 0);
+  }
+  return headroom;
+}
+
+// What the process's memory cgroup still allows: cgroup v2 ("0::/group") or the v1 memory
+// controller ("N:memory:/group").
 std::uint64_t cgroup_headroom() {
   std::ifstream self("/proc/self/cgroup");
   std::string line;
+  std::uint64_t headroom = kUnknown;
   while (std::getline(self, line)) {
-    if (!line.starts_with("0::")) continue;  // the v2 hierarchy
-    const std::string dir = "/sys/fs/cgroup" + line.substr(3);
-    const std::uint64_t max = read_number(dir + "/memory.max");
-    const std::uint64_t current = read_number(dir + "/memory.current");
-    if (max == kUnknown || current == kUnknown) return kUnknown;
-    return max > current ? max - current : 0;
+    if (line.starts_with("0::"))
+      headroom = std::min(
+          headroom, headroom_of("/sys/fs/cgroup", line.substr(3), "memory.max", "memory.current"));
+    if (const std::size_t at = line.find(":memory:"); at != std::string::npos)
+      headroom = std::min(headroom, headroom_of("/sys/fs/cgroup/memory", line.substr(at + 8),
+                                                "memory.limit_in_bytes", "memory.usage_in_bytes"));
   }
-  return kUnknown;
+  return headroom;
 }
 
 // FLAXPP_HOST_MEMORY_LIMIT, a byte count, or kUnknown when unset or not a number.
