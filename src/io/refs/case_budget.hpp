@@ -13,7 +13,7 @@
 
 namespace flaxpp::refs {
 
-// Throws InputError "<input>: <what> needs about 8.00 GB of host memory, but ..." when `bytes`
+// Throws InputError "<input>: <what> needs 8.00 GB of host memory, but ..." when `bytes`
 // exceed the host memory available.
 void check_case_memory(double bytes, const std::string& input, const std::string& what);
 
