@@ -9,20 +9,24 @@ set -euo pipefail
 # two-process jobs).
 FLAXPP_APT_PACKAGES=(cmake g++ make pkg-config nlohmann-json3-dev doctest-dev libopenblas-dev
   libcairo2-dev libopenmpi-dev openmpi-bin)
+# The fuzz targets (tests/fuzz, scripts/fuzz.sh) need clang and its libFuzzer and sanitizer
+# runtimes.
+FLAXPP_FUZZ_APT_PACKAGES=(clang libclang-rt-14-dev)
 
-flaxpp_missing_packages() {
+flaxpp_missing_packages() {  # flaxpp_missing_packages PACKAGE...
   local missing=() p
-  for p in "${FLAXPP_APT_PACKAGES[@]}"; do
+  for p in "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   echo "${missing[@]:-}"
 }
 
-flaxpp_install_deps() {
+flaxpp_install_deps() {  # flaxpp_install_deps [PACKAGE...] (default: FLAXPP_APT_PACKAGES)
   # Set where the packages come from elsewhere (scripts/gpu_check.sh with .device/).
   [ -n "${FLAXPP_NO_APT:-}" ] && return 0
   local missing
-  missing=$(flaxpp_missing_packages)
+  if [ "$#" -eq 0 ]; then set -- "${FLAXPP_APT_PACKAGES[@]}"; fi
+  missing=$(flaxpp_missing_packages "$@")
   [ -z "$missing" ] && return 0
   if [ "$(id -u)" -ne 0 ]; then
     echo "flaxpp needs these Debian packages: $missing" >&2

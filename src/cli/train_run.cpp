@@ -107,11 +107,6 @@ train::TrainState load_checkpoint_state(const RunFiles& files, const io::TrainCo
                                  "\nThe checkpoint cannot be resumed; pass --fresh to "
                                  "train from scratch (replacing it)"));
   }
-  if (loaded.step < 0)
-    throw ParseError(detail::str(files.checkpoint, ": step ", loaded.step,
-                                 " is negative; a step counts the updates made (>= 0), so the "
-                                 "file was changed or damaged. Pass --fresh to train from "
-                                 "scratch (replacing it)"));
   // The loaded state must be one of the configured model and optimiser, leaf for leaf.
   for (const auto& [name, now, then] :
        {std::tuple{"params", &fresh.params, &loaded.params},

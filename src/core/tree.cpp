@@ -20,7 +20,9 @@ std::string joined_keys(const Tree& t) {
   return out;
 }
 
-auto lower_bound_key(const std::vector<std::pair<std::string, Tree>>& items, std::string_view key) {
+// The first item whose key is not less than `key` (const or mutable, as `items` is).
+template <class Items>
+auto lower_bound_key(Items& items, std::string_view key) {
   return std::lower_bound(items.begin(), items.end(), key,
                           [](const auto& item, std::string_view k) { return item.first < k; });
 }
@@ -58,10 +60,27 @@ const Tree& Tree::at(std::string_view path) const {
   return *node;
 }
 
+Tree Tree::from_items(std::vector<std::pair<std::string, Tree>> items) {
+  std::sort(items.begin(), items.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  const auto twice = std::adjacent_find(
+      items.begin(), items.end(), [](const auto& a, const auto& b) { return a.first == b.first; });
+  if (twice != items.end())
+    throw ValueError(detail::str("Tree::from_items: the key \"", twice->first,
+                                 "\" is given twice; a dict's keys are unique"));
+  Tree tree;
+  tree.items_ = std::move(items);
+  return tree;
+}
+
 void Tree::set(std::string key, Tree value) {
   if (is_leaf_) throw ValueError(detail::str("cannot set key \"", key, "\" on an array leaf"));
-  auto it = std::lower_bound(items_.begin(), items_.end(), key,
-                             [](const auto& item, const std::string& k) { return item.first < k; });
+  // Readers and builders mostly set keys in sorted order: appending keeps that linear.
+  if (items_.empty() || items_.back().first < key) {
+    items_.emplace_back(std::move(key), std::move(value));
+    return;
+  }
+  auto it = lower_bound_key(items_, key);
   if (it != items_.end() && it->first == key) {
     it->second = std::move(value);
   } else {
@@ -80,13 +99,15 @@ const Tree* Tree::find(std::span<const std::string> path) const {
 
 void Tree::set_at(std::span<const std::string> path, Tree value) {
   FLAXPP_ASSERT(!path.empty(), "set_at needs a path");
-  if (path.size() == 1) {
-    set(path[0], std::move(value));
-    return;
+  Tree* node = this;
+  for (const std::string& key : path.first(path.size() - 1)) {
+    if (node->is_leaf_)
+      throw ValueError(detail::str("cannot set key \"", key, "\" on an array leaf"));
+    auto it = lower_bound_key(node->items_, key);
+    if (it == node->items_.end() || it->first != key) it = node->items_.emplace(it, key, Tree());
+    node = &it->second;
   }
-  Tree sub = contains(path[0]) ? (*this)[path[0]] : Tree();
-  sub.set_at(path.subspan(1), std::move(value));
-  set(path[0], std::move(sub));
+  node->set(path.back(), std::move(value));
 }
 
 std::vector<std::string> Tree::keys() const {

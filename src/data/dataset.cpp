@@ -15,6 +15,8 @@
 #include <sstream>
 #include <string_view>
 
+#include "flaxpp/core/host_memory.hpp"
+
 namespace flaxpp::data {
 
 // .npy data is little-endian; reading it with memcpy assumes the host is too.
@@ -22,16 +24,6 @@ static_assert(std::endian::native == std::endian::little,
               "flaxpp's .npy reader and writer assume a little-endian host");
 
 namespace {
-
-std::string read_file(const std::string& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw ParseError(
-        detail::str(path, ": cannot open the file for reading (", what, "); check the path"));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  return std::move(buffer).str();
-}
 
 std::string_view trim(std::string_view s) {
   const auto blank = [](char c) { return c == ' ' || c == '\t'; };
@@ -355,18 +347,29 @@ std::uint64_t uniform_below(std::mt19937_64& gen, std::uint64_t bound) {
 }  // namespace
 
 Dataset load_csv(const std::string& path, CsvOptions opts) {
+  return parse_csv(read_whole_file(path), path, std::move(opts));
+}
+
+Dataset parse_csv(std::string_view text, const std::string& path, CsvOptions opts) {
   if (!std::isfinite(opts.scale))
     throw ValueError(
         detail::str("load_csv: ", opts.option_prefix, "scale must be finite, got ", opts.scale));
-  const std::string text = read_file(path, "load_csv");
   std::string_view rest(text);
   if (rest.starts_with("\xEF\xBB\xBF")) rest.remove_prefix(3);  // UTF-8 byte-order mark
 
+  // Every field is a number (4 bytes, and its copy in the array), and no more fields than
+  // commas and line ends: checked before anything is stored, then reserved once.
+  const auto max_fields = static_cast<std::size_t>(std::count(rest.begin(), rest.end(), ',') +
+                                                   std::count(rest.begin(), rest.end(), '\n') + 1);
+  if (const auto shortfall = host_memory_shortfall(8.0 * static_cast<double>(max_fields)))
+    throw ParseError(
+        detail::str(path, ": storing its up to ", max_fields, " numbers ", *shortfall));
   std::vector<std::string> names;  // from the header
   std::size_t ncols = 0;           // fixed by the header or the first data row
   std::size_t label = 0;
   std::vector<float> x;
   std::vector<std::int32_t> y;
+  x.reserve(max_fields);
   std::vector<std::string_view> fields;
   const auto column = [&](std::size_t j) {
     return names.empty() ? detail::str("column ", j + 1)
@@ -437,8 +440,10 @@ Dataset load_csv(const std::string& path, CsvOptions opts) {
 }
 
 Array load_npy(const std::string& path) {
-  const std::string file = read_file(path, "load_npy");
-  const std::string_view bytes(file);
+  return parse_npy(read_whole_file(path), path);
+}
+
+Array parse_npy(std::string_view bytes, const std::string& path) {
   constexpr std::string_view kMagic("\x93NUMPY", 6);
   if (!bytes.starts_with(kMagic))
     throw ParseError(detail::str(path, ": not a NumPy .npy file: expected it to start with the ",
@@ -493,6 +498,10 @@ Array load_npy(const std::string& path) {
                                  "' array of shape ", python_tuple(h.shape),
                                  "; expected one array per file, as numpy.save writes"));
   }
+  // The array is a copy of the data (int64 data narrowed to half its size).
+  if (const auto shortfall = host_memory_shortfall(static_cast<double>(count * item)))
+    throw ParseError(
+        detail::str(path, ": its array of shape ", python_tuple(h.shape), " ", *shortfall));
   std::optional<Shape> checked_shape;
   try {
     checked_shape.emplace(h.shape);

@@ -10,9 +10,8 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "flaxpp/core/host_memory.hpp"
 #include "flaxpp/io/flax_msgpack.hpp"
 #include "flaxpp/io/json.hpp"
 #include "flaxpp/io/safetensors.hpp"
@@ -186,6 +185,7 @@ std::string encode_checkpoint(const Tree& tree, CheckpointFormat format) {
 Tree decode_checkpoint(std::string_view bytes, CheckpointFormat format, const std::string& source) {
   switch (format) {
     case CheckpointFormat::json: {
+      check_json_memory(bytes, source);
       Json j;
       try {
         j = Json::parse(bytes);
@@ -215,14 +215,7 @@ Tree load_checkpoint(const std::string& path, std::optional<CheckpointFormat> fo
   const CheckpointFormat f = format ? *format : format_from_path(path);
   // JSON goes through read_json_file for its line:column syntax errors.
   if (f == CheckpointFormat::json) return json_decode(read_json_file(path), path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw ParseError(
-        detail::str(path, ": cannot open the file for reading (", std::strerror(errno), ")"));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) throw ParseError(detail::str(path, ": reading the file failed"));
-  return decode_checkpoint(buffer.str(), f, path);
+  return decode_checkpoint(read_whole_file(path), f, path);
 }
 
 }  // namespace flaxpp::io

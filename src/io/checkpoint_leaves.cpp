@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <bit>
 
+#include "flaxpp/core/host_memory.hpp"
+
 namespace flaxpp::io::checkpoint_leaves {
 
 // Every format stores little-endian data and flaxpp copies host memory as is.
@@ -49,6 +51,13 @@ void check_supported(const Tree& tree, std::string_view format_name) {
                                    "; checkpoints hold ", supported_names(),
                                    " (convert it with astype(x, DType::f32) first)"));
   }
+}
+
+void check_tree_memory(std::size_t n, const std::string& source, std::string_view what) {
+  constexpr double kBytesPerLeaf = 320;
+  if (const auto shortfall = host_memory_shortfall(static_cast<double>(n) * kBytesPerLeaf))
+    throw ParseError(detail::str(source, ": the tree of its ", n, " ", what, " ", *shortfall,
+                                 " (about ", kBytesPerLeaf, " bytes each)"));
 }
 
 std::string_view raw_bytes(const Array& host) {

@@ -20,6 +20,11 @@ void check_supported(const Tree& tree, std::string_view format_name);
 std::string describe_path(const std::string& path);
 std::string join_path(const std::string& prefix, std::string_view key);
 
+// A ParseError "<source>: the tree of its N <what> needs ... of host memory, but ..." when a
+// tree of `n` leaves would not fit: each is an Array of its own and a dict entry, about 320
+// bytes (measured) however few bytes its encoding takes.
+void check_tree_memory(std::size_t n, const std::string& source, std::string_view what);
+
 // The array's elements as row-major little-endian bytes: a view into `host`, which must be a
 // CPU array (see Array::to) that outlives the view.
 std::string_view raw_bytes(const Array& host);

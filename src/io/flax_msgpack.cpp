@@ -82,6 +82,14 @@ void write_tree(mp::Writer& out, const Tree& tree, std::int64_t max_chunk_bytes)
   }
 }
 
+// The values of a decoded document, map keys included (its depth is bounded by the decoder).
+std::size_t count_values(const mp::Value& v) {
+  std::size_t n = 1;
+  for (const mp::Value& item : v.items)
+    n += count_values(item);
+  return n;
+}
+
 // msgpack_restore's view of a decoded document, as a Tree.
 class TreeReader {
  public:
@@ -96,10 +104,15 @@ class TreeReader {
         return read_dict(v, path);
       case mp::Kind::array: {
         // A list or tuple Flax did not turn into a state dict: to_state_dict's {"0": ...}.
-        Tree t;
-        for (std::size_t i = 0; i < v.items.size(); ++i)
-          t.set(std::to_string(i), read(v.items[i], leaves::join_path(path, std::to_string(i))));
-        return t;
+        // The keys "0", "1", ..., "10" are not in string order: the dict is sorted once.
+        std::vector<std::pair<std::string, Tree>> items;
+        items.reserve(v.items.size());
+        for (std::size_t i = 0; i < v.items.size(); ++i) {
+          std::string key = std::to_string(i);
+          Tree item = read(v.items[i], leaves::join_path(path, key));
+          items.emplace_back(std::move(key), std::move(item));
+        }
+        return Tree::from_items(std::move(items));
       }
       case mp::Kind::ext:
         return Tree(read_ext_array(v, path));
@@ -150,12 +163,21 @@ class TreeReader {
          detail::str("a map key is ", mp::describe(key), "; state dict keys are strings"));
   }
 
+  // The entries are read in key order (each appended to the dict: linear time, whatever order
+  // the file has them in).
   Tree read_dict(const mp::Value& v, const std::string& path) {
+    std::vector<std::pair<std::string, std::size_t>> keys;  // (key, entry)
+    keys.reserve(v.map_size());
+    for (std::size_t i = 0; i < v.map_size(); ++i)
+      keys.emplace_back(key_string(v.key(i), path), i);
+    std::sort(keys.begin(), keys.end());
+    const auto twice = std::adjacent_find(
+        keys.begin(), keys.end(), [](const auto& a, const auto& b) { return a.first == b.first; });
+    if (twice != keys.end())
+      fail(v.key(std::next(twice)->second), path,
+           detail::str("the key \"", twice->first, "\" appears twice in one map"));
     Tree t;
-    for (std::size_t i = 0; i < v.map_size(); ++i) {
-      std::string key = key_string(v.key(i), path);
-      if (t.contains(key))
-        fail(v.key(i), path, detail::str("the key \"", key, "\" appears twice in one map"));
+    for (auto& [key, i] : keys) {
       const std::string child = leaves::join_path(path, key);
       t.set(std::move(key), read(v.value(i), child));
     }
@@ -330,6 +352,7 @@ Tree from_flax_msgpack(std::string_view bytes, const std::string& source) {
         "is a map of the state dict. Is the file in another format?"));
   }
   const mp::Value root = mp::decode(bytes, source);
+  leaves::check_tree_memory(count_values(root), source, "msgpack values");  // each may be a leaf
   return TreeReader(source).read(root, "");
 }
 

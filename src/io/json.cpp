@@ -2,10 +2,11 @@
 #include "flaxpp/io/json.hpp"
 
 #include <cmath>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <utility>
+#include <vector>
+
+#include "flaxpp/core/host_memory.hpp"
 
 namespace flaxpp::io {
 namespace {
@@ -58,6 +59,19 @@ std::optional<std::int64_t> integer_value(const Json& v, bool allow_integral_flo
       return static_cast<std::int64_t>(d);
   }
   return std::nullopt;
+}
+
+bool nested_deeper_than(const Json& j, std::size_t max_depth) {
+  std::vector<std::pair<const Json*, std::size_t>> stack{{&j, 0}};  // (value, its depth)
+  while (!stack.empty()) {
+    const auto [v, depth] = stack.back();
+    stack.pop_back();
+    if (!v->is_structured()) continue;
+    if (depth >= max_depth) return true;
+    for (const Json& child : *v)
+      stack.emplace_back(&child, depth + 1);
+  }
+  return false;
 }
 
 std::string describe_json(const Json& j) {
@@ -161,15 +175,13 @@ Json array_to_json(const Array& array) {
 }
 
 namespace {
-// Deeper trees are refused rather than recursed into (hostile files must not crash us).
-constexpr int kMaxTreeDepth = 64;
-
-Tree tree_from_json_at(const Json& j, const std::string& path, int depth) {
+Tree tree_from_json_at(const Json& j, const std::string& path, std::size_t depth) {
   if (is_array_json(j)) return Tree(array_from_json(j, path));
   if (!j.is_object()) fail(path, "an array object or an object of named subtrees", j);
-  if (depth >= kMaxTreeDepth)
+  // Deeper trees are refused rather than recursed into (hostile files must not crash us).
+  if (depth >= Tree::kMaxDepth)
     throw ParseError(
-        detail::str(path, ": the tree is nested more than ", kMaxTreeDepth, " levels deep"));
+        detail::str(path, ": the tree is nested more than ", Tree::kMaxDepth, " levels deep"));
   Tree tree;
   for (const auto& [key, value] : j.items())
     tree.set(key, tree_from_json_at(value, path + "." + key, depth + 1));
@@ -189,15 +201,65 @@ Json tree_to_json(const Tree& tree) {
   return out;
 }
 
+namespace {
+
+// Bytes that nlohmann::json (libstdc++) takes for what a SAX pass sees: every value is 16 bytes
+// in its parent (twice that while a growing vector doubles), a string, array or object
+// allocates its container, and each object member a map node with its key.
+class JsonMemoryCount : public nlohmann::json_sax<Json> {
+ public:
+  double bytes = 0;
+
+  bool null() override { return value(0); }
+  bool boolean(bool) override { return value(0); }
+  bool number_integer(number_integer_t) override { return value(0); }
+  bool number_unsigned(number_unsigned_t) override { return value(0); }
+  bool number_float(number_float_t, const string_t&) override { return value(0); }
+  bool string(string_t& s) override { return value(kContainer + static_cast<double>(s.size())); }
+  bool binary(binary_t& b) override { return value(kContainer + static_cast<double>(b.size())); }
+  bool start_object(std::size_t) override { return value(kContainer); }
+  bool key(string_t& k) override {
+    bytes += kMapNode + static_cast<double>(k.size());
+    return true;
+  }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return value(kContainer); }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception&) override {
+    return false;  // Json::parse reports it
+  }
+
+ private:
+  static constexpr double kValue = 2 * sizeof(Json), kContainer = 64, kMapNode = 96;
+  bool value(double extra) {
+    bytes += kValue + extra;
+    return true;
+  }
+};
+
+// An upper bound of the parsed size per byte of text: "[]," is 3 bytes of text for a value, a
+// vector and its allocation (about 32 bytes per text byte at the most).
+constexpr double kMaxJsonBytesPerTextByte = 32;
+
+}  // namespace
+
+void check_json_memory(std::string_view text, const std::string& source) {
+  const double bound = kMaxJsonBytesPerTextByte * static_cast<double>(text.size());
+  if (!host_memory_shortfall(bound)) return;
+  JsonMemoryCount count;
+  Json::sax_parse(text, &count);
+  if (const auto shortfall = host_memory_shortfall(count.bytes))
+    throw ParseError(detail::str(source, ": parsing its ",
+                                 format_bytes(static_cast<double>(text.size())), " of JSON ",
+                                 *shortfall, "; free memory or use a machine with more"));
+}
+
 Json read_json_file(const std::string& filename) {
-  std::ifstream in(filename, std::ios::binary);
-  if (!in) throw ParseError(detail::str(filename, ": cannot open the file for reading"));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  return parse_json(buffer.str(), filename);
+  return parse_json(read_whole_file(filename), filename);
 }
 
 Json parse_json(std::string_view text, const std::string& source) {
+  check_json_memory(text, source);
   // nlohmann's messages start with its exception's name ("[json.exception.parse_error.101] "),
   // which means nothing to a person fixing the file.
   auto reason = [](const Json::exception& e) {

@@ -3,10 +3,12 @@
 // smallest-encoding writer. No flaxpp types here.
 #include "io/msgpack.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <limits>
 
 #include "flaxpp/core/error.hpp"
+#include "flaxpp/core/host_memory.hpp"
 
 namespace flaxpp::io::msgpack {
 namespace {
@@ -62,14 +64,28 @@ class Reader {
     // Every item takes at least one byte: a count beyond the remaining bytes is corrupt, and
     // checking it first keeps a hostile count from reserving gigabytes.
     if (n_items > data_.size() - pos_)
-      fail(v.offset,
+      fail(v.offset - base_,
            detail::str("truncated: ", what, " with ", n_items, " items cannot fit in the ",
                        data_.size() - pos_, " remaining bytes"));
     if (depth >= kMaxDepth)
-      fail(v.offset, detail::str("nested more than ", kMaxDepth, " levels deep"));
+      fail(v.offset - base_, detail::str("nested more than ", kMaxDepth, " levels deep"));
+    account(n_items, v.offset);
     v.items.reserve(static_cast<std::size_t>(n_items));
     for (std::uint64_t i = 0; i < n_items; ++i)
       v.items.push_back(read_value(depth + 1));
+  }
+
+  // Each item is a Value of about 100 bytes, however small its encoding: a file of a few MB
+  // can ask for GBs. The total is checked against the host memory available whenever it grows
+  // a quarter past the last check, and never passes what was available then.
+  void account(std::uint64_t n_items, std::size_t offset) {
+    values_bytes_ += static_cast<double>(n_items) * sizeof(Value);
+    if (values_bytes_ <= next_check_) return;
+    if (const auto shortfall = host_memory_shortfall(values_bytes_))
+      fail(offset - base_,
+           detail::str("decoding ", static_cast<std::uint64_t>(values_bytes_ / sizeof(Value)),
+                       " values (", sizeof(Value), " bytes each) ", *shortfall));
+    next_check_ = std::min(1.25 * values_bytes_, static_cast<double>(available_host_memory()));
   }
 
   void read_ext(Value& v, std::uint64_t size) {
@@ -197,6 +213,8 @@ class Reader {
   const std::string& source_;
   std::size_t base_;
   std::size_t pos_ = 0;
+  double values_bytes_ = 0;
+  double next_check_ = 16 << 20;  // below this much, the available memory is not asked
 };
 
 }  // namespace

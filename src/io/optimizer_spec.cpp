@@ -2,6 +2,7 @@
 #include "flaxpp/io/optimizer_spec.hpp"
 
 #include <map>
+#include <optional>
 #include <set>
 
 namespace flaxpp::io {
@@ -10,6 +11,9 @@ namespace {
 [[noreturn]] void fail(const std::string& path, const std::string& message) {
   throw ParseError(detail::str(path, ": ", message));
 }
+
+// Step counts beyond optax's int32 count are never reached.
+constexpr std::int64_t kMaxSteps = 2147483647;
 
 // Typed access to a spec object's keys with defaults; every key must be read (checked by
 // done()), so a key the optax function does not accept is an error.
@@ -39,6 +43,18 @@ class Fields {
   std::int64_t integer(const char* key) {
     if (!spec_.contains(key)) fail(path_, detail::str(function_, " needs \"", key, "\""));
     return integer(key, 0);
+  }
+  // An integer >= `least` (schedules count steps: a negative count would overflow their
+  // arithmetic, and optax rejects an empty decay).
+  std::int64_t integer_at_least(const char* key, std::int64_t least,
+                                std::optional<std::int64_t> fallback = std::nullopt) {
+    if (!spec_.contains(key) && !fallback)
+      fail(path_, detail::str(function_, " needs \"", key, "\""));
+    const std::int64_t v = integer(key, fallback.value_or(least));
+    if (v < least || v > kMaxSteps)
+      fail(path_ + "." + key,
+           detail::str("expected a step count in [", least, ", ", kMaxSteps, "], got ", v));
+    return v;
   }
   bool boolean(const char* key, bool fallback) {
     read_.insert(key);
@@ -89,16 +105,20 @@ optim::LearningRate learning_rate_from_spec(const Json& spec, const std::string&
   if (name == "constant") {
     schedule = optim::constant_schedule(f.number("value"));
   } else if (name == "linear") {
-    schedule =
-        optim::linear_schedule(f.number("init_value"), f.number("end_value"),
-                               f.integer("transition_steps"), f.integer("transition_begin", 0));
+    schedule = optim::linear_schedule(f.number("init_value"), f.number("end_value"),
+                                      f.integer("transition_steps"),
+                                      f.integer_at_least("transition_begin", 0, 0));
   } else if (name == "cosine_decay") {
-    schedule = optim::cosine_decay_schedule(f.number("init_value"), f.integer("decay_steps"),
-                                            f.number("alpha", 0.0), f.number("exponent", 1.0));
+    schedule =
+        optim::cosine_decay_schedule(f.number("init_value"), f.integer_at_least("decay_steps", 1),
+                                     f.number("alpha", 0.0), f.number("exponent", 1.0));
   } else if (name == "warmup_cosine_decay") {
+    const double init = f.number("init_value"), peak = f.number("peak_value");
+    const std::int64_t warmup = f.integer_at_least("warmup_steps", 0);
+    // optax decays over decay_steps - warmup_steps steps, which must be > 0.
+    const std::int64_t decay = f.integer_at_least("decay_steps", warmup + 1);
     schedule = optim::warmup_cosine_decay_schedule(
-        f.number("init_value"), f.number("peak_value"), f.integer("warmup_steps"),
-        f.integer("decay_steps"), f.number("end_value", 0.0), f.number("exponent", 1.0));
+        init, peak, warmup, decay, f.number("end_value", 0.0), f.number("exponent", 1.0));
   } else {
     fail(path + ".name",
          detail::str("unknown schedule \"", name,

@@ -55,9 +55,11 @@ MemoryKind memory_kind(const Json& spec, const std::string& path, const char* ke
   }
 }
 
-}  // namespace
+// save_from_both_policies nests specs; deeper nesting is refused rather than recursed into
+// (a hostile spec must not overflow the stack, here or when the policy is asked).
+constexpr int kMaxNesting = 64;
 
-std::optional<PolicyPtr> policy_from_spec(const Json& spec, const std::string& path) {
+std::optional<PolicyPtr> policy_at(const Json& spec, const std::string& path, int depth) {
   if (spec.is_string()) {
     const std::string& name = spec.get_ref<const std::string&>();
     if (name == "none") return std::nullopt;
@@ -97,13 +99,18 @@ std::optional<PolicyPtr> policy_from_spec(const Json& spec, const std::string& p
   }
   if (name == "save_from_both_policies") {
     expect_keys(spec, path, {"policies"});
-    const Json& ps = spec.contains("policies") ? spec["policies"] : Json();
+    // Both branches lvalues: a temporary in one would copy the nested specs at every level.
+    static const Json kMissing;
+    const Json& ps = spec.contains("policies") ? spec["policies"] : kMissing;
     if (!ps.is_array() || ps.size() != 2)
       fail(path + ".policies",
            detail::str("expected a list of exactly two policy specs, got ", describe_json(ps)));
+    if (depth >= kMaxNesting)
+      fail(path, detail::str("save_from_both_policies is nested more than ", kMaxNesting,
+                             " levels deep"));
     std::optional<PolicyPtr> p[2];
     for (std::size_t i = 0; i < 2; ++i) {
-      p[i] = policy_from_spec(ps[i], detail::str(path, ".policies[", i, "]"));
+      p[i] = policy_at(ps[i], detail::str(path, ".policies[", i, "]"), depth + 1);
       if (!p[i]) fail(detail::str(path, ".policies[", i, "]"), "\"none\" is not a policy");
     }
     return cp::save_from_both_policies(*p[0], *p[1]);
@@ -114,6 +121,12 @@ std::optional<PolicyPtr> policy_from_spec(const Json& spec, const std::string& p
   } catch (const ValueError& e) {
     fail(path + ".name", e.what());
   }
+}
+
+}  // namespace
+
+std::optional<PolicyPtr> policy_from_spec(const Json& spec, const std::string& path) {
+  return policy_at(spec, path, 0);
 }
 
 std::optional<PolicyPtr> policy_from_spec_text(const std::string& raw) {

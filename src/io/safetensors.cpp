@@ -79,6 +79,14 @@ struct Entry {
   std::uint64_t begin, end;
 };
 
+// A tree path from the file (a tensor name, or an empty dict listed in the metadata) and what
+// goes there.
+struct Placed {
+  std::string what;  // for messages: `tensor name "a/b"`
+  std::vector<std::string> keys;
+  Tree value;
+};
+
 class HeaderReader {
  public:
   explicit HeaderReader(const std::string& source) : source_(source) {}
@@ -138,6 +146,35 @@ class HeaderReader {
       fail(detail::str("tensor \"", name, "\" has data_offsets [", e.begin, ", ", e.end,
                        "] that end before they begin"));
     return e;
+  }
+
+  // `path` split at '/', checked for empty components and depth.
+  Placed place(std::string what, const std::string& path, Tree value) const {
+    auto keys = split_path(path);
+    if (!keys)
+      fail(detail::str(what, " has an empty path component (a leading, trailing or doubled '/')"));
+    if (keys->size() > Tree::kMaxDepth)
+      fail(detail::str(what, " has ", keys->size(), " '/'-separated parts; flaxpp reads trees ",
+                       "nested at most ", Tree::kMaxDepth, " levels deep"));
+    return {std::move(what), std::move(*keys), std::move(value)};
+  }
+
+  // Puts p.value at p.keys; the paths come in sorted order, so new keys are appended.
+  void insert(Tree& tree, Placed p) const {
+    const Tree* node = &tree;
+    std::string prefix;
+    for (std::size_t depth = 1; depth <= p.keys.size(); ++depth) {
+      prefix = leaves::join_path(prefix, p.keys[depth - 1]);
+      const std::span<const std::string> at(p.keys.data() + depth - 1, 1);
+      node = node->find(at);
+      if (node == nullptr) break;
+      if (node->is_leaf() || depth == p.keys.size())
+        fail(detail::str(p.what, " clashes with ",
+                         node->is_leaf() ? "the tensor \"" : "the dict \"", prefix,
+                         "\"; names are '/'-joined tree paths, and one path cannot be both an "
+                         "array and a dict, nor be listed twice"));
+    }
+    tree.set_at(p.keys, std::move(p.value));
   }
 
  private:
@@ -203,6 +240,7 @@ Tree from_safetensors(std::string_view bytes, const std::string& source) {
     reader.fail(detail::str("the header length ", header_bytes, " exceeds the ", kMaxHeaderBytes,
                             "-byte limit of safetensors; the file is corrupt"));
   const std::string_view text = bytes.substr(8, static_cast<std::size_t>(header_bytes));
+  check_json_memory(text, detail::str(source, " (its header)"));
   Json header;
   try {
     header = Json::parse(text);
@@ -213,8 +251,8 @@ Tree from_safetensors(std::string_view bytes, const std::string& source) {
   if (!header.is_object())
     reader.fail(detail::str("the header is ", describe_json(header), "; expected a JSON object"));
 
-  Tree tree;
   std::vector<Entry> entries;
+  std::vector<std::string> empty_dicts;
   for (const auto& [name, value] : header.items()) {
     if (name == kMetadataKey) {
       if (!value.is_object())
@@ -223,8 +261,10 @@ Tree from_safetensors(std::string_view bytes, const std::string& source) {
       if (!value.contains(kEmptyDictsKey)) continue;
       Json paths;
       const Json& jp = value[std::string(kEmptyDictsKey)];
+      const std::string listed = jp.is_string() ? jp.get<std::string>() : std::string();
+      check_json_memory(listed, detail::str(source, " (its \"", kEmptyDictsKey, "\" metadata)"));
       try {
-        paths = Json::parse(jp.is_string() ? jp.get<std::string>() : std::string());
+        paths = Json::parse(listed);
       } catch (const Json::exception&) {
         // Reported below with the other shapes of wrong value.
       }
@@ -232,14 +272,8 @@ Tree from_safetensors(std::string_view bytes, const std::string& source) {
           !std::all_of(paths.begin(), paths.end(), [](const Json& p) { return p.is_string(); }))
         reader.fail(detail::str("metadata \"", kEmptyDictsKey, "\" is ", describe_json(jp),
                                 "; expected a string holding a JSON list of paths"));
-      for (const Json& p : paths) {
-        const std::string path = p.get<std::string>();
-        const auto keys = split_path(path);
-        if (!keys || tree.find(*keys) != nullptr)
-          reader.fail(detail::str("metadata \"", kEmptyDictsKey, "\" lists the path \"", path,
-                                  "\", which is empty, has an empty component or is listed twice"));
-        tree.set_at(*keys, Tree());
-      }
+      for (const Json& p : paths)
+        empty_dicts.push_back(p.get<std::string>());
       continue;
     }
     entries.push_back(reader.entry(name, value));
@@ -271,25 +305,24 @@ Tree from_safetensors(std::string_view bytes, const std::string& source) {
                             "-byte data section; the rest belongs to no tensor (corrupt header or "
                             "trailing garbage)"));
 
-  for (const Entry& e : entries) {
-    const auto keys = split_path(e.name);
-    if (!keys)
-      reader.fail(
-          detail::str("tensor name \"", e.name,
-                      "\" has an empty path component (a leading, trailing or doubled '/')"));
-    std::string prefix;
-    for (std::size_t depth = 1; depth <= keys->size(); ++depth) {
-      prefix = leaves::join_path(prefix, (*keys)[depth - 1]);
-      const Tree* node = tree.find(std::span<const std::string>(*keys).first(depth));
-      if (node != nullptr && (node->is_leaf() || depth == keys->size()))
-        reader.fail(detail::str("tensor name \"", e.name, "\" clashes with ",
-                                node->is_leaf() ? "the tensor \"" : "the dict \"", prefix,
-                                "\"; names are '/'-joined tree paths, and one path cannot be both "
-                                "an array and a dict"));
-    }
-    tree.set_at(*keys, Tree(leaves::array_from_raw(data.substr(e.begin, e.end - e.begin), e.shape,
-                                                   e.dtype)));
-  }
+  // The tree is built from its paths in sorted order, so that every key is appended to its
+  // dict (linear time) and a prefix comes before the paths below it.
+  leaves::check_tree_memory(entries.size() + empty_dicts.size(), source, "tensors and empty dicts");
+  std::vector<Placed> placed;
+  placed.reserve(entries.size() + empty_dicts.size());
+  for (const Entry& e : entries)
+    placed.push_back(reader.place(
+        detail::str("tensor name \"", e.name, "\""), e.name,
+        leaves::array_from_raw(data.substr(e.begin, e.end - e.begin), e.shape, e.dtype)));
+  for (const std::string& path : empty_dicts)
+    placed.push_back(reader.place(
+        detail::str("metadata \"", kEmptyDictsKey, "\" lists the path \"", path, "\", which"), path,
+        Tree()));
+  std::sort(placed.begin(), placed.end(),
+            [](const Placed& a, const Placed& b) { return a.keys < b.keys; });
+  Tree tree;
+  for (Placed& p : placed)
+    reader.insert(tree, std::move(p));
   return tree;
 }
 

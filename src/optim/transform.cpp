@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "flaxpp/ops/numpy.hpp"
 
@@ -17,7 +18,13 @@ Array count_array(std::int64_t c) {
   return Array::scalar(static_cast<std::int32_t>(c), Device::cpu());
 }
 std::int64_t count_of(const Tree& state) {
-  return state["count"].array().to_vector<std::int32_t>()[0];
+  const Array& count = state["count"].array();
+  // A state from a corrupt checkpoint must fail here, not index an empty array.
+  if (count.dtype() != DType::i32 || count.rank() != 0)
+    throw ValueError(detail::str("optimiser state \"count\": expected int32[] (a scalar step ",
+                                 "count, as init makes it), got ", count.aval(),
+                                 "; was the state restored from a corrupt checkpoint?"));
+  return count.to_vector<std::int32_t>()[0];
 }
 // optax's numerics.safe_int32_increment: stops at the int32 maximum instead of overflowing.
 std::int64_t safe_increment(std::int64_t c) {
@@ -219,6 +226,33 @@ GradientTransformation scale_by_stddev(double decay, double eps, double initial_
           return new_state;
         });
       });
+}
+
+void check_state(const GradientTransformation& tx, const Tree& params, const Tree& state,
+                 const std::string& name) {
+  const auto where = [&](const std::string& path) {
+    return detail::str("optimiser state '", path.empty() ? name : name + "/" + path, "'");
+  };
+  std::map<std::string, AVal> came;
+  for (const auto& [path, leaf] : state.flatten())
+    came.emplace(path, leaf.aval());
+  for (const auto& [path, leaf] : tx.init(params).flatten()) {
+    const auto it = came.find(path);
+    if (it == came.end())
+      throw ValueError(detail::str(where(path), " is missing: this optimiser's state has ",
+                                   leaf.aval(),
+                                   " there; was the checkpoint written with another "
+                                   "optimiser or for other parameters?"));
+    if (it->second != leaf.aval())
+      throw ValueError(detail::str(where(path), ": expected ", leaf.aval(), ", got ", it->second,
+                                   "; the checkpoint is corrupt or was written for other "
+                                   "parameters"));
+    came.erase(it);
+  }
+  if (!came.empty())
+    throw ValueError(detail::str(where(came.begin()->first), " (", came.begin()->second,
+                                 ") is not part of this optimiser's state; was the checkpoint "
+                                 "written with another optimiser?"));
 }
 
 Array global_norm(const Tree& updates) {

@@ -30,10 +30,27 @@ Tree TrainState::to_tree() const {
 TrainState TrainState::from_tree(const Tree& tree) {
   for (const char* key : {"params", "opt_state", "step"})
     if (!tree.contains(key))
-      throw ValueError(
-          detail::str("a train-state checkpoint needs \"params\", \"opt_state\" and \"step\"; \"",
-                      key, "\" is missing"));
-  return {tree["params"], tree["opt_state"], tree["step"].array().to_vector<std::int32_t>()[0]};
+      throw ValueError(detail::str(
+          "a train-state checkpoint needs \"params\", \"opt_state\" and \"step\"; \"", key,
+          tree.is_leaf() ? "\" is missing (its root is an array)" : "\" is missing"));
+  const Tree& step = tree["step"];
+  const auto bad_step = [&](const std::string& got) {
+    return ValueError(detail::str("a train-state checkpoint's \"step\" must be an int32 scalar ",
+                                  "(shape []) >= 0, got ", got,
+                                  "; the checkpoint is corrupt or is not a train state"));
+  };
+  if (!step.is_leaf()) throw bad_step(detail::str("a dict with ", step.size(), " keys"));
+  const Array& s = step.array();
+  if (s.dtype() != DType::i32 || s.rank() != 0) throw bad_step(s.aval().str());
+  const std::int32_t value = s.to_vector<std::int32_t>()[0];
+  if (value < 0) throw bad_step(std::to_string(value));
+  return {tree["params"], tree["opt_state"], value};
+}
+
+TrainState ClassifierStep::restore(const Tree& checkpoint) const {
+  TrainState state = TrainState::from_tree(checkpoint);
+  optim::check_state(tx_, state.params, state.opt_state);
+  return state;
 }
 
 ApplyFn mlp_apply(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy) {

@@ -61,6 +61,21 @@ expect "residuals, bad policy" 2 'unknown checkpoint policy' -- "$flaxpp" residu
 expect "a library that is no BLAS" 2 'libm.so.6 has no cblas_[sd]gemm .*unset it' -- env FLAXPP_BLAS=libm.so.6 "$flaxpp" bench --steps 1 --width 64 --device cpu --out "$dir/no_blas.jsonl"
 expect "a BLAS that does not load" 2 'cannot load the BLAS library /nonexistent/libblas.so .*FLAXPP_BLAS' -- env FLAXPP_BLAS=/nonexistent/libblas.so "$flaxpp" bench --steps 1 --width 64 --device cpu --out "$dir/no_blas.jsonl"
 
+# flaxpp check against cases that blow up (issue 15): sizes beyond the host memory are refused
+# up front (the limit makes it independent of the machine), a runaway case stops at its time
+# limit, and one stuck in a single computation ends the run at twice the limit.
+key='{"dtype": "uint32", "shape": [2], "data": [0, 0]}'
+f32_1='{"dtype": "float32", "shape": [1], "data": [0]}'
+printf '{"format": "flaxpp.refs/1", "cases": [{"id": "s", "problem": "random.split", "inputs": {"key": %s, "num": 1000000000}, "expected": %s}, %s]}' "$key" "$f32_1" "$good" >"$dir/split.json"
+printf '{"format": "flaxpp.refs/1", "cases": [{"id": "stuck", "problem": "random.normal", "inputs": {"key": %s, "shape": [134217728]}, "expected": %s}, %s]}' "$key" "$f32_1" "$good" >"$dir/stuck.json"
+printf '{"format": "flaxpp.refs/1", "cases": [{"id": "runaway", "problem": "train_mlp", "inputs": {"seed": 0, "x": {"dtype": "float32", "shape": [2, 1], "data": [0, 1]}, "y": {"dtype": "int32", "shape": [2], "data": [0, 1]}, "features": [2], "optimizer": {"name": "sgd", "learning_rate": 0.1}, "policy": "none", "steps": 100000000, "batch_size": 2}, "expected": %s}]}' "$f32_1" >"$dir/runaway.json"
+expect "memory refused" 1 'inputs.num: splitting a key into 1000000000 keys needs 28.0 GB of host memory, but 1.00 GB are available' -- env FLAXPP_HOST_MEMORY_LIMIT=1000000000 "$flaxpp" check "$dir/split.json"
+expect "the run goes on" 1 '^1 passed, 1 failed$' -- env FLAXPP_HOST_MEMORY_LIMIT=1000000000 "$flaxpp" check "$dir/split.json"
+expect "time limit" 1 'stopped after the time limit of 1 s per case' -- "$flaxpp" check --case-timeout 1 "$dir/runaway.json"
+expect "stuck case" 1 'still running 2 s after it started, twice its time limit of 1 s' -- "$flaxpp" check --case-timeout=1 "$dir/stuck.json"
+expect "stuck case stops the run" 1 '^0 passed, 1 failed$' -- "$flaxpp" check --case-timeout=1 "$dir/stuck.json"
+expect "bad time limit" 2 'case-timeout takes a whole number of seconds from 0' -- "$flaxpp" check --case-timeout -1 "$dir/good.json"
+
 # flaxpp train: a small synthetic data set (3 separable classes), an uninterrupted run, and a
 # run stopped after 7 steps then resumed; both must end with the same checkpoint, byte for byte.
 python_free_csv() {
@@ -150,7 +165,7 @@ expect '"resume": false trains from scratch' 0 'starting from scratch \("resume"
 expect '--resume overrides "resume": false' 0 'nothing to train' -- "$flaxpp" train "$dir/edge_noresume.json" --resume
 expect "--fresh and --resume together" 2 '--fresh and --resume contradict each other' -- "$flaxpp" train "$dir/edge.json" --fresh --resume
 sed -i 's/"step":{"data":\[18\]/"step":{"data":[-1]/' "$dir/edge/checkpoint.json"
-expect "a negative step is refused" 2 'step -1 is negative.*Pass --fresh to train from scratch' -- "$flaxpp" train "$dir/edge.json"
+expect "a negative step is refused" 2 '"step" must be an int32 scalar \(shape \[\]\) >= 0, got -1' -- "$flaxpp" train "$dir/edge.json"
 printf '{"format": "flaxpp' >"$dir/edge/checkpoint.json"
 expect "a damaged checkpoint names --fresh" 2 'The checkpoint cannot be resumed; pass --fresh to train from scratch' -- "$flaxpp" train "$dir/edge.json"
 # A row past the checkpoint (killed between the metrics and the checkpoint write) is dropped.

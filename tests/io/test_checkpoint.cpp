@@ -314,7 +314,7 @@ TEST_CASE("Flax msgpack: corrupt files are ParseErrors that say what is wrong an
   w.map_header(2);
   w.str("none");
   w.nil();
-  w.str("none");
+  w.str("zone");
   w.nil();
   CHECK(flax_error(w.bytes()) ==
         "c.msgpack: byte 6 (at 'none'): found nil (Python None), but a flaxpp tree holds only "

@@ -196,3 +196,21 @@ TEST_CASE("msgpack decode: hostile input is a ParseError naming the byte, never 
         std::string::npos);
   CHECK(parse_error_of("").find("byte 0: truncated") != std::string::npos);
 }
+
+TEST_CASE("msgpack decode: errors inside an ext payload name the byte in the whole file") {
+  // Ext payloads are decoded on their own with base_offset = where they start. The count and
+  // depth errors of arrays and maps added that offset twice.
+  const auto error_at = [](const std::string& data, std::size_t base) {
+    try {
+      mp::decode(data, "f.msgpack", base);
+    } catch (const ParseError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  CHECK(error_at(bytes({0x92, 0x01}), 100)
+            .starts_with("f.msgpack: byte 100: truncated: an array with 2 items cannot fit"));
+  CHECK(error_at(std::string(300, '\x91'), 100)
+            .starts_with("f.msgpack: byte 356: nested more than 256 levels"));
+  CHECK(error_at(bytes({0xc1}), 100).starts_with("f.msgpack: byte 100: 0xc1"));
+}

@@ -1,6 +1,8 @@
-// Policy specs: every form refs-format.md allows, and errors that name the bad part.
+// Policy and optimiser specs: every form refs-format.md allows, and errors that name the bad
+// part.
 #include <doctest/doctest.h>
 
+#include "flaxpp/io/optimizer_spec.hpp"
 #include "flaxpp/io/policy_spec.hpp"
 
 using namespace flaxpp;
@@ -57,4 +59,52 @@ TEST_CASE(
       io::policy_from_spec(Json::parse(R"({"name": "save_and_offload_only_these_names",
       "names_which_can_be_saved": ["a"], "names_which_can_be_offloaded": ["a"]})")),
       doctest::Contains("disjoint"), ValueError);
+}
+
+TEST_CASE("policy spec: save_from_both_policies nested deeper than 64 levels is a ParseError") {
+  // Built as text: nesting Json values copies the inner ones at every level.
+  const auto nested = [](int levels) {
+    std::string text = "\"nothing_saveable\"";
+    for (int i = 0; i < levels; ++i)
+      text =
+          R"({"name": "save_from_both_policies", "policies": [)" + text + R"(, "dots_saveable"]})";
+    return text;
+  };
+  CHECK(io::policy_from_spec(Json::parse(nested(64))).has_value());
+  // 100k levels overflowed the stack; refused with the path of the level.
+  std::string deep;
+  for (int i = 0; i < 100000; ++i)
+    deep += R"({"name": "save_from_both_policies", "policies": [)";
+  deep += "\"nothing_saveable\"";
+  for (int i = 0; i < 100000; ++i)
+    deep += R"(, "dots_saveable"]})";
+  CHECK_THROWS_WITH_AS(io::policy_from_spec(Json::parse(deep)),
+                       doctest::Contains("save_from_both_policies is nested more than 64 levels"),
+                       ParseError);
+}
+
+TEST_CASE("optimizer spec: step counts of schedules are checked, naming the path") {
+  const auto error_of = [](const char* learning_rate) {
+    try {
+      io::optimizer_from_spec(Json{{"name", "sgd"}, {"learning_rate", Json::parse(learning_rate)}},
+                              "opt");
+    } catch (const ParseError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // A negative transition_begin overflowed count - transition_begin; decay_steps 0 divided by 0.
+  CHECK(error_of(R"({"name": "linear", "init_value": 1, "end_value": 0, "transition_steps": 5,
+                     "transition_begin": -9223372036854775807})") ==
+        "opt.learning_rate.transition_begin: expected a step count in [0, 2147483647], got "
+        "-9223372036854775807");
+  CHECK(error_of(R"({"name": "cosine_decay", "init_value": 1, "decay_steps": 0})") ==
+        "opt.learning_rate.decay_steps: expected a step count in [1, 2147483647], got 0");
+  CHECK(error_of(R"({"name": "warmup_cosine_decay", "init_value": 0, "peak_value": 1,
+                     "warmup_steps": 10, "decay_steps": 10})") ==
+        "opt.learning_rate.decay_steps: expected a step count in [11, 2147483647], got 10");
+  CHECK(error_of(R"({"name": "cosine_decay", "init_value": 1})") ==
+        "opt.learning_rate: cosine_decay schedule needs \"decay_steps\"");
+  CHECK(error_of(R"({"name": "linear", "init_value": 1, "end_value": 0, "transition_steps": 0})") ==
+        "no error");  // optax: a constant init_value
 }

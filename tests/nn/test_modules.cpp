@@ -38,7 +38,8 @@ struct TwoLayer {
   }
 };
 struct Outer {
-  static constexpr const char* name = "Outer";
+  // A root module's name is never read (only children are named), but every module has one.
+  [[maybe_unused]] static constexpr const char* name = "Outer";
   Array operator()(nn::Scope& s, const Array& x) const {
     return s(remat<TwoLayer>(checkpoint_policies::dots_saveable())(TwoLayer{.features = 3}), x);
   }
@@ -193,7 +194,7 @@ TEST_CASE("Sequential: module entries are named layers_<index>; functions take n
 
 namespace {
 struct Counter {
-  static constexpr const char* name = "Counter";
+  [[maybe_unused]] static constexpr const char* name = "Counter";  // a root module: never read
   Array operator()(nn::Scope& s, const Array& x) const {
     const Array c = s.variable("batch_stats", "mean", [&] { return zeros(Shape{x.shape()[-1]}); });
     return x - c;

@@ -244,7 +244,9 @@ TEST_CASE(
       {"adamw", o::adamw(0.01)},
       {"rmsprop centered", o::rmsprop(0.01, 0.9, 1e-8, 0.0, false, true, 0.5)},
   };
-  for (const auto& [name, tx] : optimisers) {
+  for (const auto& entry : optimisers) {
+    const char* name = entry.first;  // doctest's CAPTURE lambda cannot capture a binding
+    const o::GradientTransformation& tx = entry.second;
     CAPTURE(name);
     Tree p = params_tree(), s = tx.init(p);
     for (int step = 0; step < 3; ++step) {

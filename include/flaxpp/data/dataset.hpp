@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -38,8 +39,12 @@ struct CsvOptions {
 // comma-separated fields, all but the label column being features (in file order). Blank lines
 // are skipped, "\r\n" line ends and a UTF-8 byte-order mark are accepted, fields may be padded
 // with spaces. Labels must be integers >= 0 that fit int32. Malformed input throws ParseError
-// naming file:line and what was expected; a label_column the file lacks throws ValueError.
+// naming file:line and what was expected; a label_column the file lacks throws ValueError. A
+// file whose numbers would need more host memory than is available is refused (ParseError)
+// before they are stored.
 Dataset load_csv(const std::string& path, CsvOptions opts = {});
+// The same from CSV text in memory; `source` (e.g. a file name) starts every error message.
+Dataset parse_csv(std::string_view text, const std::string& source, CsvOptions opts = {});
 
 // Reads a NumPy .npy file (format versions 1.0, 2.0 and 3.0) in C order, any shape including
 // 0-d. dtypes '<f4', '<f8', '<i4', '<u4' and '|b1' load as float32, float64, int32, uint32 and
@@ -47,6 +52,8 @@ Dataset load_csv(const std::string& path, CsvOptions opts = {});
 // not). Anything else — Fortran order, other dtypes or byte orders, a bad magic string, a
 // malformed header, missing or extra data bytes — throws ParseError saying what to do.
 Array load_npy(const std::string& path);
+// The same from .npy bytes in memory; `source` (e.g. a file name) starts every error message.
+Array parse_npy(std::string_view bytes, const std::string& source);
 
 // Writes `a` as a .npy file NumPy reads back with np.load (format 1.0, or 2.0 when the header
 // needs it). Supports the dtypes with a host storage type (float32, float64, int32, uint32,

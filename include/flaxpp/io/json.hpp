@@ -34,9 +34,19 @@ Json read_json_file(const std::string& filename);
 // Parses JSON text the same way; `source` (e.g. a file name) starts the error message.
 Json parse_json(std::string_view text, const std::string& source);
 
+// A ParseError starting with `source` when the parsed form of `text` would need more host
+// memory than is available (nlohmann::json takes up to about 30 times the text; the exact need
+// is counted in a first pass only for text that large). Call it before Json::parse.
+void check_json_memory(std::string_view text, const std::string& source);
+
 // The integer a JSON number denotes when it is an integer within int64 — or, with
 // allow_integral_float, a float with an integral value such as 3.0 — else nothing.
 std::optional<std::int64_t> integer_value(const Json& v, bool allow_integral_float = false);
+
+// Whether arrays and objects in `j` nest more than `max_depth` levels (found without recursion:
+// nlohmann's dump, copy and comparison recurse once per level, so hostile input must be checked
+// before it meets them).
+bool nested_deeper_than(const Json& j, std::size_t max_depth);
 
 // Describes a JSON value for error messages: `a string "abc"`, `the number 3.5`, `an object`.
 std::string describe_json(const Json& j);

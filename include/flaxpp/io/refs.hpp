@@ -4,6 +4,7 @@
 // the same code path as the command-line tool.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
@@ -65,10 +66,20 @@ class Inputs {
   std::string path_;
 };
 
+// A case ran past its time limit (CaseContext::deadline).
+class CaseTimeout : public Error {
+ public:
+  using Error::Error;
+};
+
 struct CaseContext {
   random::ThreefryMode mode =
       random::ThreefryMode::partitionable;  // from versions.jax_threefry_partitionable
   Device device = Device::cpu();            // where the computation runs
+  // When the case must stop. Problems call check_time() between the steps of long
+  // computations (training steps, layers); it throws CaseTimeout once the deadline has passed.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  void check_time() const;
 };
 
 // A list of JSON records, compared exactly and as a multiset (saved_residuals' entries).
@@ -128,6 +139,8 @@ struct CaseResult {
   std::string id;
   bool passed = false;
   std::string message;  // why it failed
+  // It failed with an exception that is not a flaxpp::Error: a bug in flaxpp, not in the case.
+  bool internal_error = false;
 };
 
 struct FileResult {
@@ -136,11 +149,27 @@ struct FileResult {
   std::vector<CaseResult> cases;
 };
 
+// The default of CheckOptions::case_timeout (and of `flaxpp check --case-timeout`): generous,
+// as the largest committed cases take seconds.
+inline constexpr std::chrono::seconds kDefaultCaseTimeout{300};
+
+struct CheckOptions {
+  // A case still running this long after it started fails with a message naming the limit
+  // (checked between the steps of its computation: see CaseContext). Zero: no limit.
+  std::chrono::milliseconds case_timeout = kDefaultCaseTimeout;
+  // Called as each case starts, with "FILE: $.cases[i]" (e.g. for a watchdog that stops a case
+  // stuck inside one long computation), and as each one ends.
+  std::function<void(const std::string& case_label)> on_case_start;
+  std::function<void(const CaseResult& result)> on_case_done;
+};
+
 // Runs every case of one document / file on `device`.
 FileResult check_document(const Json& document, const std::string& name, Device device,
-                          const ProblemRegistry& registry = ProblemRegistry::builtin());
+                          const ProblemRegistry& registry = ProblemRegistry::builtin(),
+                          const CheckOptions& options = {});
 FileResult check_file(const std::string& filename, Device device,
-                      const ProblemRegistry& registry = ProblemRegistry::builtin());
+                      const ProblemRegistry& registry = ProblemRegistry::builtin(),
+                      const CheckOptions& options = {});
 
 struct CheckSummary {
   std::int64_t passed = 0, failed = 0;
@@ -150,8 +179,9 @@ struct CheckSummary {
 };
 
 // `flaxpp check`: checks every file, printing each failing case (every case with verbose),
-// each file error, and finally the line "N passed, M failed".
+// each file error, and finally the line "N passed, M failed". Each case is printed (and `out`
+// flushed) as it ends, after `options.on_case_done` is called.
 CheckSummary check_files(const std::vector<std::string>& filenames, Device device, bool verbose,
-                         std::ostream& out);
+                         std::ostream& out, const CheckOptions& options = {});
 
 }  // namespace flaxpp::refs

@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -66,6 +67,12 @@ GradientTransformation rmsprop(const LearningRate& learning_rate, double decay =
                                bool eps_in_sqrt = true, bool centered = false,
                                std::optional<double> momentum = std::nullopt, bool nesterov = false,
                                bool bias_correction = false);
+
+// Checks a state restored from outside (a checkpoint) against what tx.init(params) makes: the
+// same tree paths, every leaf of the same shape and dtype. Throws ValueError naming the first
+// difference by its path under `name` ("opt_state/0/count"), what was expected and what came.
+void check_state(const GradientTransformation& tx, const Tree& params, const Tree& state,
+                 const std::string& name = "opt_state");
 
 // optax.global_norm: sqrt of the sum of squares of every leaf.
 Array global_norm(const Tree& updates);

@@ -27,6 +27,8 @@ struct TrainState {
 
   // {"params": ..., "opt_state": ..., "step": i32[]}, the checkpoint layout.
   Tree to_tree() const;
+  // Throws ValueError, saying what came, when a key is missing or "step" is not an int32
+  // scalar >= 0. The optimiser state is checked by ClassifierStep::restore.
   static TrainState from_tree(const Tree& tree);
 };
 
@@ -53,6 +55,10 @@ class ClassifierStep {
   ClassifierStep(ApplyFn apply, optim::GradientTransformation tx);
 
   TrainState init(const Tree& params) const { return {params, tx_.init(params), 0}; }
+  // A state read back from a checkpoint tree (TrainState::to_tree's layout): from_tree, and the
+  // optimiser state checked against this step's optimiser (optim::check_state), so that a
+  // corrupt or foreign checkpoint fails here, naming the path, rather than in a step.
+  TrainState restore(const Tree& checkpoint) const;
   // Updates `state` in place; returns the loss before the update. The step takes over the
   // buffers of state.params and state.opt_state (JAX's donation): copies of them you keep stay
   // valid but cost memory, and a step that fails once the update has begun (e.g. out of

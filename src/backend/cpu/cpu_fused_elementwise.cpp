@@ -94,9 +94,10 @@ std::vector<Array> Families::fused_elementwise(const ir::Primitive& prim, std::s
                                                const ir::Params& params,
                                                std::span<const AVal> out) {
   if (out.empty()) return {};
-  const auto [program, donate] = backend_impl::fused_params(params);
-  return visit_dtype<kFloat, std::vector<Array>>(
-      prim, in[0].dtype(), [&]<class T>(TypeTag<T>) { return run<T>(program, donate, in, out); });
+  const backend_impl::FusedParams fused = backend_impl::fused_params(params);
+  return visit_dtype<kFloat, std::vector<Array>>(prim, in[0].dtype(), [&]<class T>(TypeTag<T>) {
+    return run<T>(fused.program, fused.donate, in, out);
+  });
 }
 
 }  // namespace flaxpp::cpu

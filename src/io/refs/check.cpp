@@ -25,9 +25,11 @@ Tolerance read_tolerance(const Json& c, const std::string& path) {
 }
 
 CaseResult run_case(const Json& c, const std::string& path, std::set<std::string>& ids,
-                    const CaseContext& context, const ProblemRegistry& registry) {
+                    CaseContext context, const ProblemRegistry& registry,
+                    std::chrono::milliseconds timeout) {
   CaseResult result;
   result.id = path;  // until the case names itself
+  if (timeout.count() > 0) context.deadline = std::chrono::steady_clock::now() + timeout;
   try {
     if (!c.is_object())
       throw InputError(detail::str(path, ": expected a case object, got ", io::describe_json(c)));
@@ -56,12 +58,21 @@ CaseResult run_case(const Json& c, const std::string& path, std::set<std::string
     }
     if (mismatch) throw ValueError(*mismatch);
     result.passed = true;
+  } catch (const CaseTimeout&) {
+    result.message = detail::str(path, ": stopped after the time limit of ",
+                                 std::chrono::duration<double>(timeout).count(),
+                                 " s per case; is the case meant to be this large? (raise the "
+                                 "limit with flaxpp check --case-timeout SECONDS, 0 for none)");
   } catch (const std::bad_alloc&) {
     result.message = detail::str(path,
                                  ": ran out of host memory (std::bad_alloc); are the input "
                                  "shapes meant to be this large?");
-  } catch (const std::exception& e) {
+  } catch (const Error& e) {
     result.message = e.what();
+  } catch (const std::exception& e) {
+    result.internal_error = true;
+    result.message = detail::str(path, ": internal error (", e.what(),
+                                 "); this is a bug in flaxpp: please report it with this case");
   }
   return result;
 }
@@ -69,7 +80,7 @@ CaseResult run_case(const Json& c, const std::string& path, std::set<std::string
 }  // namespace
 
 FileResult check_document(const Json& document, const std::string& name, Device device,
-                          const ProblemRegistry& registry) {
+                          const ProblemRegistry& registry, const CheckOptions& options) {
   FileResult result;
   result.file = name;
   auto file_error = [&](const std::string& msg) {
@@ -106,13 +117,17 @@ FileResult check_document(const Json& document, const std::string& name, Device 
   }
   std::set<std::string> ids;
   const Json& cases = document["cases"];
-  for (std::size_t i = 0; i < cases.size(); ++i)
-    result.cases.push_back(
-        run_case(cases[i], detail::str("$.cases[", i, "]"), ids, context, registry));
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const std::string path = detail::str("$.cases[", i, "]");
+    if (options.on_case_start) options.on_case_start(detail::str(name, ": ", path));
+    result.cases.push_back(run_case(cases[i], path, ids, context, registry, options.case_timeout));
+    if (options.on_case_done) options.on_case_done(result.cases.back());
+  }
   return result;
 }
 
-FileResult check_file(const std::string& filename, Device device, const ProblemRegistry& registry) {
+FileResult check_file(const std::string& filename, Device device, const ProblemRegistry& registry,
+                      const CheckOptions& options) {
   Json document;
   try {
     document = io::read_json_file(filename);
@@ -122,20 +137,16 @@ FileResult check_file(const std::string& filename, Device device, const ProblemR
     result.error = e.what();
     return result;
   }
-  return check_document(document, filename, device, registry);
+  return check_document(document, filename, device, registry, options);
 }
 
 CheckSummary check_files(const std::vector<std::string>& filenames, Device device, bool verbose,
-                         std::ostream& out) {
+                         std::ostream& out, const CheckOptions& options) {
   CheckSummary summary;
   for (const std::string& filename : filenames) {
-    const FileResult file = check_file(filename, device);
-    if (file.error) {
-      summary.file_errors = true;
-      out << "error: " << *file.error << "\n";
-      continue;
-    }
-    for (const CaseResult& c : file.cases) {
+    CheckOptions printing = options;
+    printing.on_case_done = [&](const CaseResult& c) {
+      if (options.on_case_done) options.on_case_done(c);
       if (c.passed) {
         ++summary.passed;
         if (verbose) out << "ok    " << c.id << "\n";
@@ -143,6 +154,12 @@ CheckSummary check_files(const std::vector<std::string>& filenames, Device devic
         ++summary.failed;
         out << "FAIL  " << c.id << "  (" << filename << ")\n      " << c.message << "\n";
       }
+      out.flush();
+    };
+    const FileResult file = check_file(filename, device, ProblemRegistry::builtin(), printing);
+    if (file.error) {
+      summary.file_errors = true;
+      out << "error: " << *file.error << "\n";
     }
   }
   out << summary.passed << " passed, " << summary.failed << " failed\n";

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "flaxpp/io/refs.hpp"
+#include "io/refs/case_budget.hpp"
 
 namespace flaxpp::refs {
 namespace {
@@ -82,15 +83,12 @@ Shape Inputs::shape(std::string_view key) const {
   std::vector<std::int64_t> dims = int_list(key);
   for (std::size_t i = 0; i < dims.size(); ++i)
     if (dims[i] < 0) fail(detail::str(at(key), "[", i, "]"), "a dimension >= 0", v[i]);
-  // A reference case is a small computation; a shape this large is a broken or hostile file.
-  constexpr double kMaxElements = 0x1p28;
+  // The samplers and initialisers that take a shape hold about three arrays of it at once
+  // (measured); four float32 arrays is the estimate.
   double elements = 1;
   for (std::int64_t d : dims)
     elements *= static_cast<double>(d);
-  if (elements > kMaxElements)
-    throw InputError(
-        detail::str(at(key), ": a shape of ", elements,
-                    " elements is larger than flaxpp check runs (at most 2^28 per array)"));
+  check_case_memory(4 * 4 * elements, at(key), detail::str("a shape of ", elements, " elements"));
   return Shape(std::move(dims));
 }
 

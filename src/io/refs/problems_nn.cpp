@@ -10,6 +10,7 @@
 #include "flaxpp/nn/remat.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
+#include "io/refs/case_budget.hpp"
 
 namespace flaxpp::refs {
 namespace {
@@ -20,23 +21,6 @@ Array float_input(const Inputs& in, const char* key, const CaseContext& cx, std:
     throw InputError(detail::str(
         in.path(), ".", key, ": expected float32 data of rank >= ", min_rank, ", got ", a.aval()));
   return a.to(cx.device);
-}
-
-std::int64_t positive(const Inputs& in, const char* key) {
-  const std::int64_t v = in.integer(key);
-  if (v < 1)
-    throw InputError(detail::str(in.path(), ".", key, ": expected an integer >= 1, got ", v));
-  return v;
-}
-
-std::vector<std::int64_t> feature_list(const Inputs& in) {
-  std::vector<std::int64_t> f = in.int_list("features");
-  if (f.empty())
-    throw InputError(detail::str(in.path(), ".features: expected a non-empty list of layer sizes"));
-  for (std::int64_t v : f)
-    if (v < 1)
-      throw InputError(detail::str(in.path(), ".features: layer sizes must be >= 1, got ", v));
-  return f;
 }
 
 std::optional<PolicyPtr> policy_input(const Inputs& in) {
@@ -53,10 +37,12 @@ Array flat(const Array& a) {
   return reshape(a, {-1});
 }
 
-// init + apply of `model` on x, flattened (the forward seed problems).
+// init + apply of `model` (an MLP of `features`) on x, flattened (the forward seed problems).
 template <class Model>
-Tree forward(const Model& model, const Inputs& in, const CaseContext& cx) {
+Tree forward(const Model& model, std::span<const std::int64_t> features, const Inputs& in,
+             const CaseContext& cx) {
   const Array x = float_input(in, "x", cx, 1);
+  check_mlp_memory(in, x, features, kInitCopies);
   const nn::Variables v = model.init(random::key(in.integer("seed"), cx.mode), x);
   return Tree(flat(model.apply(v, x)));
 }
@@ -74,11 +60,19 @@ ValueAndGrad mlp_loss_grad(const Model& model, const Tree& params, const Array& 
 }
 
 // The NNX MLP of checkpoint_forward: N Linear(F, F) built from one Rngs(seed), in order.
-nnx::List<nnx::Linear> nnx_mlp(std::int64_t seed, std::int64_t features, std::int64_t layers) {
-  nnx::Rngs rngs(seed);
+nnx::List<nnx::Linear> nnx_mlp(const Inputs& in, const CaseContext& cx) {
+  const std::int64_t features = positive_integer(in, "features");
+  const std::int64_t layers = positive_integer(in, "num_layers");
+  const double f = static_cast<double>(features);
+  check_case_memory(4 * kInitCopies * static_cast<double>(layers) * (f + 1) * f,
+                    in.path() + ".num_layers",
+                    detail::str(layers, " Linear layers of ", features, " features"));
+  nnx::Rngs rngs(in.integer("seed"));
   nnx::List<nnx::Linear> out;
-  for (std::int64_t i = 0; i < layers; ++i)
+  for (std::int64_t i = 0; i < layers; ++i) {
+    cx.check_time();
     out.items.emplace_back(features, features, rngs);
+  }
   return out;
 }
 
@@ -86,12 +80,15 @@ nnx::List<nnx::Linear> nnx_mlp(std::int64_t seed, std::int64_t features, std::in
 
 void register_nn_problems(ProblemRegistry& registry) {
   registry.add("mlp_init", [](const Inputs& in, const CaseContext& cx) -> Outcome {
-    const nn::Model model(nn::MLP{.features = feature_list(in)});
-    return model.init(random::key(in.integer("seed"), cx.mode), float_input(in, "x", cx, 1));
+    const nn::MLP mlp{.features = mlp_features(in)};
+    const Array x = float_input(in, "x", cx, 1);
+    check_mlp_memory(in, x, mlp.features, kInitCopies);
+    return nn::Model(mlp).init(random::key(in.integer("seed"), cx.mode), x);
   });
   registry.add("mlp_grad", [](const Inputs& in, const CaseContext& cx) -> Outcome {
     const Array x = float_input(in, "x", cx, 2);
-    const nn::MLP mlp{.features = feature_list(in)};
+    const nn::MLP mlp{.features = mlp_features(in)};
+    check_mlp_memory(in, x, mlp.features, kGradCopies);
     const random::Key key = random::key(in.integer("seed"), cx.mode);
     auto run = [&](const auto& model) {
       const nn::Variables v = model.init(key, x);
@@ -102,14 +99,16 @@ void register_nn_problems(ProblemRegistry& registry) {
     return policy ? run(remat<nn::MLP>(*policy)(mlp)) : run(nn::Model(mlp));
   });
   registry.add("nn_checkpoint_forward", [](const Inputs& in, const CaseContext& cx) -> Outcome {
-    const std::int64_t f = positive(in, "features");
-    return forward(checkpoint<nn::MLP>()(nn::MLP{.features = {f, f}}), in, cx);
+    const std::int64_t f = positive_integer(in, "features");
+    const std::vector<std::int64_t> features{f, f};
+    return forward(checkpoint<nn::MLP>()(nn::MLP{.features = features}), features, in, cx);
   });
   registry.add("nn_remat_policy", [](const Inputs& in, const CaseContext& cx) -> Outcome {
-    const std::int64_t f = positive(in, "features");
+    const std::int64_t f = positive_integer(in, "features");
+    const std::vector<std::int64_t> features{f, f, f};
     return forward(remat<nn::MLP>(checkpoint_policies::dots_with_no_batch_dims_saveable())(
-                       nn::MLP{.features = {f, f, f}}),
-                   in, cx);
+                       nn::MLP{.features = features}),
+                   features, in, cx);
   });
   registry.add("layernorm", [](const Inputs& in, const CaseContext& cx) -> Outcome {
     const nn::Model model(nn::LayerNorm{.epsilon = in.number("epsilon", 1e-6),
@@ -125,8 +124,7 @@ void register_nn_problems(ProblemRegistry& registry) {
         float_input(in, "x", cx, 0)));
   });
   registry.add("checkpoint_forward", [](const Inputs& in, const CaseContext& cx) -> Outcome {
-    const std::int64_t f = positive(in, "features");
-    const auto mlp = nnx_mlp(in.integer("seed"), f, positive(in, "num_layers"));
+    const auto mlp = nnx_mlp(in, cx);
     const auto forward_fn =
         nnx::remat<nnx::List<nnx::Linear>>([](const nnx::List<nnx::Linear>& m, const Array& x) {
           Array h = x;
@@ -136,9 +134,8 @@ void register_nn_problems(ProblemRegistry& registry) {
         });
     return Tree(flat(forward_fn(mlp, float_input(in, "x", cx, 1))));
   });
-  registry.add("nnx_mlp_init", [](const Inputs& in, const CaseContext&) -> Outcome {
-    return Tree{{"layers", nnx::state(nnx_mlp(in.integer("seed"), positive(in, "features"),
-                                              positive(in, "num_layers")))}};
+  registry.add("nnx_mlp_init", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    return Tree{{"layers", nnx::state(nnx_mlp(in, cx))}};
   });
 }
 

@@ -5,6 +5,7 @@
 #include "flaxpp/io/refs.hpp"
 #include "flaxpp/random/distributions.hpp"
 #include "flaxpp/random/initializers.hpp"
+#include "io/refs/case_budget.hpp"
 
 namespace flaxpp::refs {
 namespace {
@@ -84,6 +85,9 @@ void register_random_problems(ProblemRegistry& registry) {
   registry.add("random.split", [](const Inputs& in, const CaseContext& cx) {
     const std::int64_t num = in.integer("num", 2);
     if (num < 0) throw InputError(detail::str(in.path(), ".num: expected a count >= 0, got ", num));
+    // Each key is a random::Key, then two words of key data, then their copy on the device.
+    check_case_memory(static_cast<double>(num) * (sizeof(random::Key) + 2 * 8), in.path() + ".num",
+                      detail::str("splitting a key into ", num, " keys"));
     return on_device(random::key_data(random::split(in.key("key", cx.mode), num)), cx);
   });
   registry.add("random.fold_in", [](const Inputs& in, const CaseContext& cx) {

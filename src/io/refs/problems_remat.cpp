@@ -7,6 +7,7 @@
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
+#include "io/refs/case_budget.hpp"
 
 namespace flaxpp::refs {
 
@@ -114,7 +115,9 @@ void register_remat_problems(ProblemRegistry& registry) {
     } else if (function == "mlp_loss") {
       // h(params, x) = checkpoint(sum(MLP.apply({"params": p}, x) ** 2)), params from init.
       const Array x = in.array("x").to(cx.device);
-      const nn::Model model(nn::MLP{.features = in.int_list("features")});
+      const nn::MLP mlp{.features = mlp_features(in)};
+      check_mlp_memory(in, x, mlp.features, kGradCopies);
+      const nn::Model model(mlp);
       const Tree params = model.init(random::key(in.integer("seed"), cx.mode), x)["params"];
       args = params.leaves();
       args.push_back(x);

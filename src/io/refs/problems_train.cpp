@@ -5,6 +5,7 @@
 #include "flaxpp/io/refs.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/train/train_state.hpp"
+#include "io/refs/case_budget.hpp"
 
 namespace flaxpp::refs {
 namespace {
@@ -27,14 +28,18 @@ Array take_rows(const Array& a, std::int64_t start, std::int64_t bs) {
 
 Tree train_mlp(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy, const Array& x,
                const Array& y, const optim::GradientTransformation& tx, std::int64_t steps,
-               std::int64_t bs, const random::Key& key) {
+               std::int64_t bs, const random::Key& key, const CaseContext& cx) {
   train::ClassifierStep step(train::mlp_apply(mlp, policy), tx);
   train::TrainState state =
       step.init(nn::Model(mlp).init(key, take_rows<float>(x, 0, bs))["params"]);
   std::vector<float> losses;
-  for (std::int64_t i = 0; i < steps; ++i)
+  const std::int64_t n = x.shape()[0];
+  // Step i starts at row (i * bs) mod n, kept below n so that nothing overflows.
+  for (std::int64_t i = 0, start = 0; i < steps; ++i, start = (start + bs % n) % n) {
+    cx.check_time();
     losses.push_back(
-        step(state, take_rows<float>(x, i * bs, bs), take_rows<std::int32_t>(y, i * bs, bs)));
+        step(state, take_rows<float>(x, start, bs), take_rows<std::int32_t>(y, start, bs)));
+  }
   return Tree{{"losses", Array::from_vector(losses, Shape{steps})}, {"params", state.params}};
 }
 
@@ -48,9 +53,20 @@ void register_train_problems(ProblemRegistry& registry) {
     if (y.dtype() != DType::i32 || y.shape() != Shape{x.shape()[0]})
       throw InputError(
           detail::str(in.path(), ".y: expected int32 labels [", x.shape()[0], "], got ", y.aval()));
-    const std::int64_t steps = in.integer("steps"), bs = in.integer("batch_size");
-    if (steps < 1 || bs < 1 || x.shape()[0] < 1)
-      throw InputError(detail::str(in.path(), ": steps, batch_size and N must be >= 1"));
+    const std::int64_t steps = positive_integer(in, "steps");
+    const std::int64_t bs = positive_integer(in, "batch_size");
+    if (x.shape()[0] < 1)
+      throw InputError(detail::str(in.path(), ".x: expected at least one row, got ", x.aval()));
+    const nn::MLP mlp{.features = mlp_features(in)};
+    // A batch of x and y (twice: taken, then on the device), the model training on it, and
+    // one float loss per step.
+    const double d = static_cast<double>(x.shape()[1]), b = static_cast<double>(bs);
+    check_case_memory(
+        2 * b * (d + 1) * 4, in.path() + ".batch_size",
+        detail::str("a batch of ", bs, " rows of ", x.shape()[1], " features (and its copy)"));
+    check_mlp_memory(in, x.shape()[1], mlp.features, bs, kTrainCopies);
+    check_case_memory(static_cast<double>(steps) * 4, in.path() + ".steps",
+                      detail::str("keeping the loss of each of ", steps, " steps"));
     optim::GradientTransformation tx;
     std::optional<PolicyPtr> policy;
     try {
@@ -61,9 +77,8 @@ void register_train_problems(ProblemRegistry& registry) {
     } catch (const ParseError& e) {
       throw InputError(e.what());
     }
-    const nn::MLP mlp{.features = in.int_list("features")};
     const random::Key key = random::key(in.integer("seed"), cx.mode);
-    return train_mlp(mlp, policy, x, y, tx, steps, bs, key);
+    return train_mlp(mlp, policy, x, y, tx, steps, bs, key, cx);
   });
 }
 
