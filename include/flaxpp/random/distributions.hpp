@@ -16,6 +16,10 @@ Array bits(const Key& key, const Shape& shape);
 Array uniform(const Key& key, const Shape& shape, DType dtype = DType::f32, double minval = 0.0,
               double maxval = 1.0);
 
+// jax.random.bernoulli(key, p, shape): bool draws, true where uniform(key, shape) < f32(p) (the
+// draws of Flax's Dropout and of attention dropout).
+Array bernoulli(const Key& key, double p, const Shape& shape);
+
 // jax.random.normal(key, shape, dtype): standard normal draws.
 Array normal(const Key& key, const Shape& shape, DType dtype = DType::f32);
 
