@@ -17,11 +17,7 @@
 #include "harness/cuda_parity.hpp"
 
 using namespace flaxpp;
-
-using testing::check_parity;
 using testing::kNoGpu;
-using testing::random_f32;
-using testing::values;
 
 namespace {
 
@@ -37,25 +33,27 @@ Array token_ids(std::int64_t n, std::int64_t rows) {
 
 TEST_CASE("CUDA parity: take, scatter_add and iota give the CPU's bits, 16-bit take included" *
           doctest::skip(kNoGpu)) {
-  const Array table = random_f32(Shape{97, 33}, 301);
+  const Array table = testing::random_f32(Shape{97, 33}, 301);
   const Array idx = token_ids(1000, 97);
-  check_parity([](auto v) { return lax::take(v[0], v[1]); }, {table, idx}, 0);
+  testing::check_parity([](auto v) { return lax::take(v[0], v[1]); }, {table, idx}, 0);
   // Repeated rows summed in index order on both backends: the same bits.
-  const Array updates = random_f32(Shape{1000, 33}, 302);
-  check_parity([](auto v) { return lax::scatter_add(v[0], v[1], v[2]); }, {table, idx, updates}, 0);
+  const Array updates = testing::random_f32(Shape{1000, 33}, 302);
+  testing::check_parity([](auto v) { return lax::scatter_add(v[0], v[1], v[2]); },
+                        {table, idx, updates}, 0);
   const Array table_i = astype(table * 100.0, DType::i32);
-  check_parity([](auto v) { return astype(lax::take(v[0], v[1]), DType::f32); }, {table_i, idx}, 0);
+  testing::check_parity([](auto v) { return astype(lax::take(v[0], v[1]), DType::f32); },
+                        {table_i, idx}, 0);
   for (const DType dtype : {DType::bf16, DType::f16}) {
     CAPTURE(dtype_name(dtype));
     const Array t = astype(table.to(Device::cuda(0)), dtype);
-    CHECK(values(lax::take(t, idx.to(Device::cuda(0)))) ==
-          values(astype(lax::take(table, idx), dtype)));
+    CHECK(testing::values(lax::take(t, idx.to(Device::cuda(0)))) ==
+          testing::values(astype(lax::take(table, idx), dtype)));
   }
   set_default_device(Device::cuda(0));  // iota has no operand: it runs on the default device
   const Array iota = lax::iota(DType::f32, Shape{37, 5}, 0);
   set_default_device(Device::cpu());
   CHECK(iota.device() == Device::cuda(0));
-  CHECK(values(iota) == values(lax::iota(DType::f32, Shape{37, 5}, 0)));
+  CHECK(testing::values(iota) == testing::values(lax::iota(DType::f32, Shape{37, 5}, 0)));
   // Out-of-range ids are refused on the GPU too, before any kernel runs.
   CHECK_THROWS_WITH_AS(
       lax::take(table.to(Device::cuda(0)),
@@ -65,27 +63,29 @@ TEST_CASE("CUDA parity: take, scatter_add and iota give the CPU's bits, 16-bit t
 
 TEST_CASE("CUDA (large): take and scatter_add past 65536 blocks match the CPU" *
           doctest::skip(kNoGpu)) {
-  const Array table = random_f32(Shape{5000, 512}, 303);
+  const Array table = testing::random_f32(Shape{5000, 512}, 303);
   const Array idx = token_ids(40'000, 5000);  // 20.5M result elements
-  check_parity([](auto v) { return lax::take(v[0], v[1]); }, {table, idx}, 0);
-  const Array updates = random_f32(Shape{40'000, 512}, 304);
-  check_parity([](auto v) { return lax::scatter_add(v[0], v[1], v[2]); }, {table, idx, updates}, 0);
+  testing::check_parity([](auto v) { return lax::take(v[0], v[1]); }, {table, idx}, 0);
+  const Array updates = testing::random_f32(Shape{40'000, 512}, 304);
+  testing::check_parity([](auto v) { return lax::scatter_add(v[0], v[1], v[2]); },
+                        {table, idx, updates}, 0);
 }
 
 TEST_CASE("CUDA attention: causal multi-head attention with dropout matches the CPU" *
           doctest::skip(kNoGpu)) {
-  const Array x = random_f32(Shape{4, 16, 64}, 305);
+  const Array x = testing::random_f32(Shape{4, 16, 64}, 305);
   const nn::Model model(nn::MultiHeadDotProductAttention{.num_heads = 8, .dropout_rate = 0.2});
   const nn::AttentionArgs args{.mask = nn::make_causal_mask(zeros(Shape{4, 16}, DType::i32)),
                                .deterministic = false};
   const nn::Variables v = model.init(random::key(0), x, args);
   const nn::RngStreams rngs{{"dropout", random::key(1)}};
-  check_parity([&](auto in) { return model.apply_with_rngs(v, rngs, in[0], args); }, {x}, 1e-4);
+  testing::check_parity([&](auto in) { return model.apply_with_rngs(v, rngs, in[0], args); }, {x},
+                        1e-4);
 }
 
 TEST_CASE("CUDA Block: the remat'd Block's gradients on the GPU match the CPU's" *
           doctest::skip(kNoGpu)) {
-  const Array x = random_f32(Shape{2, 32, 64}, 306);
+  const Array x = testing::random_f32(Shape{2, 32, 64}, 306);
   const nn::TransformerBlock block{.num_heads = 4, .mlp_dim = 128};
   const Tree params = nn::Model(block).init(random::key(2), x)["params"];
   const auto model = remat<nn::TransformerBlock>(
@@ -104,7 +104,7 @@ TEST_CASE("CUDA Block: the remat'd Block's gradients on the GPU match the CPU's"
   const Tree want = grads_on(Device::cpu()), got = grads_on(Device::cuda(0));
   for (const auto& [path, w] : want.flatten()) {
     CAPTURE(path);
-    const std::vector<double> g = values(got.at(path).array()), e = values(w);
+    const std::vector<double> g = testing::values(got.at(path).array()), e = testing::values(w);
     REQUIRE(g.size() == e.size());
     for (std::size_t j = 0; j < g.size(); ++j)
       CHECK(std::abs(g[j] - e[j]) <= 1e-4 * (std::abs(e[j]) + 1));
