@@ -109,6 +109,9 @@ Array dot_product_attention_weights(const Array& query, const Array& key,
   }
   w = o.force_fp32_for_softmax && dtype != DType::f32 ? softmax(astype(w, DType::f32))
                                                       : astype(softmax(w), dtype);
+  if (!(o.dropout_rate >= 0.0 && o.dropout_rate <= 1.0))
+    fail("dot_product_attention_weights",
+         detail::str("dropout_rate must be in [0, 1], got ", o.dropout_rate));
   if (!o.deterministic && o.dropout_rate > 0.0) {
     if (!o.dropout_rng)
       fail("dot_product_attention_weights",

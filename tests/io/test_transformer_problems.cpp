@@ -74,7 +74,9 @@ TEST_CASE("check: attention cases with a bad head count, shape or dropout inputs
                                       {"causal", false},
                                       {"dropout_rate", 1.5},
                                       {"dropout_seed", 1}}),
-            ".dropout_rate: expected a rate in [0, 1)"));
+            "dropout_rate must be in [0, 1], got 1.5"));
+  CHECK(
+      has(failure("attention", Json{{"seed", 0}, {"x", x}, {"num_heads", 2}}), ".causal: missing"));
 }
 
 TEST_CASE("check: block_grad and block_loss cases need x [B, T, D] and a policy") {

@@ -50,10 +50,9 @@ void register_transformer_problems(ProblemRegistry& registry) {
     if (x.rank() != 3)
       throw InputError(
           detail::str(in.path(), ".x: expected float32 data [B, T, D], got ", x.aval()));
+    if (!in.has("causal"))
+      throw InputError(detail::str(in.path(), ".causal: missing (true or false)"));
     const double rate = in.number("dropout_rate", 0.0);
-    if (!(rate >= 0.0 && rate < 1.0))
-      throw InputError(
-          detail::str(in.path(), ".dropout_rate: expected a rate in [0, 1), got ", rate));
     const nn::Model model(nn::MultiHeadDotProductAttention{.num_heads = positive(in, "num_heads"),
                                                            .dropout_rate = rate});
     // The mask of nn.make_causal_mask(ones((B, T))), at init and apply alike.
