@@ -77,8 +77,8 @@ void check_broadcasts(const char* what, const Array& x, const Shape& weights) {
                      " does not broadcast to the attention weights (batch..., heads, q_length, "
                      "kv_length) = ",
                      weights,
-                     "; build masks with make_attention_mask or make_causal_mask of "
-                     "the query and key inputs"));
+                     "; give it those axes, or size 1 in their place (make_causal_mask and "
+                     "make_attention_mask of the query and key inputs build masks that way)"));
 }
 
 }  // namespace
