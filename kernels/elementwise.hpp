@@ -210,7 +210,7 @@ struct IntegerPow {
 
 // ---- unary on floating types (float and double) -------------------------------------------
 // The f32 results can differ from XLA's in the last bit or two where XLA's CPU backend uses
-// its own approximations (tanh, exp, log); erf uses XLA's exact f32 formula.
+// its own approximations (exp, log); erf and tanh use XLA's exact f32 formulas.
 
 struct Exp {
   template <class T>
@@ -231,10 +231,16 @@ struct Log1p {
     return std::log1p(x);
   }
 };
+// f32: XLA's CPU fast tanh (special_math.hpp), matching jnp.tanh bit for bit (jax.nn.gelu's
+// tanh form depends on it). f64: the C library's tanh.
 struct Tanh {
   template <class T>
   FLAXPP_HD T operator()(T x) const {
-    return std::tanh(x);
+    if constexpr (std::is_same_v<T, float>) {
+      return xla_tanh_f32(x);
+    } else {
+      return std::tanh(x);
+    }
   }
 };
 // 1 / (1 + exp(-x)): the form XLA's LogisticExpander emits on CPU. It saturates cleanly:

@@ -1,6 +1,7 @@
 // kernels/special_math.hpp — float32 special functions computed the way XLA computes them,
-// so that random draws match JAX: erf (XLA's Eigen-style rational, FMA Horner) and erf_inv
-// (M. Giles' single-precision approximation, as StableHLO's CHLO legalisation expands it).
+// so that random draws and activations match JAX: erf (XLA's Eigen-style rational, FMA
+// Horner), erf_inv (M. Giles' single-precision approximation, as StableHLO's CHLO legalisation
+// expands it) and tanh (XLA's CPU fast tanh).
 // Host and device; no framework headers. Semantics doc §1.11.
 #pragma once
 
@@ -49,6 +50,29 @@ FLAXPP_HD float erf_inv_f32(float x) {
     p = fmaf(p, t, c[i]);
   const float result = p * x;
   return fabsf(x) == 1.0f ? x * INFINITY : result;
+}
+
+// XLA's float32 tanh on the CPU (EmitFastTanh, Eigen's ptanh): x itself for |x| < 0.0004 (and
+// NaN); otherwise x clamped to ±7.99881172 (where the rational is exactly ±1) in a degree-13
+// odd over degree-6 even rational in x^2, the Horner steps contracted into FMAs. Equal bit for
+// bit to jnp.tanh on JAX's CPU backend (checked on 1.3M float32 values, ±inf and ±0 included);
+// up to 5 ulp from the correctly rounded tanh.
+FLAXPP_HD float xla_tanh_f32(float x) {
+  if (!(fabsf(x) >= 0.0004f)) return x;
+  constexpr float kClamp = 7.99881172180175781f;
+  const float xc = fminf(fmaxf(x, -kClamp), kClamp);
+  const float x2 = xc * xc;
+  float p = fmaf(x2, -2.76076847742355e-16f, 2.00018790482477e-13f);
+  p = fmaf(x2, p, -8.60467152213735e-11f);
+  p = fmaf(x2, p, 5.12229709037114e-08f);
+  p = fmaf(x2, p, 1.48572235717979e-05f);
+  p = fmaf(x2, p, 6.37261928875436e-04f);
+  p = fmaf(x2, p, 4.89352455891786e-03f);
+  p = xc * p;
+  float q = fmaf(x2, 1.19825839466702e-06f, 1.18534705686654e-04f);
+  q = fmaf(x2, q, 2.26843463243900e-03f);
+  q = fmaf(x2, q, 4.89352518554385e-03f);
+  return p / q;
 }
 
 }  // namespace flaxpp::kernels

@@ -41,6 +41,7 @@ import problems_nn  # noqa: E402
 import problems_random  # noqa: E402
 import problems_remat  # noqa: E402
 import problems_train  # noqa: E402
+import problems_transformer  # noqa: E402
 import refs_writer  # noqa: E402
 
 
@@ -69,6 +70,10 @@ TARGETS: list[Target] = [
     # Training trajectories (train_mlp: linen MLP + optax); JAX's default mode.
     Target("train", "train", "train.json", True, problems_train.cases, 3_000_000,
            lambda: problems_train.SKIPPED),
+    # Transformer problems (Embed, attention, the Block's gradients and saved residuals);
+    # JAX's default mode.
+    Target("transformer", "transformer", "transformer.json", True, problems_transformer.cases,
+           1_000_000, lambda: problems_transformer.SKIPPED),
 ]
 
 # split(key(0), 4) in each threefry mode (docs/jax-flax-semantics.md §1.6): a self-test

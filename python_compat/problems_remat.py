@@ -356,6 +356,13 @@ def residual_kind(desc: str) -> str:
     return "other"
 
 
+def residual_records(res) -> list[dict]:
+    """The expected value of a ``saved_residuals`` case: one ``{"dtype","shape","kind"}`` per
+    entry of JAX's list."""
+    return [{"dtype": np.dtype(aval.dtype).name, "shape": [int(s) for s in aval.shape],
+             "kind": residual_kind(desc)} for aval, desc in res]
+
+
 def case_saved_residuals(function: str, inp: Inputs, spec: Any) -> dict | None:
     assert spec != "none" and spec is not None
     case_id = f"saved_residuals/{function}-{spec_tag(spec)}-{inp.label}"

@@ -19,9 +19,10 @@
 namespace flaxpp::backend_impl {
 
 // One primitive's evaluation: its inputs (on the backend's device), params and the aval of
-// its single result.
-using EvalFn = Array (*)(const ir::Primitive& prim, std::span<const Array> inputs,
-                         const ir::Params& params, const AVal& out);
+// its single result. (EvalSig declares a backend's family functions of this signature.)
+using EvalSig = Array(const ir::Primitive& prim, std::span<const Array> inputs,
+                      const ir::Params& params, const AVal& out);
+using EvalFn = EvalSig*;
 
 // A new, uninitialised buffer for one result on `device`: write it through data<T>(), then
 // wrap it.

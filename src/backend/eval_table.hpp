@@ -5,7 +5,8 @@
 //   kNum, kFp, kAny                      the dtype families of numeric, floating and any ops
 //   kName                                its name in errors ("CPU", "CUDA")
 //   binary<kAllowed, Op>, select_n, convert_element_type,
-//   reduce_sum, reduce_max, dot_general, layer_norm, layer_norm_dx, layer_norm_dscale  EvalFns
+//   reduce_sum, reduce_max, dot_general, layer_norm, layer_norm_dx, layer_norm_dscale,
+//   iota, take, scatter_add              EvalFns
 //   fused_elementwise(prim, inputs, params, out_avals)  its several results
 //   gather(prim, x, copy, out)           the result of a StridedCopy of x
 //   map_unary<kAllowed>(prim, x, out, op)  out[i] = op(x[i]) (the unary families, integer_pow)
@@ -106,6 +107,9 @@ const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
       {&lax::layer_norm_p, B::layer_norm},
       {&lax::layer_norm_dx_p, B::layer_norm_dx},
       {&lax::layer_norm_dscale_p, B::layer_norm_dscale},
+      {&lax::iota_p, B::iota},
+      {&lax::take_p, B::take},
+      {&lax::scatter_add_p, B::scatter_add},
   };
   return t;
 }

@@ -1,5 +1,5 @@
-// nn.Dropout, as flax/linen/stochastic.py: mask = bernoulli(key, keep_prob, shape) drawn as
-// uniform < keep_prob; select(mask, x / keep_prob, 0).
+// nn.Dropout, as flax/linen/stochastic.py: mask = bernoulli(key, keep_prob, shape) (uniform <
+// keep_prob); select(mask, x / keep_prob, 0).
 #include "flaxpp/nn/dropout.hpp"
 
 #include "flaxpp/ir/lax.hpp"
@@ -19,9 +19,9 @@ Array Dropout::operator()(Scope& s, const Array& x) const {
   for (std::int64_t axis : broadcast_dims)
     mask_dims[x.shape().normalize_axis(axis)] = 1;
   const random::Key key = s.make_rng(rng_collection);
-  const Array u =
-      random::uniform(key, Shape(mask_dims)).to(x.is_traced() ? default_device() : x.device());
-  const Array mask = broadcast_to(lax::lt(u, lax::scalar(keep_prob, DType::f32)), x.shape());
+  const Array keep = random::bernoulli(key, keep_prob, Shape(mask_dims))
+                         .to(x.is_traced() ? default_device() : x.device());
+  const Array mask = broadcast_to(keep, x.shape());
   return lax::select(mask, x / keep_prob, lax::zeros_like(x));
 }
 

@@ -117,6 +117,24 @@ Array Scope::param(const std::string& name, const initializers::Initializer& ini
   return value;
 }
 
+Array Scope::param_once(const std::string& name, const initializers::Initializer& init,
+                        const Shape& shape, DType dtype) {
+  if (state_->initializing && state_->variables.contains("params")) {
+    std::vector<std::string> key_path = path_;
+    key_path.push_back(name);
+    const Tree* existing = state_->variables["params"].find(key_path);
+    if (existing != nullptr && existing->is_leaf()) {
+      const Array& value = existing->array();
+      if (value.shape() != shape || value.dtype() != dtype)
+        throw ValueError(detail::str("module ", path_str(), " reads parameter \"", name, "\" as ",
+                                     AVal{shape, dtype}, ", but made it as ", value.aval(),
+                                     "; every method must ask for the same shape and dtype"));
+      return value;
+    }
+  }
+  return param(name, init, shape, dtype);
+}
+
 Array Scope::variable(const std::string& collection, const std::string& name,
                       const std::function<Array()>& init) {
   if (collection == "params")

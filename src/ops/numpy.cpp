@@ -109,6 +109,9 @@ Array minimum(const Array& x, const Array& y) {
 Array greater(const Array& x, const Array& y) {
   return binary("greater", x, y, lax::gt);
 }
+Array greater_equal(const Array& x, const Array& y) {
+  return binary("greater_equal", x, y, lax::ge);
+}
 Array less(const Array& x, const Array& y) {
   return binary("less", x, y, lax::lt);
 }
@@ -266,6 +269,21 @@ Array transpose(const Array& x, std::optional<Axes> axes) {
 
 Array astype(const Array& x, DType dtype) {
   return lax::convert_element_type(x, dtype);
+}
+
+Array expand_dims(const Array& x, std::int64_t axis) {
+  const std::int64_t rank = x.rank() + 1;
+  const std::int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank)
+    throw ValueError(detail::str("expand_dims: axis ", axis,
+                                 " is out of range for a result of rank ", rank, " (from ",
+                                 x.aval(), "); use an axis in [", -rank, ", ", rank, ")"));
+  // As lax.expand_dims: a broadcast_in_dim that maps the operand's axes around the new one.
+  std::vector<std::int64_t> dims = x.shape().dims(), bdims;
+  dims.insert(dims.begin() + a, 1);
+  for (std::int64_t i = 0; i < rank; ++i)
+    if (i != a) bdims.push_back(i);
+  return lax::broadcast_in_dim(x, Shape(dims), bdims);
 }
 
 Array zeros(const Shape& shape, DType dtype) {

@@ -113,6 +113,15 @@ Array randint(const Key& key, const Shape& shape, std::int64_t minval, std::int6
   return Array::from_vector(signed_out, shape);
 }
 
+Array bernoulli(const Key& key, double p, const Shape& shape) {
+  const float threshold = round_to_float32(p);
+  const std::vector<float> u = uniform_f32(key, shape, 0.0f, 1.0f);
+  std::vector<bool> out(u.size());
+  for (std::size_t i = 0; i < u.size(); ++i)
+    out[i] = u[i] < threshold;
+  return Array::from_vector(out, shape);
+}
+
 Array normal(const Key& key, const Shape& shape, DType dtype) {
   check_float32(dtype, "normal");
   // u in [nextafter(-1, 0), 1), so erf_inv stays finite.

@@ -290,6 +290,28 @@ TEST_CASE("eval: unary float primitives match the math library in f32 and f64") 
   run_cases(cases);
 }
 
+TEST_CASE("eval: tanh in float32 equals jnp.tanh on JAX's CPU backend bit for bit") {
+  // jnp.tanh of these float32 inputs (JAX 0.10.2, CPU), up to 5 ulp from the exact tanh.
+  const std::vector<float> x{-5.5f, -2.25f, -1.0f, -0.3f, -1e-3f,   0.0f,     2e-4f,
+                             0.7f,  1.5f,   3.0f,  9.0f,  INFINITY, -INFINITY};
+  const std::vector<float> want{-0.9999666213989258f,
+                                -0.9780261516571045f,
+                                -0.7615941762924194f,
+                                -0.2913126051425934f,
+                                -0.000999999581836164f,
+                                0.0f,
+                                0.00019999999494757503f,
+                                0.6043677926063538f,
+                                0.9051482081413269f,
+                                0.9950547218322754f,
+                                1.0f,
+                                1.0f,
+                                -1.0f};
+  const Array y = lax::tanh(Array::from_vector(x, Shape{static_cast<std::int64_t>(x.size())}));
+  CHECK(y.to_vector<float>() == want);
+  CHECK(std::isnan(lax::tanh(make(DType::f32, {1}, {kNaN})).to_vector<float>()[0]));
+}
+
 TEST_CASE("eval: integer arithmetic truncates, wraps and divides by zero like XLA") {
   const DType i32 = DType::i32, u32 = DType::u32;
   const Array x = make(i32, {4}, {7, -7, 5, -9});

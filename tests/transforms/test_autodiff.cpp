@@ -123,6 +123,24 @@ TEST_CASE("vjp: the numpy-style ops and activations agree with finite difference
              {random_f64(Shape{2, 3}, 31), random_f64(Shape{3, 4}, 32), random_f64(Shape{4}, 33)});
 }
 
+TEST_CASE("vjp: take and scatter_add agree with finite differences, repeated rows included") {
+  const Array idx = Array::from_vector(std::vector<std::int32_t>{2, 0, 2, 3, 2, 1}, Shape{2, 3});
+  check_grad([&](std::span<const Array> v) { return std::vector<Array>{lax::take(v[0], idx)}; },
+             {random_f64(Shape{4, 3}, 50)});
+  check_grad(
+      [&](std::span<const Array> v) {
+        return std::vector<Array>{lax::scatter_add(v[0], idx, v[1])};
+      },
+      {random_f64(Shape{4, 3}, 51), random_f64(Shape{2, 3, 3}, 52)});
+  // Their VJPs are each other, so they differentiate twice: d/dx of <ct, take(x)>'s gradient.
+  check_grad(
+      [&](std::span<const Array> v) {
+        const auto loss = [&](const Array& w) { return sum(square(lax::take(w, idx))); };
+        return std::vector<Array>{grad(loss)(v[0])};
+      },
+      {random_f64(Shape{4, 3}, 53)});
+}
+
 TEST_CASE("vjp: layer_norm agrees with finite differences for x, scale and bias (float64)") {
   const ArrayFn f = [](std::span<const Array> v) {
     return std::vector<Array>{lax::layer_norm(v[0], v[1], v[2], 1e-6)};

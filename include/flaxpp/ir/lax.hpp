@@ -49,6 +49,19 @@ extern const ir::Primitive dot_general_p;
 extern const ir::Primitive stop_gradient_p;
 // checkpoint_name's primitive: identity tagging its value with param "name" for remat policies.
 extern const ir::Primitive name_p;
+// iota: no operands; params "dtype" (numeric), "shape" and "dimension": each element is its
+// index along axis `dimension` (jax.lax.iota / broadcasted_iota).
+extern const ir::Primitive iota_p;
+// take(x, indices): x (N, rest...), indices int32 (idx...) -> (idx..., rest...), row
+// indices[j] of x at position j: jnp.take(x, indices, axis=0) as one primitive (JAX binds a
+// gather with offset_dims = the rest, collapsed_slice_dims = (0,), start_index_map = (0,)).
+// Every index must lie in [0, N): backends refuse others (checked_indices) where JAX returns NaN
+// rows or wraps. Any dtype. Its transpose is scatter_add.
+extern const ir::Primitive take_p;
+// scatter_add(x, indices, updates): x (N, rest...), indices int32 (idx...), updates
+// (idx..., rest...) -> x with updates[j] added to row indices[j], in the order of j (so every
+// backend sums repeated rows in one order). Numeric dtypes; indices checked as for take.
+extern const ir::Primitive scatter_add_p;
 // flaxpp's fused LayerNorm (not in jax.lax): layer_norm(x, scale, bias), param "epsilon", over
 // the last axis of x (..., F) with scale and bias (F,), Flax's formula (layer_norm.cpp). Its VJP
 // uses layer_norm_dx(x, scale, dy) and layer_norm_dscale(x, dy), which have no VJP themselves.
@@ -107,6 +120,15 @@ MatmulPrecision dot_precision(const ir::Params& params);
 Array stop_gradient(const Array& x);
 // jax.ad_checkpoint.checkpoint_name.
 Array checkpoint_name(const Array& x, const std::string& name);
+
+Array iota(DType dtype, const Shape& shape, std::int64_t dimension = 0);
+Array take(const Array& x, const Array& indices);
+Array scatter_add(const Array& x, const Array& indices, const Array& updates);
+// The values of `indices` (concrete int32) on the host; throws ValueError naming `what` and
+// the first index outside [0, size): the check behind take and scatter_add (on a GPU it waits
+// for the indices), for callers that want it up front too.
+std::vector<std::int32_t> checked_indices(const Array& indices, std::int64_t size,
+                                          const std::string& what);
 
 Array layer_norm(const Array& x, const Array& scale, const Array& bias, double epsilon);
 Array layer_norm_dx(const Array& x, const Array& scale, const Array& dy, double epsilon);

@@ -55,6 +55,11 @@ class Scope {
   // even for initialisers that ignore it) during init; looked up and checked during apply.
   Array param(const std::string& name, const initializers::Initializer& init, const Shape& shape,
               DType dtype = DType::f32);
+  // A parameter several methods of one module read (Flax's parameters made in setup(), e.g.
+  // Embed's table, read by __call__ and attend): made by the first call during init, the
+  // same array for every later call; otherwise as param.
+  Array param_once(const std::string& name, const initializers::Initializer& init,
+                   const Shape& shape, DType dtype = DType::f32);
   // A variable of another collection (e.g. "batch_stats"), created with `init(shape, dtype)`
   // during init — which, unlike param, draws no key, as Flax's Module.variable — and looked up
   // during apply. (Updating it during apply, Flax's mutable=, is not supported yet.)

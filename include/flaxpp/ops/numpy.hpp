@@ -27,6 +27,7 @@ Array maximum(const Array& x, const Array& y);
 Array minimum(const Array& x, const Array& y);
 Array where(const Array& condition, const Array& x, const Array& y);
 Array greater(const Array& x, const Array& y);
+Array greater_equal(const Array& x, const Array& y);
 Array less(const Array& x, const Array& y);
 Array equal(const Array& x, const Array& y);
 
@@ -67,6 +68,8 @@ Array matmul(const Array& a, const Array& b);
 Array reshape(const Array& x, std::vector<std::int64_t> shape);
 Array transpose(const Array& x, std::optional<Axes> axes = std::nullopt);
 Array astype(const Array& x, DType dtype);
+// jnp.expand_dims: a new axis of size 1 at `axis` of the result (negative counts from its end).
+Array expand_dims(const Array& x, std::int64_t axis);
 
 Array zeros(const Shape& shape, DType dtype = DType::f32);
 Array ones(const Shape& shape, DType dtype = DType::f32);

@@ -28,6 +28,10 @@ Array uniform(const Key& key, const Shape& shape, DType dtype = DType::f32, doub
 Array randint(const Key& key, const Shape& shape, std::int64_t minval, std::int64_t maxval,
               DType dtype = DType::i32);
 
+// jax.random.bernoulli(key, p, shape): bool draws, true where uniform(key, shape) < f32(p) (the
+// draws of Flax's Dropout and of attention dropout).
+Array bernoulli(const Key& key, double p, const Shape& shape);
+
 // jax.random.normal(key, shape, dtype): standard normal draws.
 Array normal(const Key& key, const Shape& shape, DType dtype = DType::f32);
 

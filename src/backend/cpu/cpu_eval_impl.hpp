@@ -47,7 +47,7 @@ void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::
 
 // The CPU's evaluation families (eval_table.hpp): the elementwise ones in cpu_eval.cpp,
 // gather in cpu_layout.cpp, reductions in cpu_reduce.cpp, dot_general in cpu_dot_general.cpp,
-// LayerNorm in cpu_layer_norm.cpp.
+// LayerNorm in cpu_layer_norm.cpp, the index primitives in cpu_indexing.cpp.
 struct Families {
   static constexpr unsigned kNum = kNumeric, kFp = kFloat, kAny = kAll;
   static constexpr const char* kName = "CPU";
@@ -73,6 +73,7 @@ struct Families {
                              const ir::Params& params, const AVal& out);
   static Array layer_norm_dscale(const ir::Primitive& prim, std::span<const Array> in,
                                  const ir::Params& params, const AVal& out);
+  static backend_impl::EvalSig iota, take, scatter_add;
   static std::vector<Array> fused_elementwise(const ir::Primitive& prim, std::span<const Array> in,
                                               const ir::Params& params, std::span<const AVal> out);
   static Array gather(const ir::Primitive& prim, const Array& x,

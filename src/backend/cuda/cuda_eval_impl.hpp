@@ -54,7 +54,8 @@ void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::
 
 // The CUDA backend's evaluation families (eval_table.hpp), bf16 and f16 accepted throughout:
 // the elementwise ones in cuda_eval.cu, gather in cuda_layout.cu, reductions in cuda_reduce.cu,
-// dot_general in cuda_dot_general.cpp, LayerNorm in cuda_layer_norm.cu.
+// dot_general in cuda_dot_general.cpp, LayerNorm in cuda_layer_norm.cu, the index primitives
+// in cuda_indexing.cu.
 struct Families {
   static constexpr unsigned kNum = kNumeric | kHalf, kFp = kFloat | kHalf, kAny = kAll | kHalf;
   static constexpr const char* kName = "CUDA";
@@ -80,6 +81,7 @@ struct Families {
                              const ir::Params& params, const AVal& out);
   static Array layer_norm_dscale(const ir::Primitive& prim, std::span<const Array> in,
                                  const ir::Params& params, const AVal& out);
+  static backend_impl::EvalSig iota, take, scatter_add;
   static std::vector<Array> fused_elementwise(const ir::Primitive& prim, std::span<const Array> in,
                                               const ir::Params& params, std::span<const AVal> out);
   static Array gather(const ir::Primitive& prim, const Array& x,

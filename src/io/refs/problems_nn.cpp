@@ -1,8 +1,6 @@
 // Reference problems of the module family (refs-format.md, "The seed problems" and "Modules,
 // gradients, remat"): linen MLPs (plain and lifted by remat), LayerNorm, Dropout, the NNX MLP,
 // and saved_residuals of mlp_loss.
-#include "flaxpp/io/policy_spec.hpp"
-#include "flaxpp/io/refs.hpp"
 #include "flaxpp/nn/dropout.hpp"
 #include "flaxpp/nn/layer_norm.hpp"
 #include "flaxpp/nn/mlp.hpp"
@@ -11,27 +9,10 @@
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "io/refs/case_budget.hpp"
+#include "io/refs/problems_shared.hpp"
 
 namespace flaxpp::refs {
 namespace {
-
-Array float_input(const Inputs& in, const char* key, const CaseContext& cx, std::int64_t min_rank) {
-  const Array a = in.array(key);
-  if (a.dtype() != DType::f32 || a.rank() < min_rank)
-    throw InputError(detail::str(
-        in.path(), ".", key, ": expected float32 data of rank >= ", min_rank, ", got ", a.aval()));
-  return a.to(cx.device);
-}
-
-std::optional<PolicyPtr> policy_input(const Inputs& in) {
-  if (!in.has("policy"))
-    throw InputError(detail::str(in.path(), ".policy: missing (a policy spec or \"none\")"));
-  try {
-    return io::policy_from_spec(in.raw("policy"), in.path() + ".policy");
-  } catch (const ParseError& e) {
-    throw InputError(e.what());
-  }
-}
 
 Array flat(const Array& a) {
   return reshape(a, {-1});
@@ -45,18 +26,6 @@ Tree forward(const Model& model, std::span<const std::int64_t> features, const I
   check_mlp_memory(in, x, features, kInitCopies);
   const nn::Variables v = model.init(random::key(in.integer("seed"), cx.mode), x);
   return Tree(flat(model.apply(v, x)));
-}
-
-// sum(apply(params, x) ** 2) as a function of the params collection.
-template <class Model>
-ValueAndGrad mlp_loss_grad(const Model& model, const Tree& params, const Array& x) {
-  const Tree args[] = {params};
-  const int argnums[] = {0};
-  return value_and_grad(
-      [&](std::span<const Tree> a) {
-        return sum(square(model.apply(nn::Variables{{"params", a[0]}}, x)));
-      },
-      args, argnums);
 }
 
 // The NNX MLP of checkpoint_forward: N Linear(F, F) built from one Rngs(seed), in order.
@@ -92,7 +61,7 @@ void register_nn_problems(ProblemRegistry& registry) {
     const random::Key key = random::key(in.integer("seed"), cx.mode);
     auto run = [&](const auto& model) {
       const nn::Variables v = model.init(key, x);
-      const ValueAndGrad r = mlp_loss_grad(model, v["params"], x);
+      const ValueAndGrad r = sum_of_squares_grad(model, v["params"], x);
       return Tree{{"loss", r.value}, {"grads", Tree{{"params", r.grads[0]}}}};
     };
     const std::optional<PolicyPtr> policy = policy_input(in);

@@ -8,6 +8,7 @@
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "io/refs/case_budget.hpp"
+#include "io/refs/problems_shared.hpp"
 
 namespace flaxpp::refs {
 
@@ -106,32 +107,28 @@ void register_remat_problems(ProblemRegistry& registry) {
     const std::string function = in.string("function");
     if (!in.has("policy"))
       throw InputError(detail::str(in.path(), ".policy: missing (a policy spec)"));
-    ArrayFn fn;
-    std::vector<Array> args;
+    LeavesLoss h;
     if (function == "checkpoint_dot_policy" || function == "named_dot_policy") {
-      fn =
+      h.fn =
           function == "checkpoint_dot_policy" ? ArrayFn(dot_policy_f) : ArrayFn(named_dot_policy_g);
-      args = weights_and_x(in, cx);
+      h.args = weights_and_x(in, cx);
     } else if (function == "mlp_loss") {
       // h(params, x) = checkpoint(sum(MLP.apply({"params": p}, x) ** 2)), params from init.
       const Array x = in.array("x").to(cx.device);
       const nn::MLP mlp{.features = mlp_features(in)};
       check_mlp_memory(in, x, mlp.features, kGradCopies);
       const nn::Model model(mlp);
-      const Tree params = model.init(random::key(in.integer("seed"), cx.mode), x)["params"];
-      args = params.leaves();
-      args.push_back(x);
-      fn = [model, params](std::span<const Array> a) {
-        const Tree p = params.with_leaves(a.subspan(0, a.size() - 1));
-        return std::vector<Array>{sum(square(model.apply(nn::Variables{{"params", p}}, a.back())))};
-      };
+      h = sum_of_squares_of_leaves(
+          model, model.init(random::key(in.integer("seed"), cx.mode), x)["params"], x);
+    } else if (function == "block_loss") {
+      h = block_loss(in, cx);
     } else {
-      throw InputError(
-          detail::str(in.path(), ".function: unknown function \"", function,
-                      "\"; expected checkpoint_dot_policy, named_dot_policy or mlp_loss"));
+      throw InputError(detail::str(
+          in.path(), ".function: unknown function \"", function,
+          "\"; expected checkpoint_dot_policy, named_dot_policy, mlp_loss or block_loss"));
     }
     Records records;
-    for (const SavedResidual& r : saved_residuals(with_policy(fn, in, "none", false), args))
+    for (const SavedResidual& r : saved_residuals(with_policy(h.fn, in, "none", false), h.args))
       records.items.push_back(Json{{"dtype", dtype_name(r.aval.dtype)},
                                    {"shape", r.aval.shape.dims()},
                                    {"kind", residual_kind(r)}});

@@ -12,6 +12,7 @@ const ProblemRegistry& ProblemRegistry::builtin() {
     register_remat_problems(r);
     register_nn_problems(r);
     register_train_problems(r);
+    register_transformer_problems(r);
     return r;
   }();
   return registry;

@@ -1,0 +1,100 @@
+// Index primitives: iota, take (rows of an array picked by integer indices: jnp.take(x, i,
+// axis=0), which JAX writes as a gather) and scatter_add (its transpose: rows added back at
+// those indices) — shape rules and VJPs, and the range check of indices every backend runs.
+#include <algorithm>
+
+#include "rules.hpp"
+
+namespace flaxpp::lax {
+namespace {
+
+using ir::VjpArgs;
+using Axes = std::vector<std::int64_t>;
+
+// x (N, rest...) with N >= 1, indices int32 (idx...): the result (idx..., rest...).
+Shape taken_shape(const std::string& prim, const AVal& x, const AVal& indices) {
+  if (x.shape.rank() == 0)
+    rules::fail(prim, detail::str("the operand needs a leading axis to index, got ", x));
+  if (indices.dtype != DType::i32)
+    rules::fail(prim, detail::str("indices must be int32, got ", indices,
+                                  "; convert them with convert_element_type"));
+  Axes dims = indices.shape.dims();
+  dims.insert(dims.end(), x.shape.dims().begin() + 1, x.shape.dims().end());
+  return Shape(dims);
+}
+
+}  // namespace
+
+const ir::Primitive iota_p("iota", [](std::span<const AVal> in, const ir::Params& p) {
+  rules::expect_arity("iota", in, 0);
+  const Shape shape(p.get<Axes>("shape"));
+  const DType dtype = p.get<DType>("dtype");
+  const std::int64_t dimension = p.get<std::int64_t>("dimension");
+  if (dimension < 0 || dimension >= shape.rank())
+    rules::fail("iota", detail::str("dimension ", dimension, " is not an axis of ", shape));
+  if (dtype == DType::bool_) rules::fail("iota", "expected a numeric dtype, got bool");
+  return std::vector<AVal>{{shape, dtype}};
+});
+
+const ir::Primitive take_p(
+    "take",
+    [](std::span<const AVal> in, const ir::Params&) {
+      rules::expect_arity("take", in, 2);
+      return std::vector<AVal>{{taken_shape("take", in[0], in[1]), in[0].dtype}};
+    },
+    [](const VjpArgs& a) {
+      // The cotangent of each picked row goes back to its row, summed where rows repeat.
+      const Array& x = a.inputs[0];
+      return std::vector<Array>{scatter_add(zeros_like(x), a.inputs[1], a.cotangents[0]), Array()};
+    });
+
+const ir::Primitive scatter_add_p(
+    "scatter_add",
+    [](std::span<const AVal> in, const ir::Params&) {
+      rules::expect_arity("scatter_add", in, 3);
+      const AVal& x = in[0];
+      if (x.dtype == DType::bool_)
+        rules::fail("scatter_add", detail::str("expected a numeric operand, got ", x));
+      const AVal want{taken_shape("scatter_add", x, in[1]), x.dtype};
+      if (in[2] != want)
+        rules::fail("scatter_add", detail::str("updates must be ", want, " for operand ", x,
+                                               " and indices ", in[1], ", got ", in[2]));
+      return std::vector<AVal>{x};
+    },
+    [](const VjpArgs& a) {
+      const Array& ct = a.cotangents[0];
+      return std::vector<Array>{ct, Array(), take(ct, a.inputs[1])};
+    });
+
+Array iota(DType dtype, const Shape& shape, std::int64_t dimension) {
+  return ir::bind1(iota_p, {},
+                   {{"dtype", dtype}, {"shape", shape.dims()}, {"dimension", dimension}});
+}
+
+Array take(const Array& x, const Array& indices) {
+  const Array in[] = {x, indices};
+  return ir::bind1(take_p, in);
+}
+
+Array scatter_add(const Array& x, const Array& indices, const Array& updates) {
+  const Array in[] = {x, indices, updates};
+  return ir::bind1(scatter_add_p, in);
+}
+
+std::vector<std::int32_t> checked_indices(const Array& indices, std::int64_t size,
+                                          const std::string& what) {
+  FLAXPP_ASSERT(indices.dtype() == DType::i32 && !indices.is_traced(), what,
+                ": checked_indices needs concrete int32 indices, got ", indices.aval());
+  std::vector<std::int32_t> v = indices.to_vector<std::int32_t>();
+  const auto bad =
+      std::find_if(v.begin(), v.end(), [&](std::int32_t i) { return i < 0 || i >= size; });
+  if (bad == v.end()) return v;
+  throw ValueError(detail::str(
+      what, ": index ", *bad, " (element ", bad - v.begin(), " of the indices ", indices.aval(),
+      ") is outside [0, ", size,
+      "); every index must pick an existing row. (JAX would give "
+      "NaN rows for indices past the end and wrap negative ones; flaxpp refuses both: check "
+      "the ids against the table size)"));
+}
+
+}  // namespace flaxpp::lax

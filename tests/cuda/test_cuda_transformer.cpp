@@ -1,0 +1,112 @@
+// The transformer's CUDA paths beyond what the nn and backend suites cover when ctest reruns
+// them on the GPU: the index kernels (take, scatter_add, iota) against the CPU bit for bit in
+// every storage type and past 65536 blocks, and attention and the remat'd Block on the GPU
+// against the CPU (cuBLAS sums in another order: within 1e-4).
+#include <doctest/doctest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "flaxpp/core/array.hpp"
+#include "flaxpp/ir/lax.hpp"
+#include "flaxpp/nn/multi_head_attention.hpp"
+#include "flaxpp/nn/remat.hpp"
+#include "flaxpp/nn/transformer_block.hpp"
+#include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/transforms/autodiff.hpp"
+#include "harness/cuda_parity.hpp"
+
+using namespace flaxpp;
+using testing::kNoGpu;
+
+namespace {
+
+// n ids in [0, rows), many repeated (a small vocabulary read by many tokens).
+Array token_ids(std::int64_t n, std::int64_t rows) {
+  std::vector<std::int32_t> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i)
+    v[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 7919 + i / 3) % rows);
+  return Array::from_vector(v, Shape{n}, Device::cpu());
+}
+
+}  // namespace
+
+TEST_CASE("CUDA parity: take, scatter_add and iota give the CPU's bits, 16-bit take included" *
+          doctest::skip(kNoGpu)) {
+  const Array table = testing::random_f32(Shape{97, 33}, 301);
+  const Array idx = token_ids(1000, 97);
+  testing::check_parity([](auto v) { return lax::take(v[0], v[1]); }, {table, idx}, 0);
+  // Repeated rows summed in index order on both backends: the same bits.
+  const Array updates = testing::random_f32(Shape{1000, 33}, 302);
+  testing::check_parity([](auto v) { return lax::scatter_add(v[0], v[1], v[2]); },
+                        {table, idx, updates}, 0);
+  const Array table_i = astype(table * 100.0, DType::i32);
+  testing::check_parity([](auto v) { return astype(lax::take(v[0], v[1]), DType::f32); },
+                        {table_i, idx}, 0);
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    CAPTURE(dtype_name(dtype));
+    const Array t = astype(table.to(Device::cuda(0)), dtype);
+    CHECK(testing::values(lax::take(t, idx.to(Device::cuda(0)))) ==
+          testing::values(astype(lax::take(table, idx), dtype)));
+  }
+  set_default_device(Device::cuda(0));  // iota has no operand: it runs on the default device
+  const Array iota = lax::iota(DType::f32, Shape{37, 5}, 0);
+  set_default_device(Device::cpu());
+  CHECK(iota.device() == Device::cuda(0));
+  CHECK(testing::values(iota) == testing::values(lax::iota(DType::f32, Shape{37, 5}, 0)));
+  // Out-of-range ids are refused on the GPU too, before any kernel runs.
+  CHECK_THROWS_WITH_AS(
+      lax::take(table.to(Device::cuda(0)),
+                Array::from_vector(std::vector<std::int32_t>{3, 97}, Shape{2}, Device::cuda(0))),
+      doctest::Contains("index 97 (element 1"), ValueError);
+}
+
+TEST_CASE("CUDA (large): take and scatter_add past 65536 blocks match the CPU" *
+          doctest::skip(kNoGpu)) {
+  const Array table = testing::random_f32(Shape{5000, 512}, 303);
+  const Array idx = token_ids(40'000, 5000);  // 20.5M result elements
+  testing::check_parity([](auto v) { return lax::take(v[0], v[1]); }, {table, idx}, 0);
+  const Array updates = testing::random_f32(Shape{40'000, 512}, 304);
+  testing::check_parity([](auto v) { return lax::scatter_add(v[0], v[1], v[2]); },
+                        {table, idx, updates}, 0);
+}
+
+TEST_CASE("CUDA attention: causal multi-head attention with dropout matches the CPU" *
+          doctest::skip(kNoGpu)) {
+  const Array x = testing::random_f32(Shape{4, 16, 64}, 305);
+  const nn::Model model(nn::MultiHeadDotProductAttention{.num_heads = 8, .dropout_rate = 0.2});
+  const nn::AttentionArgs args{.mask = nn::make_causal_mask(zeros(Shape{4, 16}, DType::i32)),
+                               .deterministic = false};
+  const nn::Variables v = model.init(random::key(0), x, args);
+  const nn::RngStreams rngs{{"dropout", random::key(1)}};
+  testing::check_parity([&](auto in) { return model.apply_with_rngs(v, rngs, in[0], args); }, {x},
+                        1e-4);
+}
+
+TEST_CASE("CUDA Block: the remat'd Block's gradients on the GPU match the CPU's" *
+          doctest::skip(kNoGpu)) {
+  const Array x = testing::random_f32(Shape{2, 32, 64}, 306);
+  const nn::TransformerBlock block{.num_heads = 4, .mlp_dim = 128};
+  const Tree params = nn::Model(block).init(random::key(2), x)["params"];
+  const auto model = remat<nn::TransformerBlock>(
+      checkpoint_policies::dots_with_no_batch_dims_saveable(), {}, false)(block);
+  auto grads_on = [&](Device device) {
+    set_default_device(device);  // literals and the mask's iota join the device's graph
+    const Tree p = tree_map(params, [&](const Array& a) { return a.to(device); });
+    const Array xd = x.to(device);
+    Tree g = value_and_grad([&](const Tree& q) {
+               return sum(square(model.apply(nn::Variables{{"params", q}}, xd)));
+             })(p)
+                 .second;
+    set_default_device(Device::cpu());
+    return g;
+  };
+  const Tree want = grads_on(Device::cpu()), got = grads_on(Device::cuda(0));
+  for (const auto& [path, w] : want.flatten()) {
+    CAPTURE(path);
+    const std::vector<double> g = testing::values(got.at(path).array()), e = testing::values(w);
+    REQUIRE(g.size() == e.size());
+    for (std::size_t j = 0; j < g.size(); ++j)
+      CHECK(std::abs(g[j] - e[j]) <= 1e-4 * (std::abs(e[j]) + 1));
+  }
+}
