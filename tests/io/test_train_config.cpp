@@ -98,9 +98,10 @@ TEST_CASE("parse_train_config: a bad value names its key, what was expected and 
       {R"({"model": {"features": [3]}, "optimizer": {"name": "sgd", "learning_rate": 1}})",
        "$: missing \"data\""},
   };
-  for (const auto& [text, want] : cases) {
+  for (const auto& c : cases) {
+    const auto& [text, want] = c;
     CAPTURE(text);
-    const std::string msg = parse_error_of([&] { parse(text); });
+    const std::string msg = parse_error_of([&c] { parse(c.first); });
     CHECK(has(msg, want));
     CHECK(!has(msg, "json.exception"));
   }
