@@ -43,7 +43,7 @@ std::vector<std::string> paths(const Tree& t) {
 
 // A module reading one Embed's table twice: embedding and tied logits (Flax's attend).
 struct TiedLM {
-  static constexpr const char* name = "TiedLM";
+  [[maybe_unused]] static constexpr const char* name = "TiedLM";  // a root module: never read
   Array operator()(nn::Scope& s, const Array& tokens) const {
     const nn::Embed embed{.num_embeddings = 6, .features = 4};
     const Array h = s(embed, tokens);
@@ -53,7 +53,7 @@ struct TiedLM {
 
 // Attention with dropout on its weights, for remat's replay.
 struct DropAttention {
-  static constexpr const char* name = "DropAttention";
+  [[maybe_unused]] static constexpr const char* name = "DropAttention";  // a root module
   Array operator()(nn::Scope& s, const Array& x) const {
     return s(nn::MultiHeadDotProductAttention{.num_heads = 2, .dropout_rate = 0.5}, x,
              nn::AttentionArgs{.deterministic = false});
@@ -62,7 +62,7 @@ struct DropAttention {
 
 // A module with a remat'd Block as an auto-named child.
 struct BlockParent {
-  static constexpr const char* name = "BlockParent";
+  [[maybe_unused]] static constexpr const char* name = "BlockParent";  // a root module
   Array operator()(nn::Scope& s, const Array& h) const {
     return s(remat<nn::TransformerBlock>()(nn::TransformerBlock{.num_heads = 2, .mlp_dim = 16}), h);
   }
