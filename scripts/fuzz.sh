@@ -68,8 +68,9 @@ for name in "${targets[@]}"; do
     tail -n 40 "$log"
   fi
   execs=$(grep -Eo 'stat::number_of_executed_units: *[0-9]+' "$log" | grep -Eo '[0-9]+$' || echo "?")
-  echo "   $status: $execs executions in $(($(date +%s) - start)) s; corpus $(find "$work" -type f | wc -l) inputs" \
-       "(+ $(find "tests/fuzz/corpus/$name" -type f | wc -l) seeds); log $log"
+  corpus=$(tr '\r' '\n' <"$log" | grep -Eo 'corp: [0-9]+/[0-9]+[a-zA-Z]*' | tail -n 1 | cut -c7- || true)
+  echo "   $status: $execs executions in $(($(date +%s) - start)) s; corpus ${corpus:-?} (inputs/size)," \
+       "$(find "$work" -type f | wc -l) files kept in $work; log $log"
 done
 if [ "${#failed[@]}" -gt 0 ]; then
   echo "fuzz.sh: ${failed[*]} found a problem; the inputs are in $build_dir/fuzz/crashes/" >&2
