@@ -9,6 +9,7 @@
 #include "flaxpp/core/precision.hpp"
 #include "flaxpp/nn/remat.hpp"
 #include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/dist/communicator.hpp"
 #include "flaxpp/optim/losses.hpp"
 
 namespace flaxpp::train {
@@ -134,6 +135,23 @@ std::pair<Array, std::vector<Array>> loss_and_grads(const CompiledVjp& vjp,
   return {r.outputs[0], std::move(grads)};
 }
 
+// The identity for one process; over `comm`, the mean of a per-shard mean (of `rows` rows on
+// this process) over every process's rows: sum over processes of value * rows / total rows
+// (the same division for every leaf, so each process applies the same update). The total is
+// one collective of an int32 per call.
+std::function<Array(Array)> shard_mean(dist::Communicator* comm, std::int64_t rows) {
+  if (comm == nullptr || comm->size() == 1) return [](Array a) { return a; };
+  const Array mine = Array::from_vector(std::vector<std::int32_t>{static_cast<std::int32_t>(rows)},
+                                        Shape{}, Device::cpu());
+  const std::int64_t total = comm->all_reduce(mine, dist::ReduceOp::sum).item<std::int32_t>();
+  if (total == 0)
+    throw ValueError("a data-parallel step over batches of no rows on every process");
+  const double weight = static_cast<double>(rows) / static_cast<double>(total);
+  return [comm, weight](Array a) {
+    return comm->all_reduce(astype(a * weight, a.dtype()), dist::ReduceOp::sum);
+  };
+}
+
 // Writes `a`'s elements into `dst`, a buffer of its size (ordered after the work queued on
 // dst's device, which may still read the old ones).
 void copy_into(const Array& a, Buffer& dst) {
@@ -198,6 +216,8 @@ void ClassifierStep::record(Traced& t, std::span<const Array> params, const Arra
 }
 
 float ClassifierStep::operator()(TrainState& state, const Array& x, const Array& y) {
+  // A shard's mean (the loss, a gradient) to the global batch's: weighted by the shard's rows.
+  const std::function<Array(Array)> reducer = shard_mean(comm_, x.shape()[0]);
   std::vector<Array> params = state.params.leaves();
   const std::size_t n = params.size();
   // Data sets live in host memory: the batch goes where the parameters are, once.
@@ -294,14 +314,16 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
       state.opt_state = Tree();
       update_donated(state, [&] {
         r.backward_into(std::span<const Array>(&t.seed, 1), [&](std::size_t i, Array ct) {
-          if (i < n) leafwise->apply(i, std::move(ct));
+          if (i < n) leafwise->apply(i, reducer(std::move(ct)));
         });
         std::tie(state.params, state.opt_state) = leafwise->finish();
       });
-      return host_float(loss);
+      return host_float(reducer(loss));
     }
   }
   params.clear();
+  for (Array& g : grads)
+    g = reducer(std::move(g));
   Tree g = state.params.with_leaves(grads);
   grads.clear();
   update_donated(state, [&] {
@@ -314,14 +336,15 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   if (replay && std::ranges::any_of(
                     t.grads, [](const Array& a) { return a.valid() && !a.buffer_unshared(); }))
     t.forget(true);
-  return host_float(loss);
+  return host_float(reducer(loss));
 }
 
 std::pair<float, float> ClassifierStep::evaluate(const Tree& params, const Array& x,
                                                  const Array& y) const {
   const Array logits = apply_(params, x);
-  return {host_float(mean(optim::softmax_cross_entropy_with_integer_labels(logits, y))),
-          host_float(optim::accuracy(logits, y))};
+  const std::function<Array(Array)> reducer = shard_mean(comm_, x.shape()[0]);
+  return {host_float(reducer(mean(optim::softmax_cross_entropy_with_integer_labels(logits, y)))),
+          host_float(reducer(optim::accuracy(logits, y)))};
 }
 
 }  // namespace flaxpp::train

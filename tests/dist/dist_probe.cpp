@@ -2,9 +2,15 @@
 // against values computed from the ranks, or plays a failure.
 //   dist_probe collectives   every dtype through all_reduce (sum, mean, max), broadcast,
 //                            all_gather and barrier; prints "rank R: N checks passed"
+//   dist_probe ddp           data-parallel training: each rank steps train::ClassifierStep on its
+//                            shard (of unequal rows) of a global batch; the losses, parameters
+//                            and metrics must be the one-process step's on the whole batch, and
+//                            the parameters bit-identical on every rank
 //   dist_probe stall         rank 1 stops taking part: rank 0's all_reduce must time out with
 //                            flaxpp's message and end the job (abort_job)
 //   dist_probe die           rank 1 is killed: mpirun must end the job, naming rank 1
+#include <algorithm>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
@@ -15,7 +21,12 @@
 
 #include "flaxpp/dist/communicator.hpp"
 #include "flaxpp/dist/process_group.hpp"
+#include "flaxpp/nn/mlp.hpp"
+#include "flaxpp/nn/scope.hpp"
 #include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/optim/transform.hpp"
+#include "flaxpp/random/key.hpp"
+#include "flaxpp/train/train_state.hpp"
 
 using namespace flaxpp;
 
@@ -87,12 +98,75 @@ int collectives() {
   return failures == 0 ? 0 : 1;
 }
 
+// Rows [begin, end) of a row-major [rows, cols] host matrix, as an array.
+template <typename T>
+Array rows_of(const std::vector<T>& all, std::int64_t cols, std::int64_t begin, std::int64_t end) {
+  return Array::from_vector(std::vector<T>(all.begin() + begin * cols, all.begin() + end * cols),
+                            cols == 1 ? Shape{end - begin} : Shape{end - begin, cols},
+                            Device::cpu());
+}
+
+bool close(float a, float b) { return std::abs(a - b) <= 2e-5f * (1.0f + std::abs(b)); }
+
+// One optimiser per update path: Adam updates leaf by leaf during the backward pass (each
+// gradient reduced as it is final), clipping by the global norm needs every gradient first.
+int ddp() {
+  const int r = dist::rank(), n = dist::world_size();
+  constexpr std::int64_t kFeatures = 5, kClasses = 3;
+  const std::int64_t batch = 4 * n + 1;  // shards of 5 rows on rank 0, 4 on the others
+  std::vector<float> xs(batch * kFeatures);
+  std::vector<std::int32_t> ys(batch);
+  for (std::int64_t i = 0; i < batch; ++i) {
+    for (std::int64_t j = 0; j < kFeatures; ++j)
+      xs[i * kFeatures + j] = std::sin(0.7f * static_cast<float>(i) + 1.3f * static_cast<float>(j));
+    ys[i] = static_cast<std::int32_t>((i * 7) % kClasses);
+  }
+  const std::int64_t begin = r == 0 ? 0 : 5 + 4 * (r - 1), end = r == 0 ? 5 : begin + 4;
+  const Array x = rows_of(xs, kFeatures, 0, batch), y = rows_of(ys, 1, 0, batch);
+  const Array x_shard = rows_of(xs, kFeatures, begin, end), y_shard = rows_of(ys, 1, begin, end);
+
+  const nn::MLP mlp{.features = {8, kClasses}};
+  const Tree params = nn::Model(mlp).init(random::key(0), x)["params"];
+  const std::vector<std::pair<std::string, optim::GradientTransformation>> optimisers = {
+      {"adam (leaf by leaf)", optim::adam(0.05)},
+      {"clip_by_global_norm + sgd (whole tree)",
+       optim::chain({optim::clip_by_global_norm(0.5), optim::sgd(0.1, 0.9)})}};
+  for (const auto& [name, tx] : optimisers) {
+    train::ClassifierStep one(train::mlp_apply(mlp, std::nullopt), tx);
+    train::ClassifierStep shard(train::mlp_apply(mlp, std::nullopt), tx);
+    shard.set_communicator(&dist::world());
+    train::TrainState whole_state = one.init(params), shard_state = shard.init(params);
+    for (int step = 0; step < 4; ++step) {
+      const float expected = one(whole_state, x, y);
+      const float got = shard(shard_state, x_shard, y_shard);
+      expect(close(got, expected), name + ": step " + std::to_string(step) + "'s loss " +
+                                       std::to_string(got) + ", one process " +
+                                       std::to_string(expected));
+    }
+    const std::vector<Array> mine = shard_state.params.leaves();
+    const std::vector<Array> want = whole_state.params.leaves();
+    for (std::size_t i = 0; i < mine.size(); ++i) {
+      const std::vector<float> a = mine[i].to_vector<float>(), b = want[i].to_vector<float>();
+      expect(std::ranges::equal(a, b, close), name + ": leaf " + std::to_string(i) +
+                                                  " matches the one-process step");
+      expect(dist::world().broadcast(mine[i], 0).to_vector<float>() == a,
+             name + ": leaf " + std::to_string(i) + " has rank 0's bits");
+    }
+    const auto [loss, accuracy] = shard.evaluate(shard_state.params, x_shard, y_shard);
+    const auto [loss1, accuracy1] = one.evaluate(whole_state.params, x, y);
+    expect(close(loss, loss1) && close(accuracy, accuracy1), name + ": evaluate's metrics");
+  }
+  std::cout << "rank " << r << ": " << checks - failures << " of " << checks << " checks passed\n";
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
   const std::string mode = argc > 1 ? argv[1] : "collectives";
   dist::init();
   if (mode == "collectives") return collectives();
+  if (mode == "ddp") return ddp();
   if (mode == "stall" || mode == "die") {
     if (dist::rank() == 1) {
       if (mode == "die") std::raise(SIGKILL);

@@ -18,6 +18,10 @@
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 
+namespace flaxpp::dist {
+class Communicator;
+}  // namespace flaxpp::dist
+
 namespace flaxpp::train {
 
 struct TrainState {
@@ -65,12 +69,19 @@ class ClassifierStep {
   // memory; on the CPU the update runs during the backward pass) leaves both empty: restore
   // them from a checkpoint. Earlier failures leave them as they were.
   float operator()(TrainState& state, const Array& x, const Array& y);
-  // Mean loss and accuracy of `params` on a data set (no update).
+  // Mean loss and accuracy of `params` on a data set (no update); with a communicator, of the
+  // union of the processes' shards.
   std::pair<float, float> evaluate(const Tree& params, const Array& x, const Array& y) const;
   // How many distinct input shapes (and devices) were traced so far.
   std::size_t traces() const { return traced_.size(); }
   // Turning graphs off also frees the recordings made so far.
   void set_graphs(bool on);
+  // Data parallelism (DDP's way): each process of `comm` calls the step with its shard of the
+  // global batch; each gradient is averaged over the processes, weighted by their shards' rows,
+  // as soon as it is final and before the update, so that every process applies the global
+  // batch's update to identical parameters. The step returns the global batch's loss, and
+  // evaluate the whole data set's metrics. nullptr (the default): one process.
+  void set_communicator(dist::Communicator* comm) { comm_ = comm; }
   // Steps whose forward and backward pass were a replayed CUDA graph.
   std::int64_t replays() const { return replays_; }
 
@@ -86,6 +97,7 @@ class ClassifierStep {
   bool graphs_ = true;
   bool leafwise_possible_ = true;  // false once tx_ could not update leaf by leaf
   std::int64_t replays_ = 0;
+  dist::Communicator* comm_ = nullptr;
 };
 
 }  // namespace flaxpp::train
