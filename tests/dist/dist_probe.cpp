@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <thread>
@@ -21,6 +22,7 @@
 
 #include "flaxpp/dist/communicator.hpp"
 #include "flaxpp/dist/process_group.hpp"
+#include "flaxpp/dist/replicated.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/nn/scope.hpp"
 #include "flaxpp/ops/numpy.hpp"
@@ -106,6 +108,15 @@ Array rows_of(const std::vector<T>& all, std::int64_t cols, std::int64_t begin, 
                             Device::cpu());
 }
 
+void expect_no_throw(const std::function<void()>& f, const std::string& what) {
+  try {
+    f();
+    expect(true, what);
+  } catch (const Error& e) {
+    expect(false, what + ": " + e.what());
+  }
+}
+
 bool close(float a, float b) { return std::abs(a - b) <= 2e-5f * (1.0f + std::abs(b)); }
 
 // One optimiser per update path: Adam updates leaf by leaf during the backward pass (each
@@ -152,10 +163,26 @@ int ddp() {
       expect(dist::world().broadcast(mine[i], 0).to_vector<float>() == a,
              name + ": leaf " + std::to_string(i) + " has rank 0's bits");
     }
+    expect_no_throw([&] { dist::check_replicated(dist::world(), shard_state.params, "params"); },
+                    name + ": check_replicated passes identical replicas");
     const auto [loss, accuracy] = shard.evaluate(shard_state.params, x_shard, y_shard);
     const auto [loss1, accuracy1] = one.evaluate(whole_state.params, x, y);
     expect(close(loss, loss1) && close(accuracy, accuracy1), name + ": evaluate's metrics");
   }
+  // A replica whose parameters moved: every process learns which and where.
+  std::vector<Array> leaves = params.leaves();
+  if (r == n - 1) leaves.back() = leaves.back() + 1e-7f;
+  bool caught = false;
+  try {
+    dist::check_replicated(dist::world(), params.with_leaves(leaves), "parameters");
+  } catch (const DistributedError& e) {
+    caught = std::string(e.what()).find(std::to_string(n - 1) + " differ from process 0's at " +
+                                        params.flatten().back().first) != std::string::npos;
+  }
+  expect(caught, "check_replicated names the differing process and leaf");
+  const Tree broadcast = dist::broadcast_tree(dist::world(), params.with_leaves(leaves));
+  expect(broadcast.leaves().back().to_vector<float>() == params.leaves().back().to_vector<float>(),
+         "broadcast_tree gives rank 0's tree");
   std::cout << "rank " << r << ": " << checks - failures << " of " << checks << " checks passed\n";
   return failures == 0 ? 0 : 1;
 }

@@ -5,11 +5,14 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "flaxpp/dist/all_reduce.hpp"
 #include "flaxpp/dist/communicator.hpp"
 #include "flaxpp/dist/process_group.hpp"
+#include "flaxpp/dist/replicated.hpp"
 #include "flaxpp/ir/graph.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
@@ -80,4 +83,37 @@ TEST_CASE("dist::all_reduce: a primitive that traces, differentiates and jits") 
   });
   CHECK(ir::count_eqns(f.lower(std::vector<Tree>{Tree(x)}).graph(), dist::all_reduce_p) == 1);
   CHECK(f(std::vector<Tree>{Tree(x)})[0].array().to_vector<float>() == x.to_vector<float>());
+}
+
+TEST_CASE("dist::shard_bounds: contiguous shards in rank order, the first ones a row longer") {
+  CHECK(dist::shard_bounds(9, 0, 2) == std::pair<std::int64_t, std::int64_t>{0, 5});
+  CHECK(dist::shard_bounds(9, 1, 2) == std::pair<std::int64_t, std::int64_t>{5, 9});
+  CHECK(dist::shard_bounds(10, 2, 4) == std::pair<std::int64_t, std::int64_t>{6, 8});
+  CHECK(dist::shard_bounds(10, 3, 4) == std::pair<std::int64_t, std::int64_t>{8, 10});
+  CHECK(dist::shard_bounds(1, 1, 3) == std::pair<std::int64_t, std::int64_t>{1, 1});
+  for (const std::int64_t rows : {0, 1, 7, 64, 1437})
+    for (const int size : {1, 2, 3, 8}) {
+      std::int64_t next = 0;
+      for (int r = 0; r < size; ++r) {
+        const auto [begin, end] = dist::shard_bounds(rows, r, size);
+        CHECK(begin == next);
+        CHECK(end - begin >= rows / size);
+        CHECK(end - begin <= rows / size + 1);
+        next = end;
+      }
+      CHECK(next == rows);
+    }
+  CHECK_THROWS_WITH_AS(dist::shard_bounds(9, 2, 2), doctest::Contains("expected 0 <= rank < size"),
+                       ValueError);
+}
+
+TEST_CASE("dist: a tree broadcast or checked in a job of one is itself") {
+  Tree t;
+  const std::vector<std::string> ab = {"a", "b"};
+  t.set_at(ab, Tree(Array::from_vector(std::vector<float>{1.0f, 2.0f}, Shape{2})));
+  t.set("c", Tree(Array::full(Shape{3}, 4.0, DType::bf16, Device::cpu())));
+  const Tree back = dist::broadcast_tree(dist::world(), t);
+  CHECK(back.flatten().size() == 2);
+  CHECK(back.at("a/b").array().to_vector<float>() == std::vector<float>{1.0f, 2.0f});
+  CHECK_NOTHROW(dist::check_replicated(dist::world(), t, "parameters"));
 }
