@@ -11,6 +11,8 @@ int check_command(const std::vector<std::string>& args);
 int residuals_command(const std::vector<std::string>& args);
 int train_command(const std::vector<std::string>& args);
 int bench_command(const std::vector<std::string>& args);
+// Replaces the process with mpirun running N flaxpp processes (returns only by throwing).
+int launch_command(const std::vector<std::string>& args);
 
 // "flaxpp 0.1.0 (CUDA backend: on, plots: cairo 1.16.0)".
 std::string version_text();

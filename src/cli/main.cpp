@@ -7,6 +7,7 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "flaxpp/core/error.hpp"
+#include "flaxpp/dist/process_group.hpp"
 
 namespace {
 
@@ -23,6 +24,8 @@ constexpr const char* kUsage =
     "      time MLP training steps per width and remat policy (JSON lines; compare with JAX)\n"
     "  residuals FUNCTION [--policy SPEC] [-N rows] [-d dim]\n"
     "      the values a checkpointed function saves for its backward pass, with bytes and peak\n"
+    "  launch -n N [--] COMMAND [ARGS...]\n"
+    "      run flaxpp COMMAND as N data-parallel processes under mpirun (e.g. -- train cfg.json)\n"
     "  help [COMMAND]\n"
     "      this text, or a command's options (the same as flaxpp COMMAND --help)\n"
     "\n"
@@ -35,23 +38,36 @@ CommandFn find_command(const std::string& name) {
   if (name == "residuals") return flaxpp::cli::residuals_command;
   if (name == "train") return flaxpp::cli::train_command;
   if (name == "bench") return flaxpp::cli::bench_command;
+  if (name == "launch") return flaxpp::cli::launch_command;
   return nullptr;
 }
 
+// "flaxpp train: ", or "flaxpp train (rank 1 of 2): " in a data-parallel job, whose processes
+// may all report the same error.
+std::string who(const std::string& command) {
+  if (flaxpp::dist::world_size() == 1) return "flaxpp " + command + ": ";
+  return flaxpp::detail::str("flaxpp ", command, " (rank ", flaxpp::dist::rank(), " of ",
+                             flaxpp::dist::world_size(), "): ");
+}
+
+// One write per message, so that the processes of a job do not interleave their lines.
+void report(const std::string& message) {
+  std::cerr << message << std::flush;
+}
+
 int run(const std::string& command, CommandFn fn, const std::vector<std::string>& args) {
-  const std::string who = "flaxpp " + command + ": ";
   try {
     return fn(args);
   } catch (const flaxpp::cli::UsageError& e) {
-    std::cerr << who << e.what() << "\n(flaxpp help " << command << " lists its options)\n";
+    report(who(command) + e.what() + "\n(flaxpp help " + command + " lists its options)\n");
   } catch (const flaxpp::Error& e) {
-    std::cerr << who << e.what() << "\n";
+    report(who(command) + e.what() + "\n");
   } catch (const std::bad_alloc&) {
-    std::cerr << who << "out of memory; use a smaller model, batch or data set\n";
+    report(who(command) + "out of memory; use a smaller model, batch or data set\n");
   } catch (const std::exception& e) {
     // Not one of flaxpp's errors: a defect to report, with what little the library said.
-    std::cerr << who << "internal error (" << e.what()
-              << "); please report it with the command line and input that caused it\n";
+    report(who(command) + "internal error (" + e.what() +
+           "); please report it with the command line and input that caused it\n");
   }
   return 2;
 }
@@ -76,7 +92,7 @@ int main(int argc, char** argv) {
   if (command == "help") {
     if (const CommandFn fn = find_command(args[1]); fn && args.size() == 2)
       return run(args[1], fn, {"--help"});
-    std::cerr << "flaxpp help: expected one command (check, train, bench, residuals), got \""
+    std::cerr << "flaxpp help: expected one command (check, train, bench, residuals, launch), got \""
               << args[1] << (args.size() > 2 ? "\" and more" : "\"") << "\n";
     return 2;
   }

@@ -11,11 +11,12 @@ constexpr std::chrono::seconds kLineInterval{10};
 
 Progress::Progress(std::FILE* out)
     : out_(out),
-      interactive_(::isatty(::fileno(out)) == 1),
+      interactive_(out != nullptr && ::isatty(::fileno(out)) == 1),
       last_(std::chrono::steady_clock::now()) {}
 
 void Progress::update(const std::string& label, long long done, long long total,
                       const std::string& status, bool force) {
+  if (out_ == nullptr) return;
   const auto now = std::chrono::steady_clock::now();
   if (interactive_) {
     if (!force && shown_ && now - last_ < kBarInterval) return;

@@ -12,7 +12,8 @@ namespace flaxpp::cli {
 
 class Progress {
  public:
-  // A bar when `out` is a terminal, plain lines otherwise.
+  // A bar when `out` is a terminal, plain lines otherwise, nothing when `out` is null (the
+  // other processes of a data-parallel job).
   explicit Progress(std::FILE* out = stderr);
   bool interactive() const { return interactive_; }
   // Shows `done` of `total` with a status text; shown now when `force` (e.g. an epoch's last

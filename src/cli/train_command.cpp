@@ -2,7 +2,7 @@
 // MLP classifier the config describes (io/train_config), evaluates after each epoch, writes the
 // epoch's metrics row, then its checkpoint, then the curves; resumes from a checkpoint to an
 // identical continuation; stops on a non-finite loss without saving it. Ends with the line
-// "test accuracy: 0.NNNN".
+// "test accuracy: 0.NNNN". Under a launcher, data-parallel over the job's processes (TrainJob).
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -18,9 +18,11 @@
 #include "cli/commands.hpp"
 #include "cli/progress.hpp"
 #include "cli/train_data.hpp"
+#include "cli/train_job.hpp"
 #include "cli/train_metrics.hpp"
 #include "cli/train_plot.hpp"
 #include "cli/train_run.hpp"
+#include "flaxpp/dist/process_group.hpp"
 #include "flaxpp/io/checkpoint.hpp"
 #include "flaxpp/io/train_config.hpp"
 #include "flaxpp/nn/mlp.hpp"
@@ -47,6 +49,10 @@ constexpr const char* kTrainUsage =
     "false\n"
     "  A NaN or infinite loss stops training with exit code 1 and keeps the last finite\n"
     "  checkpoint (config key \"on_nonfinite\": \"stop\", the default; \"continue\" trains on).\n"
+    "  Under a launcher (mpirun -np N flaxpp train ..., or flaxpp launch -n N -- train ...)\n"
+    "  the N processes train data-parallel: each takes its shard of every batch, gradients\n"
+    "  are averaged across them, and process 0 alone writes the files and the output; the\n"
+    "  result is the one-process run's up to summation order, and either resumes the other.\n"
     "  Exit codes: 0 done or stopped by --max-steps, 1 non-finite loss, 2 bad command line,\n"
     "  config, data or checkpoint, 130 interrupted.\n";
 
@@ -115,9 +121,17 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Whether this process speaks: the leader of a data-parallel job (and a process on its own).
+bool g_speaks = true;
+
 // A line on stdout, flushed at once so that it keeps its place among stderr's lines in a log.
 void say(const std::string& line) {
-  std::cout << line << std::endl;
+  if (g_speaks) std::cout << line << std::endl;
+}
+
+// The same on stderr.
+void complain(const std::string& line) {
+  if (g_speaks) std::cerr << ("flaxpp train: " + line + "\n") << std::flush;
 }
 
 // v with `digits` decimals; NaN (of either sign) as "nan".
@@ -151,23 +165,29 @@ int train_command(const std::vector<std::string>& args) {
       throw DeviceError(detail::str("$.device: ", e.what()));
     }
   }
+  const TrainJob job = TrainJob::join();
+  g_speaks = job.leader();
   const RunFiles files(c);
-  create_output_dir(c);
-  if (const std::size_t n = remove_stale_temporaries(files))
+  if (job.leader()) create_output_dir(c);
+  if (const std::size_t n = job.leader() ? remove_stale_temporaries(files) : 0)
     say(detail::str("removed ", n, " temporary file", n == 1 ? "" : "s",
                     " left by an interrupted run in ", c.output_dir));
   const TrainData data = load_train_data(c);
   const TrainPlan plan = plan_training(c, data);
+  job.check_shards(c, plan, data);
+  const data::Dataset train_shard = job.shard(data.train), test_shard = job.shard(data.test);
   if (c.batch_size > plan.train_rows)
     say(detail::str("note: $.batch_size ", c.batch_size, " exceeds the ", plan.train_rows,
                     " training rows; each epoch is one batch of them all"));
   if (!plots_available()) say("note: curves.png is not drawn: " + why_no_plots());
-  say(detail::str("training on ", default_device()));
+  say(detail::str("training on ", default_device(),
+                  job.distributed() ? detail::str(" in each of ", dist::describe()) : ""));
 
   const nn::MLP body{
       .features = c.model.features,
       .activation = [act = c.model.activation](const Array& x) { return activate(act, x); }};
   train::ClassifierStep step(train::mlp_apply(body, c.model.policy), c.optimizer);
+  step.set_communicator(job.communicator());
   train::TrainState state = step.init(nn::Model(body).init(
       random::key(c.seed), data::take(data.train, std::vector<std::int64_t>{0}).x)["params"]);
 
@@ -175,7 +195,9 @@ int train_command(const std::vector<std::string>& args) {
   std::int64_t saved_step = -1;  // the step of the checkpoint on disk (-1: none of this run)
   std::vector<EpochMetrics> history;
   bool record_pending = false;  // run.json is to be rewritten after the next checkpoint
-  if (c.resume && fs::exists(files.checkpoint)) {
+  if (!job.leader()) {
+    // The leader's state, below.
+  } else if (c.resume && fs::exists(files.checkpoint)) {
     const std::vector<std::string> changes = check_run_record(files, c);
     const bool recorded = fs::exists(files.record);
     state = load_checkpoint_state(files, c, state);
@@ -211,24 +233,23 @@ int train_command(const std::vector<std::string>& args) {
       fs::remove(*f, ignored);
     write_run_record(files, c);
   }
+  job.share_leader_state(state, saved_step);
 
   const bool stop_on_nonfinite = c.on_nonfinite == io::OnNonfinite::stop;
   // Stops without saving: the checkpoint on disk (if any) is the last finite state.
   auto nonfinite_stop = [&](const std::string& what) {
-    std::cerr << "flaxpp train: " << what << "; stopped without saving that state: "
-              << (saved_step >= 0 ? detail::str(files.checkpoint, " keeps step ", saved_step,
-                                                ", the last finite one")
-                                  : std::string("no finite state was saved yet"))
-              << ". Lower the learning rate ($.optimizer), check the data, or set "
-                 "\"on_nonfinite\": \"continue\" to train on regardless."
-              << std::endl;
+    complain(detail::str(what, "; stopped without saving that state: ",
+                         saved_step >= 0 ? detail::str(files.checkpoint, " keeps step ", saved_step,
+                                                       ", the last finite one")
+                                         : std::string("no finite state was saved yet"),
+                         ". Lower the learning rate ($.optimizer), check the data, or set "
+                         "\"on_nonfinite\": \"continue\" to train on regardless."));
     return 1;
   };
   bool warned_nonfinite = false;
   auto warn_nonfinite = [&](const std::string& what) {
     if (!warned_nonfinite)
-      std::cerr << "flaxpp train: warning: " << what
-                << "; training goes on (\"on_nonfinite\": \"continue\")" << std::endl;
+      complain("warning: " + what + "; training goes on (\"on_nonfinite\": \"continue\")");
     warned_nonfinite = true;
   };
   // Saves the state, unless it is not finite and the config says stop (then returns false).
@@ -242,15 +263,16 @@ int train_command(const std::vector<std::string>& args) {
           return false;
         }
     }
-    io::save_checkpoint(files.checkpoint, state.to_tree());
+    job.check_replicas(state);
+    if (job.leader()) io::save_checkpoint(files.checkpoint, state.to_tree());
     saved_step = state.step;
-    if (record_pending) write_run_record(files, c);
+    if (record_pending && job.leader()) write_run_record(files, c);
     record_pending = false;
     return true;
   };
 
   std::signal(SIGINT, on_sigint);
-  Progress progress;
+  Progress progress(job.leader() ? stderr : nullptr);
   const auto start = Clock::now();
   auto epoch_start = start;
   std::vector<std::vector<std::int64_t>> batches;
@@ -260,9 +282,10 @@ int train_command(const std::vector<std::string>& args) {
   if (state.step >= plan.total_steps && saved_step >= 0)
     say(detail::str("nothing to train: the checkpoint is at step ", state.step, ", the end of the ",
                     c.epochs, " epochs; pass --fresh to train again from scratch"));
-  bool stopped = false;
+  bool stopped = false, interrupted = false;
   while (state.step < plan.total_steps) {
-    if (g_interrupted || (options->max_steps && state.step >= *options->max_steps)) {
+    interrupted = job.any(g_interrupted);  // the same decision on every process
+    if (interrupted || (options->max_steps && state.step >= *options->max_steps)) {
       stopped = true;
       break;
     }
@@ -275,7 +298,8 @@ int train_command(const std::vector<std::string>& args) {
       loss_sum = 0;
       done = 0;
     }
-    const data::Dataset batch = data::take(data.train, batches[static_cast<std::size_t>(b)]);
+    const data::Dataset batch =
+        data::take(data.train, job.shard(batches[static_cast<std::size_t>(b)]));
     const float loss = step(state, batch.x, batch.y);
     ++steps_this_run;
     if (!std::isfinite(loss)) {
@@ -306,8 +330,8 @@ int train_command(const std::vector<std::string>& args) {
     // The epoch's end: its metrics row first, then the checkpoint, so that no row is lost (a
     // resumed run drops rows past its checkpoint and writes them again).
     progress.clear();
-    const auto [train_loss, train_acc] = step.evaluate(state.params, data.train.x, data.train.y);
-    const auto [test_loss, test_acc] = step.evaluate(state.params, data.test.x, data.test.y);
+    const auto [train_loss, train_acc] = step.evaluate(state.params, train_shard.x, train_shard.y);
+    const auto [test_loss, test_acc] = step.evaluate(state.params, test_shard.x, test_shard.y);
     if (!std::isfinite(train_loss) || !std::isfinite(test_loss)) {
       const bool train_bad = !std::isfinite(train_loss);
       const std::string what = detail::str(
@@ -322,24 +346,24 @@ int train_command(const std::vector<std::string>& args) {
     say(detail::str("epoch ", epoch + 1, "/", c.epochs, ": train loss ", fixed(train_loss, 4),
                     " acc ", fixed(train_acc, 4), " | test loss ", fixed(test_loss, 4), " acc ",
                     fixed(test_acc, 4), " | ", fixed(epoch_secs, 1), " s"));
-    write_metrics(files.metrics, history);
+    if (job.leader()) write_metrics(files.metrics, history);
     if (!save()) return 1;
-    write_curves(files.curves, history);
+    if (job.leader()) write_curves(files.curves, history);
   }
   progress.clear();
   if (stopped) {
-    if (!g_interrupted && steps_this_run == 0 && saved_step >= 0) {
+    if (!interrupted && steps_this_run == 0 && saved_step >= 0) {
       say(detail::str("already at step ", state.step, " (--max-steps ", *options->max_steps,
                       "): no step taken; ", files.checkpoint, " is unchanged"));
       return 0;
     }
     if (state.step != saved_step && !save()) return 1;
-    say(detail::str(g_interrupted ? "interrupted" : "stopped", " at step ", state.step,
+    say(detail::str(interrupted ? "interrupted" : "stopped", " at step ", state.step,
                     ": checkpoint saved to ", files.checkpoint,
                     "; run the same command again to resume"));
-    return g_interrupted ? 130 : 0;
+    return interrupted ? 130 : 0;
   }
-  const auto [test_loss, test_acc] = step.evaluate(state.params, data.test.x, data.test.y);
+  const auto [test_loss, test_acc] = step.evaluate(state.params, test_shard.x, test_shard.y);
   (void)test_loss;
   say(detail::str("metrics: ", files.metrics,
                   plots_available() ? ", curves: " + files.curves : std::string(),

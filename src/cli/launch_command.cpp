@@ -1,0 +1,84 @@
+// `flaxpp launch -n N [--] COMMAND ARGS...`: runs `flaxpp COMMAND ARGS...` as a job of N
+// processes under Open MPI's mpirun (the launcher flaxpp::dist joins), e.g.
+// `flaxpp launch -n 2 -- train cfg.json`. It adds what a job on one machine needs: mpirun's
+// consent to run as root, oversubscription when N exceeds the cores, and an even share of the
+// cores as each process's BLAS threads (unless OPENBLAS_NUM_THREADS is set).
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <limits>
+#include <thread>
+
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+
+namespace flaxpp::cli {
+namespace {
+
+constexpr const char* kLaunchUsage =
+    "usage: flaxpp launch -n N [--] COMMAND [ARGS...]\n"
+    "  Runs flaxpp COMMAND ARGS... as N processes on this machine under Open MPI's mpirun\n"
+    "  (FLAXPP_MPIRUN names another one), e.g. flaxpp launch -n 2 -- train cfg.json: the\n"
+    "  processes train data-parallel (see flaxpp help train). Each process gets cores / N BLAS\n"
+    "  threads unless OPENBLAS_NUM_THREADS is set. For several machines, run mpirun yourself:\n"
+    "  mpirun -np N --hostfile HOSTS flaxpp train cfg.json.\n"
+    "  -n, --processes N  how many processes (1 to 1024)\n";
+
+}  // namespace
+
+int launch_command(const std::vector<std::string>& args) {
+  std::int64_t processes = 0;
+  std::size_t i = 0;
+  for (; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << kLaunchUsage;
+      return 0;
+    } else if (a == "-n" || a == "--processes") {
+      processes = parse_int_option(a, option_value(args, i), 1, 1024);
+    } else if (a == "--") {
+      ++i;
+      break;
+    } else if (a.starts_with("-")) {
+      throw UsageError(detail::str("unknown option ", a));
+    } else {
+      break;
+    }
+  }
+  if (processes == 0) throw UsageError("-n N (how many processes) is required");
+  if (i == args.size()) throw UsageError("no command to launch; e.g. flaxpp launch -n 2 -- train cfg.json");
+  if (args[i] == "launch") throw UsageError("flaxpp launch cannot launch itself");
+
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
+    const auto threads = std::max<std::int64_t>(1, cores / processes);
+    ::setenv("OPENBLAS_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  }
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  const char* mpirun_env = std::getenv("FLAXPP_MPIRUN");
+  const std::string mpirun = mpirun_env && *mpirun_env ? mpirun_env : "mpirun";
+  std::vector<std::string> argv = {mpirun, "-np", std::to_string(processes)};
+  if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
+  if (processes > static_cast<std::int64_t>(cores)) argv.push_back("--oversubscribe");
+  argv.push_back(ec ? std::string("flaxpp") : self);
+  argv.insert(argv.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+
+  std::vector<char*> c_argv;
+  for (std::string& s : argv)
+    c_argv.push_back(s.data());
+  c_argv.push_back(nullptr);
+  std::cout.flush();
+  ::execvp(c_argv[0], c_argv.data());
+  const int err = errno;
+  throw Error(detail::str("cannot run ", mpirun, " (", std::strerror(err),
+                          "): flaxpp launch needs Open MPI's mpirun (Debian: apt-get install "
+                          "openmpi-bin), or FLAXPP_MPIRUN naming it"));
+}
+
+}  // namespace flaxpp::cli

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# `flaxpp train` as a data-parallel job of 2 processes (issue 19), against the one-process run
+# with the same global batches, seeds and order:
+#   - SGD, 20 steps: the checkpoints agree within rtol 1e-5, the epoch's metrics (reduced over
+#     the processes) within 2e-4, and only process 0 speaks; the run checks at every checkpoint
+#     that both processes hold the same parameter bits (TrainJob::check_replicas);
+#   - Adam under a remat policy: within rtol 1e-3 (Adam amplifies summation-order differences);
+#   - a checkpoint written by 2 processes resumes in 1 to the one-process result;
+#   - flaxpp launch runs the same job;
+#   - batches too small to share are refused, naming the key;
+#   - a killed process ends the job (non-zero, mpirun naming the rank) and the last checkpoint
+#     stays readable.
+# Usage: test_dist_train.sh FLAXPP COMPARE_CHECKPOINTS DIGITS_CSV MPIRUN [MPIRUN ARGS...]
+set -u
+flaxpp=$1 compare=$2 digits=$3
+shift 3
+mpirun=("$@")
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+passed=0 failed=0
+
+check() {  # check NAME command...: passes when the command succeeds
+  local name=$1
+  shift
+  if "$@" >"$dir/check.log" 2>&1; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    printf 'FAIL %s:\n' "$name"
+    cat "$dir/check.log"
+  fi
+}
+
+config() {  # config NAME OPTIMIZER POLICY BATCH_SIZE EPOCHS
+  printf '{"data": {"path": "%s", "label_column": "label", "scale": 0.0625, "test_fraction": 0.2},
+  "model": {"features": [64, 10], "activation": "relu", "policy": "%s"},
+  "optimizer": %s, "epochs": %s, "batch_size": %s, "seed": 3, "device": "cpu",
+  "output_dir": "%s", "checkpoint_format": "json"}\n' \
+    "$digits" "$3" "$2" "$5" "$4" "$dir/$1" >"$dir/$1.json"
+}
+
+train1() { "$flaxpp" train "$dir/$1.json" "${@:2}" >"$dir/$1.out" 2>&1; }
+train2() { "${mpirun[@]}" "$flaxpp" train "$dir/$1.json" "${@:2}" >"$dir/$1.out" 2>&1; }
+same_checkpoints() { "$compare" "$dir/$1/checkpoint.json" "$dir/$2/checkpoint.json" "$3"; }
+
+# The numbers of the first "epoch 1/..." line of two outputs agree within 2e-4.
+same_epoch_metrics() {
+  local a b
+  a=$(grep -m1 '^epoch 1/' "$dir/$1.out" | grep -oE '[0-9]+\.[0-9]{4}' | head -4)
+  b=$(grep -m1 '^epoch 1/' "$dir/$2.out" | grep -oE '[0-9]+\.[0-9]{4}' | head -4)
+  [ "$(wc -w <<<"$a")" -eq 4 ] || { echo "no epoch line in $1.out"; return 1; }
+  paste <(tr ' ' '\n' <<<"$a") <(tr ' ' '\n' <<<"$b") |
+    awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 2e-4) { print "differ: " $0; bad = 1 } }
+         END { exit bad }'
+}
+
+# SGD: 12 steps an epoch (1438 rows, batches of 128; the last of 30 rows, split 15 + 15).
+sgd='{"name": "sgd", "learning_rate": 0.1}'
+config sgd1 "$sgd" none 128 2
+config sgd2 "$sgd" none 128 2
+check "one process trains" train1 sgd1 --max-steps 20
+check "two processes train" train2 sgd2 --max-steps 20
+check "two processes give one's parameters (rtol 1e-5)" same_checkpoints sgd2 sgd1 1e-5
+check "two processes give one's epoch metrics" same_epoch_metrics sgd2 sgd1
+check "only process 0 speaks" test "$(grep -c '^stopped at step 20' "$dir/sgd2.out")" -eq 1
+check "process 0 says it leads 2" grep -q 'in each of 2 processes' "$dir/sgd2.out"
+
+adam='{"name": "adam", "learning_rate": 0.003}'
+config adam1 "$adam" nothing_saveable 128 2
+config adam2 "$adam" nothing_saveable 128 2
+check "Adam under remat, one process" train1 adam1 --max-steps 20
+check "Adam under remat, two processes" train2 adam2 --max-steps 20
+check "Adam under remat: two processes give one's parameters (rtol 1e-3)" same_checkpoints adam2 adam1 1e-3
+
+config resumed "$sgd" none 128 2
+check "two processes stop at step 10" train2 resumed --max-steps 10
+check "one process resumes them" train1 resumed --max-steps 20
+check "the resumed run resumed" grep -q 'resuming from .* at step 10' "$dir/resumed.out"
+check "resumed at world size 1: the one-process result" same_checkpoints resumed sgd1 1e-5
+
+config launched "$sgd" none 128 2
+check "flaxpp launch -n 2 trains" "$flaxpp" launch -n 2 -- train "$dir/launched.json" --max-steps 20
+check "flaxpp launch: the two-process result" same_checkpoints launched sgd2 0
+
+config tiny "$sgd" none 1437 1  # 1438 training rows: the last batch has 1 row
+"${mpirun[@]}" "$flaxpp" train "$dir/tiny.json" >"$dir/tiny.out" 2>&1
+check "a batch of 1 row over 2 processes is refused" grep -q '\$\.batch_size: 1437 over the 1438 training rows gives batches of as few as 1 rows, fewer than the 2 processes' "$dir/tiny.out"
+
+# A killed process: rank 1 gets SIGKILL once a checkpoint exists.
+config killed "$sgd" none 32 400
+"${mpirun[@]}" "$flaxpp" train "$dir/killed.json" >"$dir/killed.out" 2>&1 &
+job=$!
+for _ in $(seq 600); do
+  [ -e "$dir/killed/checkpoint.json" ] && break
+  sleep 0.1
+done
+victim=""
+for p in $(pgrep -f "train $dir/killed.json"); do
+  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$p; fi
+done
+check "rank 1 of the killed job found" test -n "$victim"
+[ -n "$victim" ] && kill -9 "$victim"
+start=$SECONDS
+wait "$job"
+rc=$?
+check "a killed process ends the job, non-zero" test "$rc" -ne 0
+check "within 60 s" test $((SECONDS - start)) -le 60
+check "mpirun names the rank" grep -qE 'rank 1 .*(exited on signal 9|killed)' "$dir/killed.out"
+check "the last checkpoint is intact" "$flaxpp" train "$dir/killed.json" --resume --max-steps 1
+
+printf '%d passed, %d failed\n' "$passed" "$failed"
+[ "$failed" -eq 0 ]
