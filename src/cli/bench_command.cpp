@@ -10,6 +10,8 @@
 #include <random>
 
 #include "cli/args.hpp"
+#include "cli/bench_common.hpp"
+#include "cli/bench_data_parallel.hpp"
 #include "cli/commands.hpp"
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/io/json.hpp"
@@ -26,12 +28,18 @@ namespace {
 constexpr const char* kBenchUsage =
     "usage: flaxpp bench [--grid default|large] [--width W] [--out FILE.jsonl] [--steps N]\n"
     "                    [--device D] [--dtype float32|bfloat16]\n"
+    "       flaxpp bench --processes 1,2 [--width W] [--batch B] [--steps N] [--device D]\n"
+    "                    [--out FILE.jsonl]\n"
     "  Times MLP classifier training steps (SGD) on the device (default: the default device,\n"
     "  FLAXPP_DEVICE, else the GPU if present, else the CPU) for each width, depth, batch and\n"
     "  remat policy of the grid (--width: only that width) and writes one JSON line per\n"
     "  configuration (median step time, samples/s, GFLOP/s, peak and residual bytes, GEMM\n"
     "  floor). python_compat/bench_jax.py writes the same\n"
-    "  lines for JAX; python_compat/bench_compare.py turns both into a table and plots.\n";
+    "  lines for JAX; python_compat/bench_compare.py turns both into a table and plots.\n"
+    "  --processes: data-parallel steps (SGD, depth 4, width W, default 512) as jobs of each\n"
+    "  number of processes under mpirun, one BLAS thread each, B rows per process (default\n"
+    "  128); per job a JSON line with samples/s, scaling_efficiency (against the smallest job)\n"
+    "  and comm_share (the step time spent in collectives).\n";
 
 struct Config {
   std::int64_t width, depth, batch;
@@ -40,20 +48,6 @@ struct Config {
 };
 
 using Clock = std::chrono::steady_clock;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-Array random_f32(const Shape& shape, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(static_cast<std::size_t>(shape.size()));
-  for (float& x : v)
-    x = dist(gen);
-  return Array::from_vector(v, shape);
-}
 
 // Layer (in, out) sizes of the benchmark MLP: depth Dense layers, width W, 10 classes.
 std::vector<std::pair<std::int64_t, std::int64_t>> layers(const Config& c) {
@@ -72,7 +66,7 @@ double gemm_floor_ms(const Config& c, std::int64_t repeats) {
   const auto ls = layers(c);
   for (std::size_t l = 0; l < ls.size(); ++l) {
     const auto [in, out] = ls[l];
-    auto operand = [&](const Shape& shape) { return astype(random_f32(shape, seed++), c.dtype); };
+    auto operand = [&](const Shape& shape) { return astype(bench_inputs(shape, seed++), c.dtype); };
     operands.push_back({operand(Shape{c.batch, in}), operand(Shape{in, out})});
     dims.push_back({{1}, {0}, {}, {}});  // x @ W
     operands.push_back({operand(Shape{c.batch, in}), operand(Shape{c.batch, out})});
@@ -97,20 +91,9 @@ double gemm_floor_ms(const Config& c, std::int64_t repeats) {
 // One configuration's JSON line. `floor_ms` caches the GEMM floor across the policies of one
 // shape (< 0: not measured yet); it is measured after the steps, whose peak it must not touch.
 io::Json run(const Config& c, std::int64_t steps, double& floor_ms) {
-  const nn::MLP mlp{.features =
-                        [&] {
-                          std::vector<std::int64_t> f;
-                          for (const auto& [in, out] : layers(c))
-                            f.push_back(out);
-                          return f;
-                        }(),
-                    .dtype = c.dtype};
-  const Array x = random_f32(Shape{c.batch, c.width}, 1);
-  std::vector<std::int32_t> labels(static_cast<std::size_t>(c.batch));
-  std::mt19937 gen(2);
-  for (auto& y : labels)
-    y = static_cast<std::int32_t>(gen() % 10);
-  const Array y = Array::from_vector(labels, Shape{c.batch});
+  const nn::MLP mlp = bench_mlp(c.width, c.depth, c.dtype);
+  const Array x = bench_inputs(Shape{c.batch, c.width}, 1);
+  const Array y = bench_labels(c.batch, 2);
   const std::optional<PolicyPtr> policy =
       c.policy == "none" ? std::nullopt
                          : std::optional<PolicyPtr>(checkpoint_policies::from_name(c.policy));
@@ -173,10 +156,40 @@ io::Json run(const Config& c, std::int64_t steps, double& floor_ms) {
 
 }  // namespace
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+Array bench_inputs(const Shape& shape, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<std::size_t>(shape.size()));
+  for (float& x : v)
+    x = dist(gen);
+  return Array::from_vector(v, shape);
+}
+
+Array bench_labels(std::int64_t rows, std::uint32_t seed) {
+  std::vector<std::int32_t> labels(static_cast<std::size_t>(rows));
+  std::mt19937 gen(seed);
+  for (auto& y : labels)
+    y = static_cast<std::int32_t>(gen() % 10);
+  return Array::from_vector(labels, Shape{rows});
+}
+
+nn::MLP bench_mlp(std::int64_t width, std::int64_t depth, DType dtype) {
+  std::vector<std::int64_t> features(static_cast<std::size_t>(depth), width);
+  features.back() = 10;
+  return {.features = features, .dtype = dtype};
+}
+
 int bench_command(const std::vector<std::string>& args) {
   std::string grid = "default", out_path;
   std::int64_t steps = 20, only_width = 0;
   DType dtype = DType::f32;
+  DataParallelBench data_parallel;
+  bool worker = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
       std::cout << kBenchUsage;
@@ -195,13 +208,28 @@ int bench_command(const std::vector<std::string>& args) {
       }
       dtype = name == "float32" ? DType::f32 : DType::bf16;
     } else if (args[i] == "--device" && i + 1 < args.size()) {
-      set_default_device(Device::parse(args[++i]));
+      data_parallel.device = args[++i];
+      set_default_device(Device::parse(*data_parallel.device));
+    } else if (args[i] == "--processes") {
+      data_parallel.processes = parse_process_counts(option_value(args, i));
+    } else if (args[i] == "--batch") {
+      data_parallel.batch = parse_int_option("--batch", option_value(args, i), 1, 1 << 24);
+    } else if (args[i] == "--data-parallel-worker") {
+      worker = true;  // a process of a job that bench --processes started
     } else if (args[i] == "--steps" && i + 1 < args.size()) {
       steps = parse_int_option("--steps", args[++i], 1, 1'000'000);
     } else {
       std::cerr << "flaxpp bench: unknown argument " << args[i] << "\n" << kBenchUsage;
       return 2;
     }
+  }
+  if (only_width != 0) data_parallel.width = only_width;
+  data_parallel.steps = steps;
+  if (worker) return bench_data_parallel_worker(data_parallel);
+  if (!data_parallel.processes.empty()) {
+    std::ofstream file;
+    if (!out_path.empty()) file.open(out_path);
+    return bench_processes(data_parallel, out_path.empty() ? std::cout : file);
   }
   if (dtype == DType::bf16 && default_device().kind == DeviceKind::cpu) {
     std::cerr << "flaxpp bench: --dtype bfloat16 needs a GPU (the CPU backend computes in "

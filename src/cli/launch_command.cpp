@@ -5,17 +5,13 @@
 // cores as each process's BLAS threads (unless OPENBLAS_NUM_THREADS is set).
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <iostream>
-#include <limits>
-#include <thread>
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
+#include "cli/mpirun.hpp"
 
 namespace flaxpp::cli {
 namespace {
@@ -54,21 +50,9 @@ int launch_command(const std::vector<std::string>& args) {
   if (i == args.size()) throw UsageError("no command to launch; e.g. flaxpp launch -n 2 -- train cfg.json");
   if (args[i] == "launch") throw UsageError("flaxpp launch cannot launch itself");
 
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
-    const auto threads = std::max<std::int64_t>(1, cores / processes);
-    ::setenv("OPENBLAS_NUM_THREADS", std::to_string(threads).c_str(), 1);
-  }
-  std::error_code ec;
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
-  const char* mpirun_env = std::getenv("FLAXPP_MPIRUN");
-  const std::string mpirun = mpirun_env && *mpirun_env ? mpirun_env : "mpirun";
-  std::vector<std::string> argv = {mpirun, "-np", std::to_string(processes)};
-  if (::geteuid() == 0) argv.push_back("--allow-run-as-root");
-  if (processes > static_cast<std::int64_t>(cores)) argv.push_back("--oversubscribe");
-  argv.push_back(ec ? std::string("flaxpp") : self);
-  argv.insert(argv.end(), args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-
+  set_blas_threads(cores() / processes, false);
+  std::vector<std::string> argv =
+      mpirun_command(processes, std::vector<std::string>(args.begin() + static_cast<std::ptrdiff_t>(i), args.end()));
   std::vector<char*> c_argv;
   for (std::string& s : argv)
     c_argv.push_back(s.data());
@@ -76,9 +60,8 @@ int launch_command(const std::vector<std::string>& args) {
   std::cout.flush();
   ::execvp(c_argv[0], c_argv.data());
   const int err = errno;
-  throw Error(detail::str("cannot run ", mpirun, " (", std::strerror(err),
-                          "): flaxpp launch needs Open MPI's mpirun (Debian: apt-get install "
-                          "openmpi-bin), or FLAXPP_MPIRUN naming it"));
+  throw Error(detail::str("cannot run ", argv[0], " (", std::strerror(err),
+                          "): ", no_mpirun_hint(argv[0])));
 }
 
 }  // namespace flaxpp::cli

@@ -2,6 +2,7 @@
 // communicator, routing each array to the transport of its memory.
 #include "flaxpp/dist/communicator.hpp"
 
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 
@@ -44,6 +45,22 @@ void check_concrete(const char* op, const Array& x) {
 
 }  // namespace
 
+// Runs one collective `f`, counting it (and x's bytes) in stats_, also when it throws.
+template <class F>
+auto Communicator::timed(const Array* x, F&& f) {
+  const auto start = std::chrono::steady_clock::now();
+  struct Count {
+    CommunicatorStats& stats;
+    std::chrono::steady_clock::time_point start;
+    ~Count() {
+      stats.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+  } count{stats_, start};
+  ++stats_.calls;
+  if (x != nullptr) stats_.bytes += x->nbytes();
+  return f();
+}
+
 Array Communicator::all_reduce(const Array& x, ReduceOp op) {
   check_concrete("all_reduce", x);
   if (op == ReduceOp::mean && !is_floating(x.dtype()))
@@ -51,7 +68,7 @@ Array Communicator::all_reduce(const Array& x, ReduceOp op) {
         "all_reduce(mean) of ", x.aval(), ": a mean needs a floating dtype; convert first"));
   if (op == ReduceOp::sum && x.dtype() == DType::bool_)
     throw ValueError("all_reduce(sum) of a bool array: use max (any) or convert to int32 first");
-  Array sum = all_reduce_impl(x, op == ReduceOp::mean ? ReduceOp::sum : op);
+  Array sum = timed(&x, [&] { return all_reduce_impl(x, op == ReduceOp::mean ? ReduceOp::sum : op); });
   return op == ReduceOp::mean && size_ > 1 ? sum / static_cast<double>(size_) : sum;
 }
 
@@ -60,16 +77,16 @@ Array Communicator::broadcast(const Array& x, int root) {
   if (root < 0 || root >= size_)
     throw ValueError(::flaxpp::detail::str("broadcast from rank ", root, ": the job has ranks 0..",
                                            size_ - 1));
-  return broadcast_impl(x, root);
+  return timed(&x, [&] { return broadcast_impl(x, root); });
 }
 
 Array Communicator::all_gather(const Array& x) {
   check_concrete("all_gather", x);
-  return all_gather_impl(x);
+  return timed(&x, [&] { return all_gather_impl(x); });
 }
 
 void Communicator::barrier() {
-  barrier_impl();
+  timed(nullptr, [&] { barrier_impl(); });
 }
 
 namespace detail {

@@ -6,7 +6,7 @@
 #     that both processes hold the same parameter bits (TrainJob::check_replicas);
 #   - Adam under a remat policy: within rtol 1e-3 (Adam amplifies summation-order differences);
 #   - a checkpoint written by 2 processes resumes in 1 to the one-process result;
-#   - flaxpp launch runs the same job;
+#   - flaxpp launch runs the same job, and flaxpp bench --processes reports jobs of 1 and 2;
 #   - batches too small to share are refused, naming the key;
 #   - a killed process ends the job (non-zero, mpirun naming the rank) and the last checkpoint
 #     stays readable.
@@ -107,6 +107,13 @@ check "a killed process ends the job, non-zero" test "$rc" -ne 0
 check "within 60 s" test $((SECONDS - start)) -le 60
 check "mpirun names the rank" grep -qE 'rank 1 .*(exited on signal 9|killed)' "$dir/killed.out"
 check "the last checkpoint is intact" "$flaxpp" train "$dir/killed.json" --resume --max-steps 1
+
+# flaxpp bench --processes: a JSON line per job, with its scaling and communication.
+"$flaxpp" bench --processes 1,2 --width 64 --steps 3 --device cpu >"$dir/bench.jsonl" 2>"$dir/bench.err"
+check "bench --processes: a line per job" test "$(grep -c '"benchmark":"data_parallel"' "$dir/bench.jsonl")" -eq 2
+check "bench --processes: two processes communicate" grep -qE '"comm_calls_per_step":[1-9].*"processes":2.*"scaling_efficiency"' "$dir/bench.jsonl"
+"$flaxpp" bench --processes 1,1 >"$dir/bench_bad.out" 2>&1
+check "bench --processes refuses a repeated count" grep -q -- '--processes 1,1: each count once' "$dir/bench_bad.out"
 
 printf '%d passed, %d failed\n' "$passed" "$failed"
 [ "$failed" -eq 0 ]

@@ -18,6 +18,15 @@ enum class ReduceOp : std::uint8_t { sum, mean, max };
 std::string_view reduce_op_name(ReduceOp op);  // "sum", "mean", "max"
 ReduceOp reduce_op_from_name(std::string_view name);
 
+// What a communicator's collectives cost so far: how many, the bytes of their arguments, and
+// the seconds the calling thread spent in them (waiting for the slowest peer included; on a
+// GPU, NCCL's enqueueing, its kernels run on the stream).
+struct CommunicatorStats {
+  std::int64_t calls = 0;
+  std::int64_t bytes = 0;
+  double seconds = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -34,6 +43,9 @@ class Communicator {
   // Returns once every process has called it.
   void barrier();
 
+  const CommunicatorStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+
  protected:
   Communicator(int rank, int size) : rank_(rank), size_(size) {}
   // The transport's own work, on arguments all_reduce & co. checked: results on x's device
@@ -44,7 +56,11 @@ class Communicator {
   virtual void barrier_impl() = 0;
 
  private:
+  template <class F>
+  auto timed(const Array* x, F&& f);
+
   int rank_, size_;
+  CommunicatorStats stats_;
 };
 
 // The job's communicator over every process (init() first in a multi-process job).

@@ -1,0 +1,40 @@
+// mpirun command lines for jobs on this machine.
+#include "cli/mpirun.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+namespace flaxpp::cli {
+
+std::int64_t cores() {
+  return std::max<std::int64_t>(1, std::thread::hardware_concurrency());
+}
+
+std::vector<std::string> mpirun_command(std::int64_t processes,
+                                        const std::vector<std::string>& args) {
+  const char* env = std::getenv("FLAXPP_MPIRUN");
+  std::vector<std::string> argv = {env && *env ? env : "mpirun", "-np", std::to_string(processes)};
+  if (::geteuid() == 0) argv.emplace_back("--allow-run-as-root");
+  if (processes > cores()) argv.emplace_back("--oversubscribe");
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  argv.push_back(ec ? std::string("flaxpp") : self);
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+void set_blas_threads(std::int64_t threads, bool overwrite) {
+  ::setenv("OPENBLAS_NUM_THREADS", std::to_string(std::max<std::int64_t>(1, threads)).c_str(),
+           overwrite ? 1 : 0);
+}
+
+std::string no_mpirun_hint(const std::string& program) {
+  return program + " is Open MPI's launcher (Debian: apt-get install openmpi-bin); or set "
+                   "FLAXPP_MPIRUN to the mpirun to use";
+}
+
+}  // namespace flaxpp::cli
