@@ -6,6 +6,9 @@
 //                            shard (of unequal rows) of a global batch; the losses, parameters
 //                            and metrics must be the one-process step's on the whole batch, and
 //                            the parameters bit-identical on every rank
+//   dist_probe jit_ddp       a data-parallel train step as an ordinary jitted step: value_and_grad
+//                            on the shard, dist::all_reduce (mean) of the gradients and loss
+//                            inside the trace, the optax update; gives the one-process step
 //   dist_probe stall         rank 1 stops taking part: rank 0's all_reduce must time out with
 //                            flaxpp's message and end the job (abort_job)
 //   dist_probe die           rank 1 is killed: mpirun must end the job, naming rank 1
@@ -20,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "flaxpp/dist/all_reduce.hpp"
 #include "flaxpp/dist/communicator.hpp"
 #include "flaxpp/dist/process_group.hpp"
 #include "flaxpp/dist/replicated.hpp"
@@ -28,7 +32,10 @@
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/transform.hpp"
 #include "flaxpp/random/key.hpp"
+#include "flaxpp/optim/losses.hpp"
 #include "flaxpp/train/train_state.hpp"
+#include "flaxpp/transforms/autodiff.hpp"
+#include "flaxpp/transforms/jit.hpp"
 
 using namespace flaxpp;
 
@@ -187,6 +194,60 @@ int ddp() {
   return failures == 0 ? 0 : 1;
 }
 
+
+// JAX's data-parallel step, jitted: the gradients are averaged by the all_reduce primitive
+// inside the trace (as lax.pmean in a pmap'd or shard_map'd step), equal shards of 6 rows.
+int jit_ddp() {
+  const int r = dist::rank(), n = dist::world_size();
+  constexpr std::int64_t kRows = 6, kFeatures = 4;
+  const std::int64_t batch = kRows * n;
+  std::vector<float> xs(batch * kFeatures);
+  std::vector<std::int32_t> ys(batch);
+  for (std::int64_t i = 0; i < batch; ++i) {
+    for (std::int64_t j = 0; j < kFeatures; ++j)
+      xs[i * kFeatures + j] = std::cos(0.3f * static_cast<float>(i * kFeatures + j));
+    ys[i] = static_cast<std::int32_t>(i % 3);
+  }
+  const nn::MLP mlp{.features = {8, 3}};
+  const optim::GradientTransformation tx = optim::sgd(0.1, 0.9);
+  auto step_fn = [&](bool reduce) {
+    return jit([&, reduce](std::span<const Tree> a) {
+      auto loss_of = [&](const Tree& p) {
+        const Array logits = nn::Model(mlp).apply(nn::Variables{{"params", p}}, a[2].array());
+        return mean(optim::softmax_cross_entropy_with_integer_labels(logits, a[3].array()));
+      };
+      auto [loss, grads] = value_and_grad(loss_of)(a[0]);
+      if (reduce) {
+        grads = tree_map(grads, [](const Array& g) { return dist::all_reduce(g, dist::ReduceOp::mean); });
+        loss = dist::all_reduce(loss, dist::ReduceOp::mean);
+      }
+      auto [params, state] = optim::apply_gradients(tx, std::move(grads), a[1], a[0]);
+      return std::vector<Tree>{params, state, Tree(loss)};
+    });
+  };
+  const Jitted sharded = step_fn(true), whole = step_fn(false);
+  const Array x = rows_of(xs, kFeatures, 0, batch), y = rows_of(ys, 1, 0, batch);
+  const Array x_shard = rows_of(xs, kFeatures, r * kRows, (r + 1) * kRows);
+  const Array y_shard = rows_of(ys, 1, r * kRows, (r + 1) * kRows);
+  const Tree init = nn::Model(mlp).init(random::key(2), x)["params"];
+  Tree p1 = init, s1 = tx.init(init), p2 = init, s2 = tx.init(init);
+  for (int i = 0; i < 4; ++i) {
+    std::vector<Tree> a = whole({p1, s1, x, y}), b = sharded({p2, s2, x_shard, y_shard});
+    expect(close(b[2].array().item<float>(), a[2].array().item<float>()),
+           "jitted step " + std::to_string(i) + "'s loss");
+    p1 = a[0], s1 = a[1], p2 = b[0], s2 = b[1];
+  }
+  expect(sharded.num_traces() == 1, "the data-parallel step traced once");
+  const std::vector<Array> mine = p2.leaves(), want = p1.leaves();
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    expect(std::ranges::equal(mine[i].to_vector<float>(), want[i].to_vector<float>(), close),
+           "jitted leaf " + std::to_string(i) + " matches the one-process step");
+  expect_no_throw([&] { dist::check_replicated(dist::world(), p2, "params"); },
+                  "the jitted replicas hold the same bits");
+  std::cout << "rank " << r << ": " << checks - failures << " of " << checks << " checks passed\n";
+  return failures == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
@@ -194,6 +255,7 @@ int main(int argc, char** argv) try {
   dist::init();
   if (mode == "collectives") return collectives();
   if (mode == "ddp") return ddp();
+  if (mode == "jit_ddp") return jit_ddp();
   if (mode == "stall" || mode == "die") {
     if (dist::rank() == 1) {
       if (mode == "die") std::raise(SIGKILL);
