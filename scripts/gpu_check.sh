@@ -15,8 +15,10 @@
 #             run: FLAXPP_REQUIRE_CUDNN=1); fails unless the
 #             CUDA jobs are listed and none of them was skipped
 #   refs      flaxpp check --device cuda over every committed reference case
-#   bench     scripts/bench.sh --gpu: flaxpp and JAX side by side in bf16 (FLAXPP_BENCH_PYTHON,
-#             default python3), table and plots into docs/bench/gpu/
+#   bench     tests/flaxpp_kernel_bench (each kernel launcher alone: checked, then timed; JSON
+#             lines into kernel_bench.jsonl beside the log), then scripts/bench.sh --gpu: flaxpp
+#             and JAX side by side in bf16 (FLAXPP_BENCH_PYTHON, default python3), table and
+#             plots into docs/bench/gpu/
 #   memcheck  compute-sanitizer memcheck over the CUDA suite without its (large) cases, then the
 #             optim suite on CUDA, within MEMCHECK_SECONDS (default 360); says so plainly when
 #             the sanitizer cannot run on the device or a suite is cut short
@@ -139,6 +141,9 @@ do_refs() {
 
 do_bench() {
   local rc=0
+  # Each kernel launcher alone first (seconds): one JSON line each, kept beside the table.
+  within_limit "$build_dir/tests/flaxpp_kernel_bench" | tee "$out/kernel_bench.jsonl" || rc=$?
+  [ "$rc" -eq 0 ] || return "$rc"
   FLAXPP_BUILD_DIR=$build_dir FLAXPP_BENCH_PYTHON=${FLAXPP_BENCH_PYTHON:-python3} \
     within_limit bash scripts/bench.sh --gpu || rc=$?
   [ "$rc" -eq 0 ] || return "$rc"
