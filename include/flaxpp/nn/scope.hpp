@@ -27,16 +27,31 @@ using Variables = Tree;
 // Base keys of the rng streams, by stream name ("params", "dropout", ...).
 using RngStreams = std::map<std::string, random::Key>;
 
+// A linen module's class: it names itself, as Flax names a module's instances after its class
+// (Dense_0), with `static constexpr const char* name = "Dense";` (or, for lifted modules,
+// `static std::string class_name()`), and runs as operator()(nn::Scope&, inputs...).
+template <class M>
+concept NamedModule = requires { std::string(M::name); } || requires { std::string(M::class_name()); };
+
 // A module's class name, which names its auto-named instances: M::class_name() when M
 // defines it (lifted modules do), else M::name.
 template <class M>
 std::string module_name() {
+  static_assert(NamedModule<M>,
+                "flaxpp: this module type has no name: declare `static constexpr const char* name "
+                "= \"MyModule\";` in it (Flax names its instances after their class: MyModule_0)");
   if constexpr (requires { M::class_name(); }) {
     return M::class_name();
-  } else {
+  } else if constexpr (NamedModule<M>) {
     return M::name;
+  } else {
+    return {};
   }
 }
+
+// Whether a module of type M runs on these inputs: operator()(nn::Scope&, Args...) const.
+template <class M, class... Args>
+inline constexpr bool module_callable_v = std::is_invocable_v<const M&, class Scope&, Args...>;
 
 // Flax's _fold_in_static: fold_in(base, first 4 bytes of SHA-1(path..., counter)) with the
 // counter as minimal big-endian bytes (flax_fix_rng_separator off: no separators).
@@ -78,6 +93,9 @@ class Scope {
   // scope (Flax's compact naming).
   template <class M, class... Args>
   decltype(auto) operator()(const M& module, Args&&... args) {
+    static_assert(module_callable_v<M, Args...>,
+                  "flaxpp: this module cannot run on these inputs: a module needs "
+                  "`Array operator()(nn::Scope& s, inputs...) const` taking them");
     Scope c = child(next_name(module_name<M>()));
     return module(c, std::forward<Args>(args)...);
   }
@@ -118,7 +136,9 @@ void check_all_params_used(const ScopeState& state);
 template <class M>
 class Model {
  public:
-  explicit Model(M module) : module_(std::move(module)) {}
+  explicit Model(M module) : module_(std::move(module)) {
+    static_cast<void>(&module_name<M>);  // a module without a name fails here, saying so
+  }
 
   static std::string class_name() { return module_name<M>(); }
   template <class... Args>
