@@ -3,7 +3,9 @@
 Problems: ``mlp_init``, ``mlp_grad``, ``nn_checkpoint_forward``, ``nn_remat_policy``,
 ``checkpoint_forward``, ``nnx_mlp_init``, ``layernorm``, ``dropout`` and ``saved_residuals``
 with ``function: "mlp_loss"`` (the other two ``saved_residuals`` functions belong to the remat
-family, problems_remat.py).
+family, problems_remat.py). ``layernorm`` and ``dropout`` are generated, and their derivations
+and self-checks described, in problems_nn_layers.py; the helpers both modules use are in
+problems_nn_base.py. ``cases()`` here returns all of them, in nn.json's order.
 
 Every expected value comes from the Flax/JAX call the registry names, eagerly (no
 ``jax.jit``), on exactly the float32 inputs written to the case:
@@ -17,10 +19,6 @@ Every expected value comes from the Flax/JAX call the registry names, eagerly (n
 * ``checkpoint_forward`` / ``nnx_mlp_init``: ``NNXMLP(features, num_layers,
   rngs=nnx.Rngs(seed))`` (forward through its ``@nnx.remat``-decorated ``__call__``; the
   ``nnx.Param`` state)
-* ``layernorm``: ``nn.LayerNorm(epsilon=..., use_scale=..., use_bias=...)``, init with
-  ``PRNGKey(seed)``, apply
-* ``dropout``: ``nn.Dropout(rate, deterministic=False).apply({}, x, rngs={"dropout":
-  PRNGKey(seed)})``
 * ``saved_residuals`` / ``mlp_loss``: ``jax._src.ad_checkpoint.saved_residuals(h, params, x)``
   with ``h = jax.checkpoint(lambda p, x: jnp.sum(MLP(features).apply({"params": p}, x) ** 2),
   policy=P)`` and ``params = MLP(features).init(PRNGKey(seed), x)["params"]``, encoded as
@@ -35,8 +33,7 @@ Self-checks run for every case (an AssertionError stops generation):
 * parameter-key derivation: each linen ``Dense_i/kernel`` equals
   ``lecun_normal()(fold_in(PRNGKey(seed), H("Dense_i", 1)), shape)`` with ``H`` Flax's
   SHA-1 hash of the static path (semantics §3.2), each NNX ``layers[i].kernel`` equals
-  ``lecun_normal()(fold_in(key(seed), 2 i), shape)``, each dropout mask equals
-  ``uniform(fold_in(PRNGKey(seed), H(1)), shape) < float32(1 - rate)``; biases are zeros;
+  ``lecun_normal()(fold_in(key(seed), 2 i), shape)``; biases are zeros;
   remat/checkpoint-wrapped linen models have the same parameters as unwrapped ones;
 * robustness (the C++ side uses another BLAS and may differ by up to 4 ulp in the
   normal-family kernel draws): every float result is recomputed with NumPy float32 from
@@ -48,8 +45,6 @@ Self-checks run for every case (an AssertionError stops generation):
 
 from __future__ import annotations
 
-import hashlib
-import math
 from typing import Any, Sequence
 
 import flax.linen as nn
@@ -59,6 +54,9 @@ import numpy as np
 from flax import nnx
 from jax._src.ad_checkpoint import saved_residuals as jax_saved_residuals
 
+import problems_nn_layers
+from problems_nn_base import (NEG, S31, S32, STATS, _check_close, _np, _tag, as_int, draw_x,
+                              feats_tag, flax_hash, prng, seq_sum)
 from problems_random import NORMALISH, shape_tag
 from problems_remat import (NOARG_POLICIES, OFFLOAD_DOTS, both, names, offload_names,
                             policy_from_spec, residual_kind, spec_tag, tolerance)
@@ -67,14 +65,8 @@ from refs_writer import array, make_case
 #: Human-readable notes about inputs JAX rejected (filled while generating).
 SKIPPED: list[str] = []
 
-#: Largest observed |JAX - NumPy-float32 (perturbed kernels)| / tolerance (diagnostics).
-STATS: dict[str, float] = {"max_err_over_tol": 0.0}
-
 #: Every (description, kind) pair seen by saved_residuals/mlp_loss (diagnostics).
 RESIDUAL_DESCRIPTIONS: dict[str, str] = {}
-
-LAYERNORM_TOL = {"rtol": 1e-5, "atol": 1e-6}
-DROPOUT_TOL = {"rtol": 1e-6, "atol": 0}
 
 _EPS32 = float(np.finfo(np.float32).eps)
 
@@ -141,87 +133,6 @@ class NNXMLP(nnx.Module):
 # --------------------------------------------------------------------------- helpers
 
 
-def as_int(v: Any) -> int:
-    """An int input that may be written as an integral float (the Flax originals use int())."""
-    if isinstance(v, float):
-        assert v == math.floor(v), v
-    return int(v)
-
-
-def prng(seed: Any):
-    return jax.random.PRNGKey(as_int(seed))
-
-
-def flax_hash(*parts: str | int) -> int:
-    """Flax's ``_fold_in_static`` hash (flax_fix_rng_separator=False): first 4 bytes of SHA-1."""
-    data = b""
-    for p in parts:
-        if isinstance(p, str):
-            data += p.encode("utf-8")
-        else:
-            data += int(p).to_bytes((int(p).bit_length() + 7) // 8, "big")
-    return int.from_bytes(hashlib.sha1(data).digest()[:4], "big")
-
-
-def _np(v) -> np.ndarray:
-    return np.asarray(jax.device_get(v))
-
-
-def _tag(v: Any) -> str:
-    """Case-id label of a scalar input; integral floats keep a trailing '.0'."""
-    if isinstance(v, float):
-        return repr(v)
-    return str(v)
-
-
-def feats_tag(features: Sequence[Any]) -> str:
-    return "_".join(_tag(h) for h in features)
-
-
-def draw_x(shape: Sequence[int], xseed: int, *, scale: float = 1.0, offset: float = 0.0,
-           zero_rows: Sequence[int] = ()) -> np.ndarray:
-    """float32 N(offset, scale^2) draws from numpy.random.default_rng(xseed).
-
-    ``zero_rows`` zero whole rows of the flattened [-1, D] view (exact-zero probes)."""
-    rng = np.random.default_rng(xseed)
-    x = (rng.standard_normal(tuple(shape)) * scale + offset).astype(np.float32)
-    if zero_rows:
-        flat = x.reshape(-1, x.shape[-1])
-        flat[list(zero_rows), :] = 0.0
-        x = flat.reshape(x.shape)
-    return x
-
-
-def _max_abs(arrays: Sequence[np.ndarray]) -> float:
-    vals = [float(np.max(np.abs(a))) for a in arrays if a.size]
-    return max(vals) if vals else 0.0
-
-
-def _check_close(label: str, got: np.ndarray, want: np.ndarray, tol: dict,
-                 limit: float = 0.5) -> None:
-    """NumPy recomputation ``got`` must be within ``limit`` x tolerance of JAX's ``want``."""
-    assert got.shape == want.shape, (label, got.shape, want.shape)
-    g64, w64 = got.astype(np.float64), want.astype(np.float64)
-    nan_w, nan_g = np.isnan(w64), np.isnan(g64)
-    assert np.array_equal(nan_w, nan_g), f"{label}: NaN pattern differs"
-    inf_w = np.isinf(w64)
-    assert np.array_equal(g64[inf_w], w64[inf_w]), f"{label}: inf differs"
-    fin = ~nan_w & ~inf_w
-    err = np.abs(g64[fin] - w64[fin])
-    allowed = tol["atol"] + tol["rtol"] * np.abs(w64[fin])
-    if err.size == 0:
-        return
-    if np.any(allowed == 0):
-        assert np.all(err[allowed == 0] == 0), f"{label}: exact element differs"
-        ratio = float(np.max(err[allowed > 0] / allowed[allowed > 0])) if np.any(allowed > 0) else 0.0
-    else:
-        ratio = float(np.max(err / allowed))
-    if ratio > STATS["max_err_over_tol"]:
-        STATS["max_err_over_tol"], STATS["max_err_case"] = ratio, label
-    if ratio > limit:
-        raise AssertionError(f"{label}: NumPy float32 differs from JAX by {ratio:.3g} x tolerance")
-
-
 def perturb_ulps(a: np.ndarray, rng: np.random.Generator, k: int = 4) -> np.ndarray:
     """Move every element of float32 ``a`` by a random number of ulps in [-k, k]."""
     out = a.astype(np.float32).copy()
@@ -232,12 +143,6 @@ def perturb_ulps(a: np.ndarray, rng: np.random.Generator, k: int = 4) -> np.ndar
         out[up] = np.nextafter(out[up], np.float32(np.inf))
         out[down] = np.nextafter(out[down], np.float32(-np.inf))
     return out
-
-
-def seq_sum(a: np.ndarray) -> np.float32:
-    """Sequential float32 sum (another summation order than XLA's)."""
-    flat = a.reshape(-1).astype(np.float32)
-    return np.cumsum(flat, dtype=np.float32)[-1] if flat.size else np.float32(0)
 
 
 def np_forward(layers: Sequence[tuple[np.ndarray, np.ndarray]], x: np.ndarray,
@@ -509,89 +414,6 @@ def case_nnx_mlp_init(seed: Any, features: Any, num_layers: Any) -> dict:
     return make_case(case_id, "nnx_mlp_init", inputs, expected, **NORMALISH)
 
 
-def np_layernorm(x: np.ndarray, eps: float, sequential: bool) -> np.ndarray:
-    """Flax's fast-variance LayerNorm (scale 1, bias 0) in NumPy float32."""
-    D = x.shape[-1]
-    flat = x.reshape(-1, D).astype(np.float32)
-    if sequential:
-        s1 = np.array([seq_sum(r) for r in flat], np.float32)
-        s2 = np.array([seq_sum(r * r) for r in flat], np.float32)
-    else:
-        s1 = np.sum(flat, axis=-1, dtype=np.float32)
-        s2 = np.sum(flat * flat, axis=-1, dtype=np.float32)
-    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-        # jnp.mean = sum / D, which XLA on CPU computes as sum * float32(1 / D).
-        inv_d = np.float32(1) / np.float32(D)
-        mu = (s1 * inv_d).astype(np.float32)
-        mu2 = (s2 * inv_d).astype(np.float32)
-        var = mu2 - mu * mu
-        var = np.where(np.isnan(var), var, np.maximum(np.float32(0), var)).astype(np.float32)
-        mul = (np.float32(1) / np.sqrt(var + np.float32(eps))).astype(np.float32)
-        y = ((flat - mu[:, None]) * mul[:, None]).astype(np.float32)
-    return y.reshape(x.shape)
-
-
-def case_layernorm(seed: Any, x: np.ndarray, label: str, *, epsilon: float | None = None,
-                   use_scale: bool | None = None, use_bias: bool | None = None) -> dict:
-    kwargs: dict = {}
-    inputs: dict = {"seed": seed, "x": array(x, "float32")}
-    tag = ""
-    if epsilon is not None:
-        kwargs["epsilon"] = epsilon
-        inputs["epsilon"] = epsilon
-        tag += f"-eps{epsilon!r}"
-    if use_scale is not None:
-        kwargs["use_scale"] = use_scale
-        inputs["use_scale"] = use_scale
-        tag += f"-scale{str(use_scale).lower()}"
-    if use_bias is not None:
-        kwargs["use_bias"] = use_bias
-        inputs["use_bias"] = use_bias
-        tag += f"-bias{str(use_bias).lower()}"
-    ln = nn.LayerNorm(**kwargs)
-    xj = jnp.asarray(x)
-    variables = ln.init(prng(seed), xj)
-    want_params = ([("bias", np.zeros)] if use_bias is not False else []) + \
-                  ([("scale", np.ones)] if use_scale is not False else [])
-    assert sorted(variables.get("params", {})) == [n for n, _ in want_params]
-    for n, fill in want_params:
-        assert np.array_equal(_np(variables["params"][n]), fill(x.shape[-1], np.float32))
-    out = _np(ln.apply(variables, xj))
-    assert out.dtype == np.float32 and out.shape == x.shape
-    eps = 1e-6 if epsilon is None else epsilon
-    case_id = f"layernorm/seed{_tag(seed)}-x{shape_tag(x.shape)}-{label}{tag}"
-    for seq in (False, True):
-        _check_close(f"{case_id} seq={seq}", np_layernorm(x, eps, seq), out, LAYERNORM_TOL)
-    return make_case(case_id, "layernorm", inputs, array(out, "float32"), **LAYERNORM_TOL)
-
-
-def case_dropout(seed: Any, x: np.ndarray, rate: Any, label: str) -> dict:
-    xj = jnp.asarray(x)
-    out = _np(nn.Dropout(rate, deterministic=False).apply({}, xj, rngs={"dropout": prng(seed)}))
-    assert out.dtype == np.float32 and out.shape == x.shape
-    # The documented derivation: key = fold_in(PRNGKey(seed), H(1)) (root scope, first
-    # make_rng), mask = uniform(key, x.shape) < float32(1 - rate), kept values
-    # x * float32(1 / float32(1 - rate)): XLA on CPU rewrites the division by a broadcast
-    # scalar into a multiplication by its float32 reciprocal (not x / keep, which differs
-    # by 1 ulp for some elements; the case's rtol 1e-6 accepts either).
-    if rate == 0:
-        want = x
-    elif rate == 1:
-        want = np.zeros_like(x)
-    else:
-        keep = np.float32(1.0 - rate)
-        key = jax.random.fold_in(prng(seed), flax_hash(1))
-        mask = _np(jax.random.uniform(key, x.shape, jnp.float32)) < keep
-        with np.errstate(invalid="ignore", over="ignore"):
-            want = np.where(mask, (x * (np.float32(1) / keep)).astype(np.float32), np.float32(0))
-            divided = np.where(mask, (x / keep).astype(np.float32), np.float32(0))
-        _check_close(f"dropout x/keep seed={seed} rate={rate}", divided, out, DROPOUT_TOL)
-    assert np.array_equal(want, out, equal_nan=True), "dropout derivation differs"
-    case_id = f"dropout/seed{_tag(seed)}-x{shape_tag(x.shape)}-rate{_tag(rate)}-{label}"
-    inputs = {"seed": seed, "x": array(x, "float32"), "rate": rate}
-    return make_case(case_id, "dropout", inputs, array(out, "float32"), **DROPOUT_TOL)
-
-
 _DOT_POLICIES = {"dots_saveable", "checkpoint_dots", "dots_with_no_batch_dims_saveable",
                  "checkpoint_dots_with_no_batch_dims"}
 
@@ -636,10 +458,6 @@ def case_saved_residuals_mlp(seed: Any, x: np.ndarray, features: Sequence[Any], 
 
 
 # --------------------------------------------------------------------------- case lists
-
-S31 = 2**31 + 5  # >= 2^31: PRNGKey/key with x64 off give [0, seed mod 2^32]
-S32 = 2**32 + 3  # >= 2^32: wraps to [0, 3]
-NEG = -2**31 - 7  # below int32: [0, seed mod 2^32]
 
 MLP_GRAD_SPECS: list[Any] = [
     "none",
@@ -786,65 +604,8 @@ def cases() -> list[dict]:
         (2**31 - 1, 17, 2), (5, 32, 1), (9, 33, 2), (10, 1, 8), (11, 300, 1), (-2**31, 10, 6),
     ]:
         out.append(case_nnx_mlp_init(seed, F, N))
-
-    # ---- layernorm
-    out.append(case_layernorm(0, draw_x([2, 5], 5000), "normal"))
-    out.append(case_layernorm(1, draw_x([7], 5001), "normal"))
-    out.append(case_layernorm(-1, draw_x([2, 3, 4], 5002), "normal", epsilon=1e-5))
-    out.append(case_layernorm(S31, draw_x([4, 1], 5003), "normal"))  # D=1: output 0
-    out.append(case_layernorm(3.0, draw_x([3, 6], 5004, scale=3.0, offset=1.0), "offset",
-                              use_scale=False))
-    out.append(case_layernorm(42, draw_x([3, 6], 5005), "normal", use_bias=False))
-    out.append(case_layernorm(7, draw_x([2, 8], 5006), "normal", use_scale=False, use_bias=False))
-    out.append(case_layernorm(8, draw_x([2, 8], 5007), "normal", epsilon=0.5, use_scale=True,
-                              use_bias=True))
-    out.append(case_layernorm(9, draw_x([5, 33], 5008), "normal", epsilon=1e-6))
-    out.append(case_layernorm(NEG, draw_x([2, 300], 5009), "normal"))
-    out.append(case_layernorm(10, draw_x([3, 2, 17], 5010, scale=1e-3), "small"))
-    out.append(case_layernorm(11, draw_x([3, 4], 5011, scale=100.0), "large", epsilon=0.0))
-    out.append(case_layernorm(12, draw_x([2, 2], 5012), "normal", epsilon=0.0))
-    # Constant rows of exactly representable values: var is exactly 0; with epsilon 0 the
-    # result is 0 * rsqrt(0) = 0 * inf = NaN, with the default epsilon it is 0.
-    const = np.array([[2.0, 2.0, 2.0, 2.0], [-0.5, -0.5, -0.5, -0.5], [1.0, 2.0, 3.0, 4.0]],
-                     np.float32)
-    out.append(case_layernorm(13, const, "const"))
-    out.append(case_layernorm(13, const, "const", epsilon=0.0))
-    # Non-finite inputs: a row holding NaN or +-inf gives NaN everywhere in that row.
-    nonfin = draw_x([4, 3], 5015)
-    nonfin[0, 1] = np.nan
-    nonfin[1, 0] = np.inf
-    nonfin[2, 2] = -np.inf
-    out.append(case_layernorm(14, nonfin, "nonfinite"))
-    out.append(case_layernorm(S32, draw_x([16, 64], 5016), "normal", use_scale=True))
-
-    # ---- dropout: rates 0, 0.5, 0.1, 0.9, 1.0 and rates whose float32(1 - rate) differs
-    # from 1 - float32(rate) (0.09, 0.067); odd shapes incl. 0-d and empty.
-    for seed, shape, rate, xs in [
-        (0, [5, 4], 0.5, 6000),
-        (1, [7], 0.1, 6001),
-        (-1, [3, 3, 3], 0.9, 6002),
-        (42, [2, 5], 0.0, 6003),
-        (S31, [4, 4], 1.0, 6004),
-        (3.0, [], 0.5, 6005),
-        (NEG, [], 0.1, 6006),
-        (S32, [2, 0], 0.5, 6007),
-        (7, [1, 2, 3, 4], 0.3, 6008),
-        (123456789, [17, 19], 0.09, 6009),
-        (-2, [100], 0.067, 6010),
-        (8, [64, 33], 0.5, 6011),
-        (9, [1], 0.9, 6012),
-        (10, [3, 5], 0, 6013),
-        (11, [3, 5], 1, 6014),
-        (12, [2, 3], 0.25, 6015),
-    ]:
-        out.append(case_dropout(seed, draw_x(shape, xs), rate, f"xs{xs}"))
-    # Non-finite values, signed zeros and a value that overflows when scaled, four times
-    # each so that every rate keeps some of them.  (No subnormals: XLA on CPU flushes them
-    # to zero in arithmetic, an artefact of the backend, not of Flax.)
-    special = np.tile(np.array([np.nan, np.inf, -np.inf, -0.0, 0.0, 1.0, -2.5, 3e38, -7.0],
-                               np.float32), 4)
-    for rate in (0.0, 0.1, 0.5, 1.0):
-        out.append(case_dropout(13, special, rate, "special"))
+    # ---- layernorm, dropout (problems_nn_layers.py)
+    out += problems_nn_layers.cases()
 
     # ---- saved_residuals / mlp_loss
     res_shapes: list[tuple[Any, list[int], list[Any]]] = [

@@ -52,7 +52,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from problems_nn import MLP, _np, as_int, feats_tag, perturb_ulps, prng
+from problems_nn import MLP, perturb_ulps
+from problems_nn_base import _np, as_int, feats_tag, prng
 from problems_remat import _round_up, names, policy_from_spec, spec_tag
 from refs_writer import array, make_case
 

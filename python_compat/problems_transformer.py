@@ -61,7 +61,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax._src.ad_checkpoint import saved_residuals as jax_saved_residuals
 
-from problems_nn import _np, _tag, as_int, draw_x, flax_hash, prng
+from problems_nn_base import _np, _tag, as_int, draw_x, flax_hash, prng
 from problems_random import NORMALISH, shape_tag
 from problems_remat import (NOARG_POLICIES, OFFLOAD_DOTS, both, names, offload_names,
                             policy_from_spec, residual_records, spec_tag, tolerance)

@@ -22,6 +22,7 @@
 #include "cli/train_metrics.hpp"
 #include "cli/train_plot.hpp"
 #include "cli/train_run.hpp"
+#include "flaxpp/data/dataset.hpp"
 #include "flaxpp/dist/process_group.hpp"
 #include "flaxpp/io/checkpoint.hpp"
 #include "flaxpp/io/train_config.hpp"

@@ -12,6 +12,8 @@
 #include <limits>
 #include <sstream>
 
+#include "flaxpp/data/csv.hpp"
+
 namespace flaxpp::cli {
 namespace {
 

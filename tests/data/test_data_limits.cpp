@@ -7,7 +7,9 @@
 #include <string>
 
 #include "flaxpp/core/error.hpp"
+#include "flaxpp/data/csv.hpp"
 #include "flaxpp/data/dataset.hpp"
+#include "flaxpp/data/npy.hpp"
 
 using namespace flaxpp;
 using flaxpp::testing::HostMemoryLimit;

@@ -17,7 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "flaxpp/data/csv.hpp"
 #include "flaxpp/data/dataset.hpp"
+#include "flaxpp/data/npy.hpp"
 
 using namespace flaxpp;
 namespace fs = std::filesystem;

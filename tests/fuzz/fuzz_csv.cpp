@@ -3,6 +3,7 @@
 // sets, and gather the first batch.
 #include "harness.hpp"
 
+#include "flaxpp/data/csv.hpp"
 #include "flaxpp/data/dataset.hpp"
 
 using namespace flaxpp;

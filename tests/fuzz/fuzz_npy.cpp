@@ -1,7 +1,7 @@
 // Fuzz target: the NumPy .npy reader (every format version, dtype and header form).
 #include "harness.hpp"
 
-#include "flaxpp/data/dataset.hpp"
+#include "flaxpp/data/npy.hpp"
 
 using namespace flaxpp;
 

@@ -1,11 +1,10 @@
-// flaxpp/data/dataset.hpp — Dataset (features + integer labels) read from CSV or NumPy .npy on
-// the host, and the platform-independent seeded shuffles that split and batch it; no streaming.
+// flaxpp/data/dataset.hpp — Dataset (features + integer labels) held on the host, and the
+// platform-independent seeded shuffles that split and batch it; no streaming. Reading one:
+// flaxpp/data/csv.hpp (CSV files) and flaxpp/data/npy.hpp (NumPy .npy files).
 #pragma once
 
 #include <cstdint>
 #include <span>
-#include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -20,49 +19,6 @@ struct Dataset {
   Array x;
   Array y;
 };
-
-struct CsvOptions {
-  // The column holding the label. With a header, its name; without one, its 0-based index
-  // written in decimal ("0"). Empty: the last column.
-  std::string label_column = {};
-  // Whether the first non-blank line names the columns (and holds no data).
-  bool header = true;
-  // Every feature is multiplied by this (in double, then rounded to float32); the digits data
-  // set uses 1.0f / 16 to map its pixel counts 0..16 onto [0, 1].
-  float scale = 1.0f;
-  // How error messages name these options ("Set CsvOptions::label_column to ..."); a program
-  // that takes them from its own config names its keys instead (flaxpp train: "$.data.").
-  std::string option_prefix = "CsvOptions::";
-};
-
-// Reads a CSV file of numbers: one example per line, every line with the same number of
-// comma-separated fields, all but the label column being features (in file order). Blank lines
-// are skipped, "\r\n" line ends and a UTF-8 byte-order mark are accepted, fields may be padded
-// with spaces. Labels must be integers >= 0 that fit int32. Malformed input throws ParseError
-// naming file:line and what was expected; a label_column the file lacks throws ValueError. A
-// file whose numbers would need more host memory than is available is refused (ParseError)
-// before they are stored.
-Dataset load_csv(const std::string& path, CsvOptions opts = {});
-// The same from CSV text in memory; `source` (e.g. a file name) starts every error message.
-Dataset parse_csv(std::string_view text, const std::string& source, CsvOptions opts = {});
-
-// Reads a NumPy .npy file (format versions 1.0, 2.0 and 3.0) in C order, any shape including
-// 0-d. dtypes '<f4', '<f8', '<i4', '<u4' and '|b1' load as float32, float64, int32, uint32 and
-// bool; '<i8' loads as int32 when every value fits (ParseError naming the first one that does
-// not). Anything else — Fortran order, other dtypes or byte orders, a bad magic string, a
-// malformed header, missing or extra data bytes — throws ParseError saying what to do.
-Array load_npy(const std::string& path);
-// The same from .npy bytes in memory; `source` (e.g. a file name) starts every error message.
-Array parse_npy(std::string_view bytes, const std::string& source);
-
-// Writes `a` as a .npy file NumPy reads back with np.load (format 1.0, or 2.0 when the header
-// needs it). Supports the dtypes with a host storage type (float32, float64, int32, uint32,
-// bool); throws ValueError otherwise, or when the file cannot be written.
-void save_npy(const std::string& path, const Array& a);
-
-// A Dataset from two .npy files: features of rank >= 1 as float32 (float64 is rounded to
-// float32) and labels [N] as int32 ('<i4' or '<i8', every label >= 0).
-Dataset from_npy(const std::string& x_path, const std::string& y_path);
 
 // A uniformly random permutation of 0..n-1, determined by `seed` alone and identical on every
 // platform and standard library: std::mt19937_64's output sequence is fixed by the C++
