@@ -1,4 +1,8 @@
-// flaxpp/flaxpp.hpp — the umbrella header: everything a user of flaxpp needs.
+// flaxpp/flaxpp.hpp — the umbrella header: everything a user of flaxpp needs to define,
+// initialise, differentiate, compile and train models. What tools need besides (JSON trees, the
+// reference-case harness, the spec and config parsers: flaxpp/io/json.hpp, refs.hpp,
+// optimizer_spec.hpp, policy_spec.hpp, train_config.hpp) is included where it is used, so that
+// a user's file does not compile nlohmann/json.
 #pragma once
 
 #include "flaxpp/core/array.hpp"
@@ -12,12 +16,9 @@
 #include "flaxpp/data/csv.hpp"
 #include "flaxpp/data/dataset.hpp"
 #include "flaxpp/data/npy.hpp"
+#include "flaxpp/dist/communicator.hpp"
+#include "flaxpp/dist/process_group.hpp"
 #include "flaxpp/io/checkpoint.hpp"
-#include "flaxpp/io/json.hpp"
-#include "flaxpp/io/optimizer_spec.hpp"
-#include "flaxpp/io/policy_spec.hpp"
-#include "flaxpp/io/refs.hpp"
-#include "flaxpp/io/train_config.hpp"
 #include "flaxpp/ir/graph.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/nn/attention.hpp"
@@ -45,4 +46,5 @@
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "flaxpp/transforms/custom_vjp.hpp"
+#include "flaxpp/transforms/jit.hpp"
 #include "flaxpp/transforms/trace.hpp"
