@@ -146,18 +146,19 @@ optim::GradientTransformation optimizer_from_spec(const Json& spec, const std::s
                  eps_root = f.number("eps_root", 0.0);
     const double weight_decay = name == "adamw" ? f.number("weight_decay", 1e-4) : 0.0;
     const bool nesterov = f.boolean("nesterov", false);
-    tx = name == "adam" ? optim::adam(lr, b1, b2, eps, eps_root, nesterov)
-                        : optim::adamw(lr, b1, b2, eps, eps_root, weight_decay, nesterov);
+    tx = name == "adam" ? optim::adam(lr, {.b1 = b1, .b2 = b2, .eps = eps, .eps_root = eps_root,
+                                           .nesterov = nesterov})
+                        : optim::adamw(lr, {.b1 = b1, .b2 = b2, .eps = eps, .eps_root = eps_root,
+                                            .weight_decay = weight_decay, .nesterov = nesterov});
   } else if (name == "rmsprop") {
-    const double decay = f.number("decay", 0.9), eps = f.number("eps", 1e-8),
-                 initial = f.number("initial_scale", 0.0);
-    const bool eps_in_sqrt = f.boolean("eps_in_sqrt", true),
-               centered = f.boolean("centered", false);
-    const auto momentum = f.optional_number("momentum", std::nullopt);
-    const bool nesterov = f.boolean("nesterov", false),
-               bias_correction = f.boolean("bias_correction", false);
-    tx = optim::rmsprop(lr, decay, eps, initial, eps_in_sqrt, centered, momentum, nesterov,
-                        bias_correction);
+    tx = optim::rmsprop(lr, {.decay = f.number("decay", 0.9),
+                             .eps = f.number("eps", 1e-8),
+                             .initial_scale = f.number("initial_scale", 0.0),
+                             .eps_in_sqrt = f.boolean("eps_in_sqrt", true),
+                             .centered = f.boolean("centered", false),
+                             .momentum = f.optional_number("momentum", std::nullopt),
+                             .nesterov = f.boolean("nesterov", false),
+                             .bias_correction = f.boolean("bias_correction", false)});
   } else {
     fail(path + ".name", detail::str("unknown optimizer \"", name,
                                      "\"; expected sgd, momentum, adam, adamw or rmsprop"));

@@ -26,14 +26,13 @@ random::Key Rngs::operator()(const std::string& stream) {
   return random::fold_in(it->second.key, it->second.count++);
 }
 
-Linear::Linear(std::int64_t in_features, std::int64_t out_features, Rngs& rngs, bool use_bias,
-               initializers::Initializer kernel_init, initializers::Initializer bias_init,
-               DType param_dtype) {
+Linear::Linear(std::int64_t in_features, std::int64_t out_features, Rngs& rngs,
+               const LinearOptions& o) {
   if (in_features <= 0 || out_features <= 0)
     throw ValueError(detail::str("nnx::Linear: in_features and out_features must be > 0, got ",
                                  in_features, " and ", out_features));
-  kernel_ = kernel_init(rngs.params(), Shape{in_features, out_features}, param_dtype);
-  if (use_bias) bias_ = bias_init(rngs.params(), Shape{out_features}, param_dtype);
+  kernel_ = o.kernel_init(rngs.params(), Shape{in_features, out_features}, o.param_dtype);
+  if (o.use_bias) bias_ = o.bias_init(rngs.params(), Shape{out_features}, o.param_dtype);
 }
 
 Array Linear::operator()(const Array& x) const {

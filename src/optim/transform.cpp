@@ -144,8 +144,10 @@ GradientTransformation trace(double decay, bool nesterov) {
       });
 }
 
-GradientTransformation scale_by_adam(double b1, double b2, double eps, double eps_root,
-                                     bool nesterov) {
+GradientTransformation scale_by_adam(const AdamOptions& o) {
+  // Copies, not structured bindings: lambdas capture them (clang 14 cannot capture bindings).
+  const double b1 = o.b1, b2 = o.b2, eps = o.eps, eps_root = o.eps_root;
+  const bool nesterov = o.nesterov;
   return from_emitter(
       [](const Tree& params) {
         return Tree{{"count", count_array(0)},
@@ -178,8 +180,9 @@ GradientTransformation add_decayed_weights(double weight_decay) {
                       });
 }
 
-GradientTransformation scale_by_rms(double decay, double eps, double initial_scale,
-                                    bool eps_in_sqrt, bool bias_correct) {
+GradientTransformation scale_by_rms(const RmsOptions& o) {
+  const double decay = o.decay, eps = o.eps, initial_scale = o.initial_scale;
+  const bool eps_in_sqrt = o.eps_in_sqrt, bias_correct = o.bias_correction;
   // The state has a count only with bias correction, as optax's ScaleByRmsState.
   return from_emitter(
       [=](const Tree& params) {
@@ -202,8 +205,9 @@ GradientTransformation scale_by_rms(double decay, double eps, double initial_sca
       });
 }
 
-GradientTransformation scale_by_stddev(double decay, double eps, double initial_scale,
-                                       bool eps_in_sqrt, bool bias_correct) {
+GradientTransformation scale_by_stddev(const RmsOptions& o) {
+  const double decay = o.decay, eps = o.eps, initial_scale = o.initial_scale;
+  const bool eps_in_sqrt = o.eps_in_sqrt, bias_correct = o.bias_correction;
   return from_emitter(
       [=](const Tree& params) {
         Tree state{{"mu", full_like_tree(params, 0.0)},
@@ -283,26 +287,20 @@ GradientTransformation sgd(const LearningRate& learning_rate, std::optional<doub
   return chain(std::move(parts));
 }
 
-GradientTransformation adam(const LearningRate& learning_rate, double b1, double b2, double eps,
-                            double eps_root, bool nesterov) {
-  return chain(
-      {scale_by_adam(b1, b2, eps, eps_root, nesterov), scale_by_learning_rate(learning_rate)});
+GradientTransformation adam(const LearningRate& learning_rate, const AdamOptions& options) {
+  return chain({scale_by_adam(options), scale_by_learning_rate(learning_rate)});
 }
 
-GradientTransformation adamw(const LearningRate& learning_rate, double b1, double b2, double eps,
-                             double eps_root, double weight_decay, bool nesterov) {
-  return chain({scale_by_adam(b1, b2, eps, eps_root, nesterov), add_decayed_weights(weight_decay),
-                scale_by_learning_rate(learning_rate)});
+GradientTransformation adamw(const LearningRate& learning_rate, const AdamWOptions& o) {
+  return chain({scale_by_adam({o.b1, o.b2, o.eps, o.eps_root, o.nesterov}),
+                add_decayed_weights(o.weight_decay), scale_by_learning_rate(learning_rate)});
 }
 
-GradientTransformation rmsprop(const LearningRate& learning_rate, double decay, double eps,
-                               double initial_scale, bool eps_in_sqrt, bool centered,
-                               std::optional<double> momentum, bool nesterov,
-                               bool bias_correction) {
-  return chain({centered ? scale_by_stddev(decay, eps, initial_scale, eps_in_sqrt, bias_correction)
-                         : scale_by_rms(decay, eps, initial_scale, eps_in_sqrt, bias_correction),
+GradientTransformation rmsprop(const LearningRate& learning_rate, const RmspropOptions& o) {
+  const RmsOptions rms{o.decay, o.eps, o.initial_scale, o.eps_in_sqrt, o.bias_correction};
+  return chain({o.centered ? scale_by_stddev(rms) : scale_by_rms(rms),
                 scale_by_learning_rate(learning_rate),
-                momentum ? trace(*momentum, nesterov) : identity()});
+                o.momentum ? trace(*o.momentum, o.nesterov) : identity()});
 }
 
 Tree apply_updates(const Tree& params, const Tree& updates) {

@@ -180,6 +180,11 @@ TEST_CASE("nnx: Rngs(0) hands out fold_in(key(0), n); Linear kernels match Flax 
   const nnx::List<nnx::Linear> list{{l0, l1}};
   CHECK(paths(nnx::state(list)) ==
         std::vector<std::string>{"0/bias", "0/kernel", "1/bias", "1/kernel"});
+  // nnx.Linear(3, 4, use_bias=False, rngs=...): the same kernel draw, no bias.
+  nnx::Rngs again(0);
+  const nnx::Linear no_bias(3, 4, again, {.use_bias = false});
+  CHECK(paths(no_bias.state()) == std::vector<std::string>{"kernel"});
+  CHECK(no_bias.kernel().to_vector<float>() == l0.kernel().to_vector<float>());
 }
 
 TEST_CASE("Sequential: module entries are named layers_<index>; functions take no scope") {

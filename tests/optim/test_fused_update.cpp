@@ -100,7 +100,7 @@ std::int64_t fused_passes(const o::GradientTransformation& tx, const Tree& param
 
 TEST_CASE("fused update: clip then nesterov Adam gives optax's formulas' bits, state included") {
   const o::GradientTransformation tx =
-      o::chain({o::clip_by_global_norm(2.0), o::adam(0.01, 0.9, 0.999, 1e-8, 0.0, true)});
+      o::chain({o::clip_by_global_norm(2.0), o::adam(0.01, {.nesterov = true})});
   Tree params = params_tree();
   Tree state = tx.init(params);
   Tree want = params;
@@ -135,7 +135,7 @@ TEST_CASE("fused update: clipping in the middle of a chain runs the code before 
 TEST_CASE("fused update: one pass per dtype for a whole optimiser and apply_updates") {
   const Tree params = params_tree();
   CHECK(fused_passes(o::adamw(0.01), params) == 1);
-  CHECK(fused_passes(o::rmsprop(0.01, 0.9, 1e-8, 0.0, true, true, 0.9, true, true), params) == 1);
+  CHECK(fused_passes(o::rmsprop(0.01, {.centered = true, .momentum = 0.9, .nesterov = true, .bias_correction = true}), params) == 1);
   CHECK(fused_passes(o::chain({o::clip_by_global_norm(1.0), o::sgd(0.1, 0.9)}), params) == 1);
   Tree mixed = params;
   mixed.set("c", Array::from_vector(std::vector<double>{1.0, 2.0}, Shape{2}));
@@ -147,9 +147,9 @@ TEST_CASE("fused update: apply_gradients is update then apply_updates, for every
       o::sgd(0.1),
       o::sgd(0.1, 0.9, true),
       o::adam(o::cosine_decay_schedule(0.01, 10)),
-      o::adamw(0.01, 0.9, 0.99, 1e-6, 1e-9, 0.1),
+      o::adamw(0.01, {.b2 = 0.99, .eps = 1e-6, .eps_root = 1e-9, .weight_decay = 0.1}),
       o::rmsprop(0.01),
-      o::rmsprop(0.01, 0.9, 1e-8, 0.1, false, true, 0.9, true, true),
+      o::rmsprop(0.01, {.initial_scale = 0.1, .eps_in_sqrt = false, .centered = true, .momentum = 0.9, .nesterov = true, .bias_correction = true}),
       o::chain({o::clip_by_global_norm(0.1), o::adam(0.001)})};
   for (std::size_t k = 0; k < all.size(); ++k) {
     CAPTURE(k);
@@ -242,7 +242,7 @@ TEST_CASE(
       {"sgd momentum", o::sgd(0.1, 0.9)},
       {"adam", o::adam(o::cosine_decay_schedule(0.01, 10))},
       {"adamw", o::adamw(0.01)},
-      {"rmsprop centered", o::rmsprop(0.01, 0.9, 1e-8, 0.0, false, true, 0.5)},
+      {"rmsprop centered", o::rmsprop(0.01, {.eps_in_sqrt = false, .centered = true, .momentum = 0.5})},
   };
   for (const auto& entry : optimisers) {
     const char* name = entry.first;  // doctest's CAPTURE lambda cannot capture a binding

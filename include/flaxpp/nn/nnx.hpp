@@ -37,12 +37,18 @@ class Rngs {
 
 // nnx.Linear(in_features, out_features, rngs=...): kernel (in, out) then, with a bias, bias
 // (out,) — one params key each, in that order.
+// nnx.Linear's keyword arguments: nnx::Linear(3, 4, rngs, {.use_bias = false}).
+struct LinearOptions {
+  bool use_bias = true;
+  initializers::Initializer kernel_init = initializers::lecun_normal();
+  initializers::Initializer bias_init = initializers::zeros();
+  DType param_dtype = DType::f32;
+};
+
 class Linear {
  public:
-  Linear(std::int64_t in_features, std::int64_t out_features, Rngs& rngs, bool use_bias = true,
-         initializers::Initializer kernel_init = initializers::lecun_normal(),
-         initializers::Initializer bias_init = initializers::zeros(),
-         DType param_dtype = DType::f32);
+  Linear(std::int64_t in_features, std::int64_t out_features, Rngs& rngs,
+         const LinearOptions& options = {});
 
   Array operator()(const Array& x) const;
   // {"kernel", "bias"} (bias only with use_bias).

@@ -41,32 +41,41 @@ GradientTransformation scale_by_learning_rate(const LearningRate& learning_rate,
                                               bool flip_sign = true);
 // Momentum: t = g + decay * t; updates = t (or g + decay * t with nesterov).
 GradientTransformation trace(double decay, bool nesterov = false);
-GradientTransformation scale_by_adam(double b1 = 0.9, double b2 = 0.999, double eps = 1e-8,
-                                     double eps_root = 0.0, bool nesterov = false);
+// optax's keyword arguments as option structs: optim::adam(1e-3, {.b2 = 0.99}).
+struct AdamOptions {
+  double b1 = 0.9, b2 = 0.999, eps = 1e-8, eps_root = 0.0;
+  bool nesterov = false;
+};
+struct AdamWOptions {
+  double b1 = 0.9, b2 = 0.999, eps = 1e-8, eps_root = 0.0, weight_decay = 1e-4;
+  bool nesterov = false;
+};
+struct RmsOptions {
+  double decay = 0.9, eps = 1e-8, initial_scale = 0.0;
+  bool eps_in_sqrt = true, bias_correction = false;
+};
+struct RmspropOptions {
+  double decay = 0.9, eps = 1e-8, initial_scale = 0.0;
+  bool eps_in_sqrt = true, centered = false;
+  std::optional<double> momentum{};
+  bool nesterov = false, bias_correction = false;
+};
+
+GradientTransformation scale_by_adam(const AdamOptions& options = {});
 GradientTransformation add_decayed_weights(double weight_decay);
-GradientTransformation scale_by_rms(double decay = 0.9, double eps = 1e-8,
-                                    double initial_scale = 0.0, bool eps_in_sqrt = true,
-                                    bool bias_correction = false);
+GradientTransformation scale_by_rms(const RmsOptions& options = {});
 // Centered RMS (rmsprop's centered=true): scales by rsqrt(E[g^2] - E[g]^2 + eps).
-GradientTransformation scale_by_stddev(double decay = 0.9, double eps = 1e-8,
-                                       double initial_scale = 0.0, bool eps_in_sqrt = true,
-                                       bool bias_correction = false);
+GradientTransformation scale_by_stddev(const RmsOptions& options = {});
 // Rescales all updates together when their global norm exceeds max_norm.
 GradientTransformation clip_by_global_norm(double max_norm);
 
 // The optimisers (optax.sgd, adam, adamw, rmsprop) with optax's defaults.
 GradientTransformation sgd(const LearningRate& learning_rate,
                            std::optional<double> momentum = std::nullopt, bool nesterov = false);
-GradientTransformation adam(const LearningRate& learning_rate, double b1 = 0.9, double b2 = 0.999,
-                            double eps = 1e-8, double eps_root = 0.0, bool nesterov = false);
-GradientTransformation adamw(const LearningRate& learning_rate, double b1 = 0.9, double b2 = 0.999,
-                             double eps = 1e-8, double eps_root = 0.0, double weight_decay = 1e-4,
-                             bool nesterov = false);
-GradientTransformation rmsprop(const LearningRate& learning_rate, double decay = 0.9,
-                               double eps = 1e-8, double initial_scale = 0.0,
-                               bool eps_in_sqrt = true, bool centered = false,
-                               std::optional<double> momentum = std::nullopt, bool nesterov = false,
-                               bool bias_correction = false);
+GradientTransformation adam(const LearningRate& learning_rate, const AdamOptions& options = {});
+GradientTransformation adamw(const LearningRate& learning_rate, const AdamWOptions& options = {});
+GradientTransformation rmsprop(const LearningRate& learning_rate,
+                               const RmspropOptions& options = {});
 
 // Checks a state restored from outside (a checkpoint) against what tx.init(params) makes: the
 // same tree paths, every leaf of the same shape and dtype. Throws ValueError naming the first
