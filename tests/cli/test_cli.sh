@@ -6,18 +6,7 @@ set -u
 flaxpp=$1
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-passed=0 failed=0
-
-check() {  # check NAME command...: passes when the command succeeds
-  local name=$1
-  shift
-  if "$@"; then
-    passed=$((passed + 1))
-  else
-    failed=$((failed + 1))
-    printf 'FAIL %s\n' "$name"
-  fi
-}
+source "$(dirname "$0")/../harness/checks.sh"
 
 expect() {  # expect NAME EXIT_CODE PATTERN -- command...
   local name=$1 code=$2 pattern=$3
@@ -282,5 +271,4 @@ fi
 check "errors name flags and keys, not internals" \
   bash -c '! grep -nE "json\.exception|stoll|stoi|CsvOptions|std::|unexpected error|terminate called" "$1"' _ "$dir/errors.log"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+checks_summary

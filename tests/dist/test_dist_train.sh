@@ -17,19 +17,7 @@ shift 3
 mpirun=("$@")
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-passed=0 failed=0
-
-check() {  # check NAME command...: passes when the command succeeds
-  local name=$1
-  shift
-  if "$@" >"$dir/check.log" 2>&1; then
-    passed=$((passed + 1))
-  else
-    failed=$((failed + 1))
-    printf 'FAIL %s:\n' "$name"
-    cat "$dir/check.log"
-  fi
-}
+source "$(dirname "$0")/../harness/checks.sh"
 
 config() {  # config NAME OPTIMIZER POLICY BATCH_SIZE EPOCHS
   printf '{"data": {"path": "%s", "label_column": "label", "scale": 0.0625, "test_fraction": 0.2},
@@ -54,29 +42,25 @@ same_epoch_metrics() {
          END { exit bad }'
 }
 
-# SGD: 12 steps an epoch (1438 rows, batches of 128; the last of 30 rows, split 15 + 15).
+# One process and two on the same config (NAME1, NAME2): both train 20 steps, and the two
+# processes' checkpoint is the one process's within RTOL.
+one_and_two() {  # one_and_two WHAT NAME OPTIMIZER POLICY RTOL
+  local what=$1 name=$2
+  config "${name}1" "$3" "$4" 128 2
+  config "${name}2" "$3" "$4" 128 2
+  check "$what, one process" train1 "${name}1" --max-steps 20
+  check "$what, two processes" train2 "${name}2" --max-steps 20
+  check "$what: two processes give one's parameters (rtol $5)" same_checkpoints "${name}2" "${name}1" "$5"
+}
+
+# 12 steps an epoch (1438 rows, batches of 128; the last of 30 rows, split 15 + 15).
 sgd='{"name": "sgd", "learning_rate": 0.1}'
-config sgd1 "$sgd" none 128 2
-config sgd2 "$sgd" none 128 2
-check "one process trains" train1 sgd1 --max-steps 20
-check "two processes train" train2 sgd2 --max-steps 20
-check "two processes give one's parameters (rtol 1e-5)" same_checkpoints sgd2 sgd1 1e-5
+one_and_two SGD sgd "$sgd" none 1e-5
 check "two processes give one's epoch metrics" same_epoch_metrics sgd2 sgd1
 check "only process 0 speaks" test "$(grep -c '^stopped at step 20' "$dir/sgd2.out")" -eq 1
 check "process 0 says it leads 2" grep -q 'in each of 2 processes' "$dir/sgd2.out"
-
-config remat1 "$sgd" dots_with_no_batch_dims_saveable 128 2
-config remat2 "$sgd" dots_with_no_batch_dims_saveable 128 2
-check "SGD under remat, one process" train1 remat1 --max-steps 20
-check "SGD under remat, two processes" train2 remat2 --max-steps 20
-check "SGD under remat: two processes give one's parameters (rtol 1e-5)" same_checkpoints remat2 remat1 1e-5
-
-adam='{"name": "adam", "learning_rate": 0.003}'
-config adam1 "$adam" nothing_saveable 128 2
-config adam2 "$adam" nothing_saveable 128 2
-check "Adam under remat, one process" train1 adam1 --max-steps 20
-check "Adam under remat, two processes" train2 adam2 --max-steps 20
-check "Adam under remat: two processes give one's parameters (rtol 1e-3)" same_checkpoints adam2 adam1 1e-3
+one_and_two "SGD under remat" remat "$sgd" dots_with_no_batch_dims_saveable 1e-5
+one_and_two "Adam under remat" adam '{"name": "adam", "learning_rate": 0.003}' nothing_saveable 1e-3
 
 config resumed "$sgd" none 128 2
 check "two processes stop at step 10" train2 resumed --max-steps 10
@@ -121,5 +105,4 @@ check "bench --processes: two processes communicate" grep -qE '"comm_calls_per_s
 "$flaxpp" bench --processes 1,1 >"$dir/bench_bad.out" 2>&1
 check "bench --processes refuses a repeated count" grep -q -- '--processes 1,1: each count once' "$dir/bench_bad.out"
 
-printf '%d passed, %d failed\n' "$passed" "$failed"
-[ "$failed" -eq 0 ]
+checks_summary
