@@ -12,11 +12,11 @@ int main() try {
   Array x = random::normal(ks[1], Shape{8, 3});
 
   // Each layer in its own checkpoint; the policy decides what the backward pass may reuse.
-  ArrayFn layer = checkpoint(
-      [](std::span<const Array> a) { return std::vector{relu(matmul(a[0], a[1]) + a[2])}; },
+  auto layer = checkpoint(
+      [](const Array& in, const Array& w, const Array& b) { return relu(matmul(in, w) + b); },
       checkpoint_policies::dots_with_no_batch_dims_saveable());
   auto [loss, grads] = value_and_grad([&](const Tree& p) {
-    return sum(square(layer(std::vector{x, p["w"].array(), p["b"].array()})[0]));
+    return sum(square(layer(x, p["w"].array(), p["b"].array())));
   })(params);  // grads has params' paths
 
   std::cout << "loss " << loss << "\n";

@@ -286,3 +286,22 @@ TEST_CASE(
   }
   CHECK(dev.memory_stats(MemoryKind::pinned_host).live_bytes == host0);
 }
+
+TEST_CASE("checkpoint, typed: a function of Arrays gives the span form's values and gradients") {
+  const Array x = astype(testing::random_f64(Shape{5, 3}, 1, -1.0, 1.0), DType::f32);
+  const Array w = astype(testing::random_f64(Shape{3, 4}, 2, -1.0, 1.0), DType::f32);
+  const auto typed = checkpoint(
+      [](const Array& in, const Array& k) { return tanh(matmul(in, k)); }, cp::dots_saveable());
+  const ArrayFn spanned = checkpoint(
+      [](std::span<const Array> a) { return std::vector{tanh(matmul(a[0], a[1]))}; },
+      cp::dots_saveable());
+  CHECK(typed(x, w).to_vector<float>() == spanned(std::vector{x, w})[0].to_vector<float>());
+  const Array g_typed = grad([&](const Array& k) { return sum(typed(x, k)); })(w);
+  const Array g_span = grad([&](const Array& k) { return sum(spanned(std::vector{x, k})[0]); })(w);
+  CHECK(g_typed.to_vector<float>() == g_span.to_vector<float>());
+  // Several results: a vector, in order; remat is the same transform.
+  const auto two = remat([](const Array& a, const Array& b) { return std::vector{a + b, a * b}; });
+  const std::vector<Array> out = two(x, x);
+  REQUIRE(out.size() == 2);
+  CHECK(out[1].to_vector<float>() == (x * x).to_vector<float>());
+}

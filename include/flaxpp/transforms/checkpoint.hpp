@@ -8,6 +8,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "flaxpp/ir/policy.hpp"
@@ -64,6 +66,42 @@ ArrayFn checkpoint(ArrayFn f, PolicyPtr policy = nullptr, std::vector<int> stati
 inline ArrayFn remat(ArrayFn f, PolicyPtr policy = nullptr, std::vector<int> static_argnums = {},
                      bool prevent_cse = true) {
   return checkpoint(std::move(f), std::move(policy), std::move(static_argnums), prevent_cse);
+}
+
+// The typed form, for a function of Arrays that returns an Array (or std::vector<Array>):
+//   auto layer = checkpoint([](const Array& x, const Array& w) { return relu(matmul(x, w)); },
+//                           checkpoint_policies::dots_saveable());
+//   Array y = layer(x, w);
+// It is the span form underneath (the function's arguments in order), without static_argnums.
+template <class F>
+  requires(!std::is_invocable_v<const F&, std::span<const Array>>)
+auto checkpoint(F f, PolicyPtr policy = nullptr) {
+  return [f = std::move(f), policy = std::move(policy)]<class... Xs>(const Xs&... xs) {
+    static_assert((std::is_convertible_v<const Xs&, const Array&> && ...),
+                  "flaxpp: a typed checkpoint function takes Arrays; use the span form "
+                  "(ArrayFn) for other arguments");
+    using Result = std::invoke_result_t<const F&, const Xs&...>;
+    const ArrayFn body = [f](std::span<const Array> a) {
+      return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        if constexpr (std::is_same_v<Result, Array>) {
+          return std::vector<Array>{f(a[I]...)};
+        } else {
+          return std::vector<Array>(f(a[I]...));
+        }
+      }(std::index_sequence_for<Xs...>{});
+    };
+    std::vector<Array> out = checkpoint(body, policy)(std::vector<Array>{Array(xs)...});
+    if constexpr (std::is_same_v<Result, Array>) {
+      return out[0];
+    } else {
+      return out;
+    }
+  };
+}
+template <class F>
+  requires(!std::is_invocable_v<const F&, std::span<const Array>>)
+auto remat(F f, PolicyPtr policy = nullptr) {
+  return checkpoint(std::move(f), std::move(policy));
 }
 
 // jax.ad_checkpoint.checkpoint_name.
