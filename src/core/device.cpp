@@ -14,14 +14,17 @@ Device Device::parse(std::string_view text) {
   if (text == "cpu") return cpu();
   if (text == "cuda") return cuda(0);
   if (constexpr std::string_view prefix = "cuda:"; text.substr(0, prefix.size()) == prefix) {
-    std::string_view digits = text.substr(prefix.size());
-    int index = 0;
+    // Up to 5 decimal digits, checked before any arithmetic (a longer index would overflow).
+    const std::string_view digits = text.substr(prefix.size());
     bool ok = !digits.empty() && digits.size() < 6;
-    for (char c : digits) {
+    for (const char c : digits)
       ok = ok && c >= '0' && c <= '9';
-      index = index * 10 + (c - '0');
+    if (ok) {
+      int index = 0;
+      for (const char c : digits)
+        index = index * 10 + (c - '0');
+      return cuda(index);
     }
-    if (ok) return cuda(index);
   }
   throw ValueError(detail::str("unknown device \"", text, "\"; expected cpu, cuda or cuda:N"));
 }

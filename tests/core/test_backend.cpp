@@ -93,6 +93,11 @@ TEST_CASE("Device: parses cpu, cuda and cuda:N and rejects anything else") {
   CHECK(Device::cuda(1).str() == "cuda:1");
   CHECK_THROWS_AS(Device::parse("tpu"), ValueError);
   CHECK_THROWS_AS(Device::parse("cuda:x"), ValueError);
+  // Found by fuzz_train_config: long indices were multiplied out before being refused (signed
+  // overflow, UBSan in the sanitizer build).
+  CHECK_THROWS_AS(Device::parse("cuda:yyyzyyyy0"), ValueError);
+  CHECK_THROWS_AS(Device::parse("cuda:99999999999999999999"), ValueError);
+  CHECK(Device::parse("cuda:99999") == Device::cuda(99999));
 }
 
 TEST_CASE("Device: asking for an unavailable GPU is a clear DeviceError") {
