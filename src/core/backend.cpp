@@ -69,10 +69,11 @@ void Backend::release(const Allocation& allocation) noexcept {
 }
 
 namespace {
-void check_copy(const char* what, const Buffer& buffer, std::int64_t bytes) {
-  if (bytes < 0 || bytes > buffer.bytes())
-    throw ValueError(detail::str(what, ": cannot copy ", bytes, " bytes with a buffer of ",
-                                 buffer.bytes(), " bytes"));
+void check_copy(const char* what, const Buffer& buffer, std::int64_t bytes,
+                std::int64_t offset = 0) {
+  if (bytes < 0 || offset < 0 || offset > buffer.bytes() || bytes > buffer.bytes() - offset)
+    throw ValueError(detail::str(what, ": cannot copy ", bytes, " bytes at offset ", offset,
+                                 " with a buffer of ", buffer.bytes(), " bytes"));
 }
 }  // namespace
 
@@ -89,10 +90,15 @@ void Backend::copy_from_host(const void* src, Buffer& dst, std::int64_t bytes) c
 }
 
 void Backend::copy(const Buffer& src, Buffer& dst, std::int64_t bytes) const {
+  copy(src, 0, dst, 0, bytes);
+}
+
+void Backend::copy(const Buffer& src, std::int64_t src_offset, Buffer& dst, std::int64_t dst_offset,
+                   std::int64_t bytes) const {
   FLAXPP_ASSERT(&src.backend() == this && &dst.backend() == this, "buffer of another backend");
-  check_copy("Backend::copy", src, bytes);
-  check_copy("Backend::copy", dst, bytes);
-  if (bytes > 0) copy_impl(src, dst, bytes);
+  check_copy("Backend::copy", src, bytes, src_offset);
+  check_copy("Backend::copy", dst, bytes, dst_offset);
+  if (bytes > 0) copy_impl(src, src_offset, dst, dst_offset, bytes);
 }
 
 void Backend::copy_async(const Buffer& src, Buffer& dst, std::int64_t bytes) {

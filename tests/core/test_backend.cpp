@@ -1,6 +1,7 @@
 // Backends: live/peak byte accounting per memory kind, devices and the default device.
 #include <doctest/doctest.h>
 
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -77,6 +78,20 @@ TEST_CASE("CPU backend: copies larger than the buffer are rejected") {
   std::array<std::byte, 16> host{};
   CHECK_THROWS_WITH_AS(cpu.copy_from_host(host.data(), *buffer, 16),
                        doctest::Contains("cannot copy 16 bytes"), ValueError);
+}
+
+TEST_CASE("Backend::copy between byte ranges: one row to another place; ranges are checked") {
+  Backend& cpu = backend(Device::cpu());
+  const Array rows = Array::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, Shape{3, 2});
+  auto out = cpu.allocate(4 * sizeof(float));
+  cpu.fill(*out, std::array<std::byte, 4>{}.data(), 4, 4);
+  cpu.copy(rows.buffer(), 2 * sizeof(float), *out, 2 * sizeof(float), 2 * sizeof(float));
+  CHECK(Array(out, Shape{4}, DType::f32).to_vector<float>() == std::vector<float>{0, 0, 3, 4});
+  CHECK_THROWS_WITH_AS(cpu.copy(rows.buffer(), 20, *out, 0, 8),
+                       doctest::Contains("cannot copy 8 bytes at offset 20 with a buffer of 24"),
+                       ValueError);
+  CHECK_THROWS_WITH_AS(cpu.copy(rows.buffer(), 0, *out, -4, 4), doctest::Contains("at offset -4"),
+                       ValueError);
 }
 
 TEST_CASE("Memory kinds are spelled as in JAX; unknown kinds are a clear error") {

@@ -106,6 +106,10 @@ class Backend {
   // sees `dst`'s new bytes; where `dst` is host memory (pinned_host), the copy has completed
   // when the call returns.
   void copy(const Buffer& src, Buffer& dst, std::int64_t bytes) const;
+  // The same, between byte ranges: `bytes` from `src` at `src_offset` to `dst` at `dst_offset`
+  // (one row of a stacked array, as scan reads and writes them).
+  void copy(const Buffer& src, std::int64_t src_offset, Buffer& dst, std::int64_t dst_offset,
+            std::int64_t bytes) const;
   // The same copy, allowed to return before it completes (offloading residuals between memory
   // kinds overlaps with compute this way): everything the backend does afterwards with either
   // buffer — compute, copies, host reads, frees — is ordered after it. Synchronous on the CPU.
@@ -142,9 +146,10 @@ class Backend {
   virtual void deallocate_impl(const Allocation& allocation) noexcept = 0;
   virtual void copy_to_host_impl(const void* src, void* dst, std::int64_t bytes) const = 0;
   virtual void copy_from_host_impl(const void* src, void* dst, std::int64_t bytes) const = 0;
-  virtual void copy_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) const = 0;
+  virtual void copy_impl(const Buffer& src, std::int64_t src_offset, Buffer& dst,
+                         std::int64_t dst_offset, std::int64_t bytes) const = 0;
   virtual void copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) {
-    copy_impl(src, dst, bytes);
+    copy_impl(src, 0, dst, 0, bytes);
   }
   virtual void fill_impl(Buffer& dst, const void* value, std::size_t itemsize,
                          std::int64_t count) const = 0;

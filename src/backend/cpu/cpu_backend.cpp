@@ -2,6 +2,7 @@
 #include "backend/cpu/cpu_backend.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -87,8 +88,11 @@ void CpuBackend::copy_from_host_impl(const void* src, void* dst, std::int64_t by
   std::memcpy(dst, src, static_cast<std::size_t>(bytes));
 }
 
-void CpuBackend::copy_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) const {
-  std::memcpy(dst.data(), src.data(), static_cast<std::size_t>(bytes));
+void CpuBackend::copy_impl(const Buffer& src, std::int64_t src_offset, Buffer& dst,
+                           std::int64_t dst_offset, std::int64_t bytes) const {
+  std::memcpy(static_cast<std::byte*>(dst.data()) + dst_offset,
+              static_cast<const std::byte*>(src.data()) + src_offset,
+              static_cast<std::size_t>(bytes));
 }
 
 namespace {

@@ -23,7 +23,8 @@ class CpuBackend final : public Backend {
   void deallocate_impl(const Allocation& allocation) noexcept override;
   void copy_to_host_impl(const void* src, void* dst, std::int64_t bytes) const override;
   void copy_from_host_impl(const void* src, void* dst, std::int64_t bytes) const override;
-  void copy_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) const override;
+  void copy_impl(const Buffer& src, std::int64_t src_offset, Buffer& dst, std::int64_t dst_offset,
+                 std::int64_t bytes) const override;
   void fill_impl(Buffer& dst, const void* value, std::size_t itemsize,
                  std::int64_t count) const override;
 

@@ -5,8 +5,8 @@
 // launch check does not blame an innocent kernel for it (desk review F3).
 #include "backend/cuda/cuda_backend.hpp"
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -281,7 +281,7 @@ void CudaBackend::copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t b
     return;
   }
   if (!offload) {
-    copy_impl(src, dst, bytes);
+    copy_impl(src, 0, dst, 0, bytes);
     return;
   }
   auto make_event = [] {
@@ -327,15 +327,17 @@ void CudaBackend::copy_from_host_impl(const void* src, void* dst, std::int64_t b
   FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
 
-void CudaBackend::copy_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) const {
+void CudaBackend::copy_impl(const Buffer& src, std::int64_t src_offset, Buffer& dst,
+                            std::int64_t dst_offset, std::int64_t bytes) const {
   const bool on_device =
       src.memory_kind() == MemoryKind::device && dst.memory_kind() == MemoryKind::device;
   if (!on_device) refuse_in_capture("a copy to or from pinned host memory");
   FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
   wait_for_copy(src.data());
   wait_for_copy(dst.data());
-  FLAXPP_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), static_cast<std::size_t>(bytes),
-                                    cudaMemcpyDefault, stream_));
+  FLAXPP_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(dst.data()) + dst_offset,
+                                    static_cast<const std::byte*>(src.data()) + src_offset,
+                                    static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
   // Device-to-device copies are ordered like compute; a copy into pinned host memory completes
   // before returning (Backend's contract: the caller may read it next).
   if (!on_device) FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));

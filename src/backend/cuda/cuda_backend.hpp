@@ -65,7 +65,8 @@ class CudaBackend final : public Backend {
   // large copies, synchronously), so that the source may be freed on return.
   void copy_from_host_impl(const void* src, void* dst, std::int64_t bytes) const override;
   // Device to device on the stream, without waiting; into pinned host memory, waited for.
-  void copy_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) const override;
+  void copy_impl(const Buffer& src, std::int64_t src_offset, Buffer& dst, std::int64_t dst_offset,
+                 std::int64_t bytes) const override;
   // Device -> pinned host (offloading a residual) runs on a side stream and returns at once;
   // pinned host -> device waits for that copy on the GPU, not the host. Other copies: copy().
   void copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) override;
