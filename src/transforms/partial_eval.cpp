@@ -1,6 +1,7 @@
 // Partial evaluation of Graphs (the known/unknown split).
 #include "transforms/partial_eval.hpp"
 
+#include <algorithm>
 #include <unordered_map>
 
 namespace flaxpp::transforms {
@@ -24,6 +25,55 @@ class VarMap {
   ir::Graph& dst_;
   std::unordered_map<ir::VarId, ir::VarId> map_;
 };
+
+// Equations computed from literals and constants alone (e.g. the zeros a VJP rule
+// broadcasts) whose values only the unknown side reads: they run there, instead of being
+// computed ahead and kept as residuals (JAX's transpose makes such values in the backward
+// pass). `unknown` marks the unknown inputs; the result has one flag per equation.
+std::vector<bool> constants_only_unknown_reads(const ir::Graph& graph, std::vector<bool> unknown) {
+  const std::size_t n = graph.eqns.size();
+  std::vector<bool> constant(graph.num_vars(), false), eqn_constant(n, false), eqn_known(n, false);
+  for (ir::VarId v : graph.constvars)
+    constant[static_cast<std::size_t>(v)] = true;
+  auto is = [](const std::vector<bool>& flags, const ir::Atom& a) {
+    return !a.is_literal() && flags[static_cast<std::size_t>(a.var)];
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    const ir::Eqn& e = graph.eqns[i];
+    bool all_constant = true, any_unknown = false;
+    for (const ir::Atom& a : e.inputs) {
+      all_constant = all_constant && (a.is_literal() || is(constant, a));
+      any_unknown = any_unknown || is(unknown, a);
+    }
+    eqn_constant[i] = all_constant;
+    eqn_known[i] = !any_unknown;
+    for (ir::VarId v : e.outputs) {
+      constant[static_cast<std::size_t>(v)] = all_constant;
+      unknown[static_cast<std::size_t>(v)] = any_unknown;
+    }
+  }
+  // What the known side reads: its outputs and the inputs of its other equations.
+  std::vector<bool> known_reads(graph.num_vars(), false);
+  for (const ir::Atom& a : graph.outvars)
+    if (!a.is_literal() && !unknown[static_cast<std::size_t>(a.var)])
+      known_reads[static_cast<std::size_t>(a.var)] = true;
+  std::vector<bool> move(n, false);
+  for (std::size_t i = n; i-- > 0;) {
+    const ir::Eqn& e = graph.eqns[i];
+    if (!eqn_known[i]) continue;
+    const bool read =
+        !eqn_constant[i] || std::any_of(e.outputs.begin(), e.outputs.end(), [&](ir::VarId v) {
+          return known_reads[static_cast<std::size_t>(v)];
+        });
+    if (!read) {
+      move[i] = true;
+      continue;
+    }
+    for (const ir::Atom& a : e.inputs)
+      if (!a.is_literal()) known_reads[static_cast<std::size_t>(a.var)] = true;
+  }
+  return move;
+}
 
 }  // namespace
 
@@ -66,9 +116,11 @@ PartialEvalResult partial_eval(const ir::Graph& graph, const std::vector<bool>& 
     }
   };
 
+  const std::vector<bool> move = constants_only_unknown_reads(graph, unknown);
   std::vector<ir::Eqn> unknown_eqns;
-  for (const ir::Eqn& e : graph.eqns) {
-    bool any_unknown = false;
+  for (std::size_t i = 0; i < graph.eqns.size(); ++i) {
+    const ir::Eqn& e = graph.eqns[i];
+    bool any_unknown = move[i];
     for (const ir::Atom& a : e.inputs)
       any_unknown = any_unknown || (!a.is_literal() && unknown[static_cast<std::size_t>(a.var)]);
     if (!any_unknown) {
