@@ -141,6 +141,17 @@ TEST_CASE("vjp: take and scatter_add agree with finite differences, repeated row
       {random_f64(Shape{4, 3}, 53)});
 }
 
+TEST_CASE("vjp: the zeros take's gradient is scattered into are made in the backward pass") {
+  // Nothing crosses from the forward to the backward pass (the ids are a constant of the
+  // function), not a zero table of the table's size (an Embed table of vocab x features).
+  const Array idx = Array::from_vector(std::vector<std::int32_t>{2, 0, 2}, Shape{3});
+  const ArrayFn f = [&](std::span<const Array> v) {
+    return std::vector<Array>{sum(lax::take(v[0], idx))};
+  };
+  const Array table = random_f64(Shape{1000, 16}, 54);
+  CHECK(vjp(f, std::span<const Array>(&table, 1)).residual_bytes == 0);
+}
+
 TEST_CASE("vjp: layer_norm agrees with finite differences for x, scale and bias (float64)") {
   const ArrayFn f = [](std::span<const Array> v) {
     return std::vector<Array>{lax::layer_norm(v[0], v[1], v[2], 1e-6)};
