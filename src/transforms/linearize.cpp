@@ -27,6 +27,8 @@ std::vector<Array> joint(const ir::Graph& g, std::span<const Array> in,
   for (std::size_t i = tape.size(); i-- > 0;) {
     if (tape[i].region) {
       backward_region(*tape[i].region, cts);
+    } else if (tape[i].scan) {
+      backward_scan(tape[i].eqn, *tape[i].scan, cts);
     } else {
       backward_eqn(tape[i].eqn, cts);
     }

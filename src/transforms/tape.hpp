@@ -33,10 +33,20 @@ struct Region {
   std::vector<TapeEqn> eqns;
 };
 
-// A top-level item of the tape: a plain equation or a region.
+// A scan replayed for reverse mode (scan_ad.cpp): the body's linearisation, and the residuals
+// its forward scan kept for the backward scan: loop-invariant ones once, the others stacked.
+struct ScanLinear;
+struct ScanTape {
+  std::shared_ptr<const ScanLinear> lin;
+  std::vector<Array> invariant, stacked;
+};
+
+// A top-level item of the tape: a plain equation, a region, or a scan (whose `eqn` holds its
+// operands and outputs).
 struct TapeItem {
   TapeEqn eqn;
   std::unique_ptr<Region> region;
+  std::unique_ptr<ScanTape> scan;
 };
 
 // A checkpoint equation's body.
@@ -106,5 +116,16 @@ void backward_eqn(const TapeEqn& t, Cotangents& cts);
 // (differentiated) in the current trace, its policy deciding what it reads saved, offloaded
 // or recomputed.
 void backward_region(const Region& r, Cotangents& cts);
+
+// scan_p's differentiation (scan_ad.cpp). forward_scan binds, in the current trace, the scan
+// of `params` on `ins` that also stacks the residuals (the body linearised with respect to the
+// inputs marked in `differentiable`), recording them in `tape`; it returns the scan's outputs.
+std::vector<Array> forward_scan(const ir::Params& params, std::span<const Array> ins,
+                                const std::vector<bool>& differentiable, ScanTape& tape);
+// The backward scan: from the cotangents of the scan's outputs, those of its operands.
+void backward_scan(const TapeEqn& t, const ScanTape& tape, Cotangents& cts);
+// scan_p's VJP rule, for a scan inside a checkpoint region (recomputed there): forward_scan
+// and the backward scan in one.
+std::vector<Array> scan_vjp(const ir::VjpArgs& args);
 
 }  // namespace flaxpp::transforms

@@ -1,0 +1,176 @@
+// scan(): traces the body into a scan equation; the scan primitive's shape rule and its eager
+// evaluation (a loop that reads one row of each xs and writes one row of each ys per
+// iteration). Its differentiation rule is in scan_ad.cpp.
+#include "flaxpp/transforms/scan.hpp"
+
+#include "flaxpp/core/backend.hpp"
+#include "flaxpp/transforms/trace.hpp"
+#include "transforms/tape.hpp"
+
+namespace flaxpp {
+namespace {
+
+struct ScanShape {
+  std::size_t num_consts, num_carry;
+  std::int64_t length;
+  bool reverse;
+};
+
+ScanShape scan_shape(const ir::Params& params) {
+  return {static_cast<std::size_t>(params.get<std::int64_t>("num_consts")),
+          static_cast<std::size_t>(params.get<std::int64_t>("num_carry")),
+          params.get<std::int64_t>("length"), params.get<bool>("reverse")};
+}
+
+// `aval` with a leading axis of `length`.
+AVal stacked(const AVal& aval, std::int64_t length) {
+  std::vector<std::int64_t> dims{length};
+  dims.insert(dims.end(), aval.shape.dims().begin(), aval.shape.dims().end());
+  return {Shape(std::move(dims)), aval.dtype};
+}
+
+// `aval` without its leading axis.
+AVal row_of(const AVal& aval) {
+  return {Shape(std::vector<std::int64_t>(aval.shape.dims().begin() + 1, aval.shape.dims().end())),
+          aval.dtype};
+}
+
+std::vector<AVal> scan_avals(std::span<const AVal> in, const ir::Params& params) {
+  const ir::Graph& g = transforms::body_of(params);
+  const ScanShape s = scan_shape(params);
+  FLAXPP_ASSERT(in.size() == g.invars.size(), "scan: ", in.size(), " operands for a body of ",
+                g.invars.size(), " inputs");
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const AVal want = i < s.num_consts + s.num_carry ? g.aval(g.invars[i])
+                                                     : stacked(g.aval(g.invars[i]), s.length);
+    FLAXPP_ASSERT(in[i] == want, "scan operand ", i, " is ", in[i], ", the body expects ", want);
+  }
+  std::vector<AVal> out;
+  for (std::size_t k = 0; k < g.outvars.size(); ++k) {
+    const AVal a = g.aval(g.outvars[k]);
+    out.push_back(k < s.num_carry ? a : stacked(a, s.length));
+  }
+  return out;
+}
+
+// Row `t` of `x` (a copy: the body's operands are whole arrays).
+Array row(const Array& x, std::int64_t t) {
+  const AVal r = row_of(x.aval());
+  const std::int64_t bytes = x.nbytes() / x.shape()[0];
+  Backend& be = x.buffer().backend();
+  std::shared_ptr<Buffer> out = be.allocate(bytes);
+  be.copy(x.buffer(), t * bytes, *out, 0, bytes);
+  return Array(std::move(out), r.shape, r.dtype);
+}
+
+std::vector<Array> run_scan(std::span<const Array> in, const ir::Params& params) {
+  const ir::Graph& g = transforms::body_of(params);
+  const ScanShape s = scan_shape(params);
+  std::vector<AVal> in_avals;
+  for (const Array& x : in)
+    in_avals.push_back(x.aval());
+  const std::vector<AVal> out_avals = scan_avals(in_avals, params);
+  const auto first_x = static_cast<std::ptrdiff_t>(s.num_consts + s.num_carry);
+  std::vector<Array> carry(in.begin() + static_cast<std::ptrdiff_t>(s.num_consts),
+                           in.begin() + first_x);
+  const Device device = in.empty() ? default_device() : in[0].device();
+  std::vector<std::shared_ptr<Buffer>> ys;
+  Backend& be = backend(device);
+  for (std::size_t k = s.num_carry; k < out_avals.size(); ++k) {
+    const AVal& a = out_avals[k];
+    ys.push_back(be.allocate(a.shape.size() * static_cast<std::int64_t>(itemsize(a.dtype))));
+  }
+  for (std::int64_t i = 0; i < s.length; ++i) {
+    const std::int64_t t = s.reverse ? s.length - 1 - i : i;
+    std::vector<Array> args(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(s.num_consts));
+    args.insert(args.end(), std::make_move_iterator(carry.begin()),
+                std::make_move_iterator(carry.end()));
+    for (auto x = in.begin() + first_x; x != in.end(); ++x)
+      args.push_back(row(*x, t));
+    std::vector<Array> outs = eval_graph(g, std::move(args));
+    carry.assign(std::make_move_iterator(outs.begin()),
+                 std::make_move_iterator(outs.begin() + static_cast<std::ptrdiff_t>(s.num_carry)));
+    for (std::size_t k = 0; k < ys.size(); ++k) {
+      const Array& y = outs[s.num_carry + k];
+      be.copy(y.buffer(), 0, *ys[k], t * y.nbytes(), y.nbytes());
+    }
+  }
+  std::vector<Array> results = std::move(carry);
+  for (std::size_t k = 0; k < ys.size(); ++k) {
+    const AVal& a = out_avals[s.num_carry + k];
+    results.emplace_back(std::move(ys[k]), a.shape, a.dtype);
+  }
+  return results;
+}
+
+}  // namespace
+
+const ir::Primitive scan_p("scan", scan_avals, transforms::scan_vjp, run_scan);
+
+ScanResult scan(const ScanBody& f, std::span<const Array> init, std::span<const Array> xs,
+                std::optional<std::int64_t> length, bool reverse) {
+  for (std::size_t k = 0; k < xs.size(); ++k) {
+    if (xs[k].rank() == 0)
+      throw ValueError(detail::str("scan: xs[", k, "] is a scalar (", xs[k].aval(),
+                                   "); every xs needs a leading axis to scan over"));
+    if (!length) length = xs[k].shape()[0];
+    if (xs[k].shape()[0] != *length)
+      throw ValueError(detail::str("scan: xs[", k, "] has a leading axis of ", xs[k].shape()[0],
+                                   ", expected ", *length,
+                                   " (the length, or the leading axis of xs[0]); every xs must "
+                                   "have the same number of rows"));
+  }
+  if (!length)
+    throw ValueError("scan: without xs the number of iterations is unknown; pass length");
+  if (*length < 0) throw ValueError(detail::str("scan: length must be >= 0, got ", *length));
+  std::vector<AVal> avals;
+  for (const Array& c : init)
+    avals.push_back(c.aval());
+  for (const Array& x : xs)
+    avals.push_back(row_of(x.aval()));
+  std::size_t num_ys = 0;
+  ir::Graph g = make_graph(
+      [&](std::span<const Array> in) {
+        ScanResult r = f(in.subspan(0, init.size()), in.subspan(init.size()));
+        if (r.carry.size() != init.size())
+          throw ValueError(detail::str("scan: the body returned ", r.carry.size(),
+                                       " carry values for a carry of ", init.size()));
+        for (std::size_t k = 0; k < init.size(); ++k)
+          if (!r.carry[k].valid() || r.carry[k].aval() != init[k].aval())
+            throw ValueError(detail::str(
+                "scan: the body's carry[", k,
+                "] must keep the shape and dtype of the initial "
+                "carry, ",
+                init[k].aval(), ", but the body returned ",
+                r.carry[k].valid() ? r.carry[k].aval().str() : std::string("a null Array")));
+        for (std::size_t k = 0; k < r.ys.size(); ++k)
+          if (!r.ys[k].valid())
+            throw ValueError(detail::str("scan: the body returned a null Array as ys[", k, "]"));
+        num_ys = r.ys.size();
+        std::vector<Array> out = std::move(r.carry);
+        out.insert(out.end(), r.ys.begin(), r.ys.end());
+        return out;
+      },
+      avals);
+  // Captured values become explicit operands (the loop-invariant consts), as in checkpoint.
+  std::vector<Array> operands = g.consts;
+  operands.insert(operands.end(), init.begin(), init.end());
+  operands.insert(operands.end(), xs.begin(), xs.end());
+  const auto num_consts = static_cast<std::int64_t>(g.consts.size());
+  g.invars.insert(g.invars.begin(), g.constvars.begin(), g.constvars.end());
+  g.constvars.clear();
+  g.consts.clear();
+  const ir::Params params{{"jaxpr", std::make_shared<const ir::Graph>(std::move(g))},
+                          {"num_consts", num_consts},
+                          {"num_carry", static_cast<std::int64_t>(init.size())},
+                          {"length", *length},
+                          {"reverse", reverse}};
+  std::vector<Array> out = ir::bind(scan_p, operands, params);
+  ScanResult r;
+  r.carry.assign(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(init.size()));
+  r.ys.assign(out.begin() + static_cast<std::ptrdiff_t>(init.size()),
+              out.begin() + static_cast<std::ptrdiff_t>(init.size() + num_ys));
+  return r;
+}
+
+}  // namespace flaxpp
