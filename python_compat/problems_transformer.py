@@ -1,9 +1,9 @@
 """Reference cases for the *transformer* problems of docs/refs-format.md ("Transformers").
 
 Problems: ``embed``, ``attention`` (causal or not, with and without dropout),
-``block_grad`` (every policy spec form and ``"none"``) and ``saved_residuals`` with
-``function: "block_loss"``. (``stack_init``, ``stack_grad`` and ``lm_train`` come with
-``nn.scan``.)
+``block_grad`` (every policy spec form and ``"none"``), ``stack_init`` and ``stack_grad``
+(``nn.scan`` over remat'd Blocks), and ``saved_residuals`` with ``function: "block_loss"``.
+(``lm_train`` comes with the language model.)
 
 Every expected value comes from the Flax/JAX call the registry names, eagerly (no
 ``jax.jit``), on exactly the inputs written to the case:
@@ -19,6 +19,9 @@ Every expected value comes from the Flax/JAX call the registry names, eagerly (n
 * ``block_grad``: ``lifted(policy)(num_heads, mlp_dim)`` with ``lifted`` and ``Block`` exactly
   as refs-format.md spells them, ``params = init(PRNGKey(seed), x)["params"]``,
   ``jax.value_and_grad(lambda p: jnp.sum(M.apply({"params": p}, x)[0] ** 2))(params)``;
+* ``stack_init`` / ``stack_grad``: ``Stack(num_layers, num_heads, mlp_dim, policy)`` exactly
+  as refs-format.md spells it, ``init(PRNGKey(seed), x)``; ``stack_grad`` adds
+  ``jax.value_and_grad(lambda p: jnp.sum(Stack.apply({"params": p}, x) ** 2))(params)``;
 * ``saved_residuals`` / ``block_loss``: ``jax._src.ad_checkpoint.saved_residuals(h, params,
   x)`` with ``h = jax.checkpoint(lambda p, x: jnp.sum(Block.apply({"params": p}, x)[0] ** 2),
   policy=P)`` and the plain Block's params, encoded as problems_remat.py encodes it.
@@ -31,10 +34,12 @@ Self-checks run for every case (an AssertionError stops generation):
   (DenseGeneral's flat draw), biases are zeros; the dropout mask is
   ``bernoulli(fold_in(PRNGKey(dropout_seed), H(1)), 1 - rate, (1, 1, T, T))``;
 * remat-lifted Blocks have the same parameters as the plain Block (``CheckpointBlock`` as the
-  root keeps the paths);
+  root keeps the paths); a Stack's parameters do not depend on the policy (only the name of
+  the scanned class does: ``ScanBlock_0`` for ``"none"``), every leaf is stacked along a
+  leading axis of ``num_layers``, and layer ``i``'s parameters differ from layer ``j``'s;
 * precision: ``attention``'s ``y`` is recomputed in NumPy float64 from the same parameters
   (and the same dropout mask), ``block_grad``'s loss and gradients by JAX in float64
-  (``jax.enable_x64``) from the float32 parameters and ``x``; JAX's float32 result must lie
+  (``jax.enable_x64``) from the float32 parameters and ``x`` (``stack_grad`` likewise); JAX's float32 result must lie
   within a quarter of the case's tolerance of that, so that a float32 implementation with
   other summation orders (flaxpp's BLAS) has room;
 * ``saved_residuals``: the listed residuals are the 16 parameter leaves and ``x`` as
@@ -48,13 +53,16 @@ largest contraction length (D, T, mlp_dim): ``d <= 32``: ``rtol 2e-5``, ``atol 1
 max(1, max|expected|)``; otherwise ``rtol 1e-4``, ``atol 1e-5 * max(1, max|expected|)``, where
 ``max|expected|`` runs over ``y`` and the parameters (``attention``) or over the gradients
 only (``block_grad``: the loss, a sum of B*T*D squares, is held by ``rtol``); plus ``ulp: 4``
-for the parameter draws of ``attention``.
+for the parameter draws of ``attention``. ``stack_grad`` takes ``block_grad``'s tolerance times
+``num_layers`` (rounding errors add up layer after layer); ``stack_init``'s parameters are
+draws (``ulp: 4``).
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
+import flax
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
@@ -98,8 +106,24 @@ class Block(nn.Module):            # pre-LayerNorm GPT block; (carry, _) -> (car
 
 
 def lifted(policy):                # "none": the block itself
-    return Block if policy == "none" else nn.remat(Block, policy=policy_from_spec(policy),
-                                                   prevent_cse=False)
+    # (A module attribute holding a dict spec, Stack.policy, comes back as a FrozenDict.)
+    spec = flax.core.unfreeze(policy) if isinstance(policy, flax.core.FrozenDict) else policy
+    return Block if spec == "none" else nn.remat(Block, policy=policy_from_spec(spec),
+                                                 prevent_cse=False)
+
+
+class Stack(nn.Module):            # params auto-named ScanCheckpointBlock_0 (ScanBlock_0 for "none")
+    num_layers: int
+    num_heads: int
+    mlp_dim: int
+    policy: object = "none"
+
+    @nn.compact
+    def __call__(self, x):
+        S = nn.scan(lifted(self.policy), variable_axes={"params": 0},
+                    split_rngs={"params": True}, length=self.num_layers)
+        x, _ = S(self.num_heads, self.mlp_dim)(x, None)
+        return x
 
 
 # --------------------------------------------------------------------------- helpers
@@ -281,6 +305,76 @@ def case_block_grad(seed: Any, x: np.ndarray, num_heads: int, mlp_dim: int, spec
     return make_case(label, "block_grad", inputs, expected, **tol)
 
 
+# --------------------------------------------------------------------------- stack_*
+
+
+def _stack_params(seed: Any, x: np.ndarray, L: int, H: int, M: int, spec: Any, label: str):
+    """Stack's params, checked: independent of the policy, stacked, layers distinct."""
+    xj = jnp.asarray(x)
+    params = Stack(L, H, M, spec).init(prng(seed), xj)["params"]
+    scanned = "ScanBlock_0" if spec == "none" else "ScanCheckpointBlock_0"
+    assert list(params) == [scanned], (label, list(params))
+    if spec != "none":  # the scanned class's name enters the keys; the policy does not
+        other = Stack(L, H, M, "everything_saveable").init(prng(seed), xj)["params"]
+        assert jax.tree_util.tree_all(jax.tree_util.tree_map(
+            lambda a, b: bool(np.array_equal(_np(a), _np(b))), params, other)), label
+    for v in jax.tree_util.tree_leaves(params):
+        assert v.shape[0] == L, (label, v.shape)
+    kernel = _np(params[scanned]["Dense_0"]["kernel"])
+    assert L == 1 or not np.array_equal(kernel[0], kernel[1]), label
+    return params
+
+
+def _stack_tag(seed, x, L, H, M, spec, xseed) -> str:
+    return (f"{spec_tag(spec)}-seed{_tag(seed)}-{_x_tag(x, xseed)}-L{L}-H{H}-M{M}")
+
+
+def case_stack_init(seed: Any, x: np.ndarray, L: int, H: int, M: int, spec: Any,
+                    xseed: int) -> dict:
+    label = f"stack_init/{_stack_tag(seed, x, L, H, M, spec, xseed)}"
+    params = _stack_params(seed, x, L, H, M, spec, label)
+    inputs = {"seed": seed, "x": array(x, "float32"), "num_layers": L, "num_heads": H,
+              "mlp_dim": M, "policy": spec}
+    return make_case(label, "stack_init", inputs, {"params": _json_tree(params)},
+                     ulp=4, rtol=0, atol=0)
+
+
+def stack_loss_and_grads(model, params, x):
+    return jax.value_and_grad(lambda p: jnp.sum(model.apply({"params": p}, x) ** 2))(params)
+
+
+def case_stack_grad(seed: Any, x: np.ndarray, L: int, H: int, M: int, spec: Any,
+                    xseed: int) -> dict | None:
+    label = f"stack_grad/{_stack_tag(seed, x, L, H, M, spec, xseed)}"
+    params = _stack_params(seed, x, L, H, M, spec, label)
+    model = Stack(L, H, M, spec)
+    try:
+        loss, grads = stack_loss_and_grads(model, params, jnp.asarray(x))
+    except Exception as e:  # e.g. an offload policy JAX cannot run on the CPU
+        SKIPPED.append(f"{label}: {type(e).__name__}: {e}")
+        return None
+    with jax.enable_x64(True):
+        p64 = jax.tree_util.tree_map(lambda v: jnp.asarray(_np(v), jnp.float64), params)
+        loss64, grads64 = stack_loss_and_grads(Stack(L, H, M, "none"), _rename_scanned(p64),
+                                               jnp.asarray(x, jnp.float64))
+        loss64, grads64 = _np(loss64), _rename_scanned(_tree_np(grads64), back=spec != "none")
+    got = {"loss": loss, "grads": {"params": grads}}
+    # Rounding errors add up layer after layer: the block's tolerance times the depth.
+    tol = {k: float(f"{v * L:.3g}") for k, v in tolerance(max(x.shape[-1], x.shape[1], M),
+                                          [_np(v) for v in jax.tree_util.tree_leaves(grads)]).items()}
+    _check_precision(label, got, {"loss": loss64, "grads": {"params": grads64}}, tol)
+    inputs = {"seed": seed, "x": array(x, "float32"), "num_layers": L, "num_heads": H,
+              "mlp_dim": M, "policy": spec}
+    expected = {"loss": array(_np(loss), "float32"), "grads": {"params": _json_tree(grads)}}
+    return make_case(label, "stack_grad", inputs, expected, **tol)
+
+
+def _rename_scanned(params: dict, back: bool = False) -> dict:
+    """The float64 check runs the plain ("none") Stack: its scanned class is ScanBlock_0."""
+    (name, inner), = params.items()
+    return {("ScanCheckpointBlock_0" if back else "ScanBlock_0"): inner}
+
+
 # --------------------------------------------------------------------------- saved_residuals
 
 _DOT_POLICIES = {"dots_saveable", "checkpoint_dots", "dots_with_no_batch_dims_saveable",
@@ -396,6 +490,23 @@ def cases() -> list[dict]:
     out.append(case_block_grad(-3, draw_x([2, 8, 32], xs), 4, 64,
                                "dots_with_no_batch_dims_saveable", xs))
     out.append(case_block_grad(3.0, draw_x([1, 16, 24], xs + 1), 3, 40, "nothing_saveable", xs + 1))
+
+    # ---- stack_init / stack_grad: (seed, [B, T, D], layers, heads, mlp_dim)
+    stacks = [(0, [2, 3, 8], 2, 2, 16), (-3, [1, 5, 12], 3, 3, 24), (S31, [2, 4, 6], 1, 6, 5),
+              (3.0, [1, 6, 12], 4, 4, 16)]
+    xs = 500
+    for j, spec in enumerate(["none", "nothing_saveable", "dots_with_no_batch_dims_saveable",
+                              "dots_saveable"]):
+        seed, shape, L, H, M = stacks[j % len(stacks)]
+        out.append(case_stack_init(seed, draw_x(shape, xs), L, H, M, spec, xs))
+        xs += 1
+    for j, spec in enumerate(["none", "everything_saveable", "nothing_saveable", "dots_saveable",
+                              "dots_with_no_batch_dims_saveable", OFFLOAD_DOTS,
+                              names("save_only_these_names", "a")]):
+        seed, shape, L, H, M = stacks[j % len(stacks)]
+        out.append(case_stack_grad(seed, draw_x(shape, xs), L, H, M, spec, xs))
+        xs += 1
+    out.append(case_stack_grad(1, draw_x([2, 8, 16], xs), 6, 4, 32, "nothing_saveable", xs))
 
     # ---- saved_residuals / block_loss
     res_shapes = [(0, [2, 3, 8], 2, 16), (1, [1, 5, 12], 3, 7), (-3, [3, 4, 6], 6, 10)]

@@ -31,6 +31,7 @@
 #include "flaxpp/nn/multi_head_attention.hpp"
 #include "flaxpp/nn/nnx.hpp"
 #include "flaxpp/nn/remat.hpp"
+#include "flaxpp/nn/scan.hpp"
 #include "flaxpp/nn/scope.hpp"
 #include "flaxpp/nn/sequential.hpp"
 #include "flaxpp/nn/transformer_block.hpp"
@@ -47,4 +48,5 @@
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "flaxpp/transforms/custom_vjp.hpp"
 #include "flaxpp/transforms/jit.hpp"
+#include "flaxpp/transforms/scan.hpp"
 #include "flaxpp/transforms/trace.hpp"

@@ -46,6 +46,14 @@ Scope internal::make_root_scope(std::shared_ptr<ScopeState> state) {
   return Scope(std::move(state), {});
 }
 
+Scope internal::scope_at(std::shared_ptr<ScopeState> state, std::vector<std::string> path) {
+  return Scope(std::move(state), std::move(path));
+}
+
+const std::shared_ptr<internal::ScopeState>& internal::state_of(const Scope& scope) {
+  return scope.state_;
+}
+
 std::string Scope::path_str() const {
   return path_.empty() ? std::string("(root)") : join(path_);
 }

@@ -1,7 +1,8 @@
 // The transformer's CUDA paths beyond what the nn and backend suites cover when ctest reruns
 // them on the GPU: the index kernels (take, scatter_add, iota) against the CPU bit for bit in
-// every storage type and past 65536 blocks, and attention and the remat'd Block on the GPU
-// against the CPU (cuBLAS sums in another order: within 1e-4).
+// every storage type and past 65536 blocks, and attention, the remat'd Block and a scan over
+// remat'd Blocks (rows read and written by offset copies) on the GPU against the CPU (cuBLAS
+// sums in another order: within 1e-4).
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -11,6 +12,7 @@
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/nn/multi_head_attention.hpp"
 #include "flaxpp/nn/remat.hpp"
+#include "flaxpp/nn/scan.hpp"
 #include "flaxpp/nn/transformer_block.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
@@ -83,25 +85,23 @@ TEST_CASE("CUDA attention: causal multi-head attention with dropout matches the 
                         1e-4);
 }
 
-TEST_CASE("CUDA Block: the remat'd Block's gradients on the GPU match the CPU's" *
-          doctest::skip(kNoGpu)) {
-  const Array x = testing::random_f32(Shape{2, 32, 64}, 306);
-  const nn::TransformerBlock block{.num_heads = 4, .mlp_dim = 128};
-  const Tree params = nn::Model(block).init(random::key(2), x)["params"];
-  const auto model = remat<nn::TransformerBlock>(
-      checkpoint_policies::dots_with_no_batch_dims_saveable(), {}, false)(block);
-  auto grads_on = [&](Device device) {
-    set_default_device(device);  // literals and the mask's iota join the device's graph
-    const Tree p = tree_map(params, [&](const Array& a) { return a.to(device); });
-    const Array xd = x.to(device);
-    Tree g = value_and_grad([&](const Tree& q) {
-               return sum(square(model.apply(nn::Variables{{"params", q}}, xd)));
-             })(p)
-                 .second;
-    set_default_device(Device::cpu());
-    return g;
-  };
-  const Tree want = grads_on(Device::cpu()), got = grads_on(Device::cuda(0));
+namespace {
+
+// The gradients of sum(model(x)**2) with respect to `params`, computed on `device`.
+template <class Model>
+Tree grads_on(const Model& model, const Tree& params, const Array& x, Device device) {
+  set_default_device(device);  // literals and the mask's iota join the device's graph
+  const Tree p = tree_map(params, [&](const Array& a) { return a.to(device); });
+  const Array xd = x.to(device);
+  Tree g = value_and_grad([&](const Tree& q) {
+             return sum(square(model.apply(nn::Variables{{"params", q}}, xd)));
+           })(p)
+               .second;
+  set_default_device(Device::cpu());
+  return g;
+}
+
+void check_grads_close(const Tree& got, const Tree& want) {
   for (const auto& [path, w] : want.flatten()) {
     CAPTURE(path);
     const std::vector<double> g = testing::values(got.at(path).array()), e = testing::values(w);
@@ -109,4 +109,29 @@ TEST_CASE("CUDA Block: the remat'd Block's gradients on the GPU match the CPU's"
     for (std::size_t j = 0; j < g.size(); ++j)
       CHECK(std::abs(g[j] - e[j]) <= 1e-4 * (std::abs(e[j]) + 1));
   }
+}
+
+}  // namespace
+
+TEST_CASE("CUDA Block: the remat'd Block's gradients on the GPU match the CPU's" *
+          doctest::skip(kNoGpu)) {
+  const Array x = testing::random_f32(Shape{2, 32, 64}, 306);
+  const nn::TransformerBlock block{.num_heads = 4, .mlp_dim = 128};
+  const Tree params = nn::Model(block).init(random::key(2), x)["params"];
+  const auto model = remat<nn::TransformerBlock>(
+      checkpoint_policies::dots_with_no_batch_dims_saveable(), {}, false)(block);
+  check_grads_close(grads_on(model, params, x, Device::cuda(0)),
+                    grads_on(model, params, x, Device::cpu()));
+}
+
+TEST_CASE("CUDA scan: scan(remat(Block)) over 4 layers, its gradients on the GPU match the CPU's" *
+          doctest::skip(kNoGpu)) {
+  const Array x = testing::random_f32(Shape{2, 16, 32}, 307);
+  const nn::TransformerBlock block{.num_heads = 4, .mlp_dim = 64};
+  const auto stack = nn::scan(
+      remat<nn::TransformerBlock>(checkpoint_policies::nothing_saveable(), {}, false)(block),
+      {.length = 4});
+  const Tree params = stack.init(random::key(3), x)["params"];
+  check_grads_close(grads_on(stack, params, x, Device::cuda(0)),
+                    grads_on(stack, params, x, Device::cpu()));
 }

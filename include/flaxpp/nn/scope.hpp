@@ -62,6 +62,9 @@ class Scope;
 namespace internal {
 struct ScopeState;
 Scope make_root_scope(std::shared_ptr<ScopeState> state);
+// For lifted transforms (nn/scan.cpp): a scope at `path` over `state`, and a scope's state.
+Scope scope_at(std::shared_ptr<ScopeState> state, std::vector<std::string> path);
+const std::shared_ptr<ScopeState>& state_of(const Scope& scope);
 }  // namespace internal
 
 class Scope {
@@ -108,6 +111,9 @@ class Scope {
 
  private:
   friend Scope internal::make_root_scope(std::shared_ptr<internal::ScopeState> state);
+  friend Scope internal::scope_at(std::shared_ptr<internal::ScopeState> state,
+                                  std::vector<std::string> path);
+  friend const std::shared_ptr<internal::ScopeState>& internal::state_of(const Scope& scope);
   Scope(std::shared_ptr<internal::ScopeState> state, std::vector<std::string> path);
   Scope child(const std::string& name);
   std::string next_name(const std::string& class_name);

@@ -1,9 +1,10 @@
 // Reference problems of the transformer family (refs-format.md, "Transformers"): embed,
-// attention, block_grad, and the block_loss function of saved_residuals. (stack_init,
-// stack_grad and lm_train need nn::scan; they are not registered yet.)
+// attention, block_grad, stack_init, stack_grad, and the block_loss function of
+// saved_residuals. (lm_train is not registered yet.)
 #include "flaxpp/nn/embed.hpp"
 #include "flaxpp/nn/multi_head_attention.hpp"
 #include "flaxpp/nn/remat.hpp"
+#include "flaxpp/nn/scan.hpp"
 #include "flaxpp/nn/transformer_block.hpp"
 #include "io/refs/problems_shared.hpp"
 
@@ -24,6 +25,34 @@ BlockInputs block_inputs(const Inputs& in, const CaseContext& cx) {
   return {random::key(in.integer("seed"), cx.mode), x,
           nn::TransformerBlock{.num_heads = positive_integer(in, "num_heads"),
                                .mlp_dim = positive_integer(in, "mlp_dim")}};
+}
+
+// refs-format's Stack: nn.scan(lifted(policy), variable_axes={"params": 0},
+// split_rngs={"params": True}, length=num_layers)(num_heads, mlp_dim), auto-named in it.
+template <class Layer>
+struct Stack {
+  static constexpr const char* name = "Stack";
+  Layer layer;
+  std::int64_t num_layers = 0;
+  Array operator()(nn::Scope& s, const Array& x) const {
+    return s(nn::scan(layer, {.length = num_layers}), x);
+  }
+};
+
+// Runs `fn` on the Stack of a stack_* case's inputs: of the remat'd Block
+// (nn.remat(Block, policy=..., prevent_cse=False)), or of the Block for "none".
+template <class Fn>
+Outcome with_stack(const Inputs& in, const CaseContext& cx, const Fn& fn) {
+  const BlockInputs b = block_inputs(in, cx);
+  const std::int64_t layers = positive_integer(in, "num_layers");
+  const std::optional<PolicyPtr> policy = policy_input(in);
+  if (policy) {
+    using Lifted = decltype(remat<nn::TransformerBlock>(*policy, {}, false)(b.block));
+    return fn(
+        nn::Model(Stack<Lifted>{remat<nn::TransformerBlock>(*policy, {}, false)(b.block), layers}),
+        b);
+  }
+  return fn(nn::Model(Stack<nn::TransformerBlock>{b.block, layers}), b);
 }
 
 }  // namespace
@@ -53,8 +82,8 @@ void register_transformer_problems(ProblemRegistry& registry) {
     if (!in.has("causal"))
       throw InputError(detail::str(in.path(), ".causal: missing (true or false)"));
     const double rate = in.number("dropout_rate", 0.0);
-    const nn::Model model(nn::MultiHeadDotProductAttention{.num_heads = positive_integer(in, "num_heads"),
-                                                           .dropout_rate = rate});
+    const nn::Model model(nn::MultiHeadDotProductAttention{
+        .num_heads = positive_integer(in, "num_heads"), .dropout_rate = rate});
     // The mask of nn.make_causal_mask(ones((B, T))), at init and apply alike.
     nn::AttentionArgs args{
         .mask = in.boolean("causal", false)
@@ -82,6 +111,17 @@ void register_transformer_problems(ProblemRegistry& registry) {
     const std::optional<PolicyPtr> policy = policy_input(in);
     return policy ? run(remat<nn::TransformerBlock>(*policy, {}, false)(b.block))
                   : run(nn::Model(b.block));
+  });
+  registry.add("stack_init", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    return with_stack(in, cx, [](const auto& model, const BlockInputs& b) -> Outcome {
+      return Tree{{"params", model.init(b.key, b.x)["params"]}};
+    });
+  });
+  registry.add("stack_grad", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    return with_stack(in, cx, [](const auto& model, const BlockInputs& b) -> Outcome {
+      const ValueAndGrad r = sum_of_squares_grad(model, model.init(b.key, b.x)["params"], b.x);
+      return Tree{{"loss", r.value}, {"grads", Tree{{"params", r.grads[0]}}}};
+    });
   });
 }
 
