@@ -37,6 +37,7 @@ import jax  # noqa: E402
 import flax  # noqa: E402
 import optax  # noqa: E402
 
+import problems_lm  # noqa: E402
 import problems_nn  # noqa: E402
 import problems_random  # noqa: E402
 import problems_remat  # noqa: E402
@@ -74,6 +75,9 @@ TARGETS: list[Target] = [
     # JAX's default mode.
     Target("transformer", "transformer", "transformer.json", True, problems_transformer.cases,
            1_000_000, lambda: problems_transformer.SKIPPED),
+    # Language-model trajectories (lm_train: the LM of scan(remat(Block)) + optax).
+    Target("lm", "transformer", "lm.json", True, problems_lm.cases, 1_000_000,
+           lambda: problems_lm.SKIPPED),
 ]
 
 # split(key(0), 4) in each threefry mode (docs/jax-flax-semantics.md §1.6): a self-test

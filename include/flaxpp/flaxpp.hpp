@@ -26,6 +26,7 @@
 #include "flaxpp/nn/dense_general.hpp"
 #include "flaxpp/nn/dropout.hpp"
 #include "flaxpp/nn/embed.hpp"
+#include "flaxpp/nn/language_model.hpp"
 #include "flaxpp/nn/layer_norm.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/nn/multi_head_attention.hpp"

@@ -1,11 +1,14 @@
-// Reference problem train_mlp (refs-format.md, "Training (optax)"): a linen MLP (optionally
-// lifted by remat) trained with an optax optimiser on batches taken in order, cycling.
+// The trajectory problems: train_mlp (refs-format.md, "Training (optax)"), a linen MLP
+// (optionally lifted by remat), and lm_train ("Transformers"), the LM on next-token
+// cross-entropy; each trained with an optax optimiser on batches taken in order, cycling.
 #include "flaxpp/io/optimizer_spec.hpp"
 #include "flaxpp/io/policy_spec.hpp"
 #include "flaxpp/io/refs.hpp"
+#include "flaxpp/nn/language_model.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "io/refs/case_budget.hpp"
+#include "io/refs/problems_shared.hpp"
 
 namespace flaxpp::refs {
 namespace {
@@ -26,21 +29,54 @@ Array take_rows(const Array& a, std::int64_t start, std::int64_t bs) {
   return Array::from_vector(out, Shape(dims));
 }
 
-Tree train_mlp(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy, const Array& x,
-               const Array& y, const optim::GradientTransformation& tx, std::int64_t steps,
-               std::int64_t bs, const random::Key& key, const CaseContext& cx) {
-  train::ClassifierStep step(train::mlp_apply(mlp, policy), tx);
-  train::TrainState state =
-      step.init(nn::Model(mlp).init(key, take_rows<float>(x, 0, bs))["params"]);
+// Columns [from, to) of a (N, T) array, as a new host array.
+Array columns(const Array& a, std::int64_t from, std::int64_t to) {
+  const std::int64_t n = a.shape()[0], t = a.shape()[1];
+  const std::span<const std::int32_t> v = a.host_span<std::int32_t>();
+  std::vector<std::int32_t> out;
+  out.reserve(static_cast<std::size_t>(n * (to - from)));
+  for (std::int64_t r = 0; r < n; ++r)
+    out.insert(out.end(), v.begin() + r * t + from, v.begin() + r * t + to);
+  return Array::from_vector(out, Shape{n, to - from});
+}
+
+// `apply` trained from `params` by the step of mean softmax cross-entropy with integer labels,
+// step i on rows (i * bs + j) mod N of x and y (made from those rows by `split`).
+template <class Split>
+Tree train_trajectory(train::ApplyFn apply, const Tree& params, const Array& rows_of,
+                      const optim::GradientTransformation& tx, std::int64_t steps, std::int64_t bs,
+                      const Split& split, const CaseContext& cx) {
+  train::ClassifierStep step(std::move(apply), tx);
+  train::TrainState state = step.init(params);
   std::vector<float> losses;
-  const std::int64_t n = x.shape()[0];
+  const std::int64_t n = rows_of.shape()[0];
   // Step i starts at row (i * bs) mod n, kept below n so that nothing overflows.
   for (std::int64_t i = 0, start = 0; i < steps; ++i, start = (start + bs % n) % n) {
     cx.check_time();
-    losses.push_back(
-        step(state, take_rows<float>(x, start, bs), take_rows<std::int32_t>(y, start, bs)));
+    const auto [x, y] = split(start);
+    losses.push_back(step(state, x, y));
   }
   return Tree{{"losses", Array::from_vector(losses, Shape{steps})}, {"params", state.params}};
+}
+
+Tree train_mlp(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy, const Array& x,
+               const Array& y, const optim::GradientTransformation& tx, std::int64_t steps,
+               std::int64_t bs, const random::Key& key, const CaseContext& cx) {
+  const Tree params = nn::Model(mlp).init(key, take_rows<float>(x, 0, bs))["params"];
+  return train_trajectory(
+      train::mlp_apply(mlp, policy), params, x, tx, steps, bs,
+      [&](std::int64_t start) {
+        return std::pair{take_rows<float>(x, start, bs), take_rows<std::int32_t>(y, start, bs)};
+      },
+      cx);
+}
+
+optim::GradientTransformation optimizer_input(const Inputs& in) {
+  try {
+    return io::optimizer_from_spec(in.raw("optimizer"), in.path() + ".optimizer");
+  } catch (const ParseError& e) {
+    throw InputError(e.what());
+  }
 }
 
 }  // namespace
@@ -67,18 +103,52 @@ void register_train_problems(ProblemRegistry& registry) {
     check_mlp_memory(in, x.shape()[1], mlp.features, bs, kTrainCopies);
     check_case_memory(static_cast<double>(steps) * 4, in.path() + ".steps",
                       detail::str("keeping the loss of each of ", steps, " steps"));
-    optim::GradientTransformation tx;
-    std::optional<PolicyPtr> policy;
-    try {
-      tx = io::optimizer_from_spec(in.raw("optimizer"), in.path() + ".optimizer");
-      if (!in.has("policy"))
-        throw InputError(detail::str(in.path(), ".policy: missing (a policy spec or \"none\")"));
-      policy = io::policy_from_spec(in.raw("policy"), in.path() + ".policy");
-    } catch (const ParseError& e) {
-      throw InputError(e.what());
-    }
+    const optim::GradientTransformation tx = optimizer_input(in);
+    const std::optional<PolicyPtr> policy = policy_input(in);
     const random::Key key = random::key(in.integer("seed"), cx.mode);
     return train_mlp(mlp, policy, x, y, tx, steps, bs, key, cx);
+  });
+  registry.add("lm_train", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    const Array tokens = in.array("tokens");
+    if (tokens.dtype() != DType::i32 || tokens.rank() != 2 || tokens.shape()[0] < 1 ||
+        tokens.shape()[1] < 2)
+      throw InputError(detail::str(in.path(), ".tokens: expected int32 [N, T+1] with N >= 1 and ",
+                                   "T >= 1, got ", tokens.aval()));
+    const std::int64_t steps = positive_integer(in, "steps");
+    const std::int64_t bs = positive_integer(in, "batch_size");
+    const std::int64_t T = tokens.shape()[1] - 1;
+    const nn::LanguageModel lm{.vocab = positive_integer(in, "vocab"),
+                               .features = positive_integer(in, "features"),
+                               .num_layers = positive_integer(in, "num_layers"),
+                               .num_heads = positive_integer(in, "num_heads"),
+                               .mlp_dim = positive_integer(in, "mlp_dim"),
+                               .max_len = T,
+                               .policy = policy_input(in)};
+    // The logits and their gradient dominate: a few (bs, T, vocab) and (bs, T, mlp_dim) arrays
+    // per layer.
+    auto d = [](std::int64_t v) { return static_cast<double>(v); };
+    const double per_token = d(lm.vocab) + d(lm.num_layers) * (d(lm.mlp_dim) + 8 * d(lm.features) +
+                                                               d(lm.num_heads) * d(T));
+    check_case_memory(
+        d(bs) * d(T) * per_token * 4 * kTrainCopies, in.path() + ".batch_size",
+        detail::str("a batch of ", bs, " sequences of ", T, " tokens through the LM"));
+    check_case_memory(static_cast<double>(steps) * 4, in.path() + ".steps",
+                      detail::str("keeping the loss of each of ", steps, " steps"));
+    const optim::GradientTransformation tx = optimizer_input(in);
+    const random::Key key = random::key(in.integer("seed"), cx.mode);
+    const nn::Model model(lm);
+    const Tree params =
+        model.init(key, columns(take_rows<std::int32_t>(tokens, 0, bs), 0, T))["params"];
+    const train::ApplyFn apply = [model](const Tree& p, const Array& x) {
+      return model.apply(nn::Variables{{"params", p}}, x);
+    };
+    return train_trajectory(
+        apply, params, tokens, tx, steps, bs,
+        [&](std::int64_t start) {
+          const Array batch = take_rows<std::int32_t>(tokens, start, bs);
+          return std::pair{columns(batch, 0, T), columns(batch, 1, T + 1)};
+        },
+        cx);
   });
 }
 

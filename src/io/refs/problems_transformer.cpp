@@ -1,10 +1,10 @@
 // Reference problems of the transformer family (refs-format.md, "Transformers"): embed,
 // attention, block_grad, stack_init, stack_grad, and the block_loss function of
-// saved_residuals. (lm_train is not registered yet.)
+// saved_residuals. (lm_train, a trajectory, is in problems_train.cpp.)
 #include "flaxpp/nn/embed.hpp"
+#include "flaxpp/nn/language_model.hpp"
 #include "flaxpp/nn/multi_head_attention.hpp"
 #include "flaxpp/nn/remat.hpp"
-#include "flaxpp/nn/scan.hpp"
 #include "flaxpp/nn/transformer_block.hpp"
 #include "io/refs/problems_shared.hpp"
 
@@ -27,32 +27,15 @@ BlockInputs block_inputs(const Inputs& in, const CaseContext& cx) {
                                .mlp_dim = positive_integer(in, "mlp_dim")}};
 }
 
-// refs-format's Stack: nn.scan(lifted(policy), variable_axes={"params": 0},
-// split_rngs={"params": True}, length=num_layers)(num_heads, mlp_dim), auto-named in it.
-template <class Layer>
-struct Stack {
-  static constexpr const char* name = "Stack";
-  Layer layer;
-  std::int64_t num_layers = 0;
-  Array operator()(nn::Scope& s, const Array& x) const {
-    return s(nn::scan(layer, {.length = num_layers}), x);
-  }
-};
-
-// Runs `fn` on the Stack of a stack_* case's inputs: of the remat'd Block
-// (nn.remat(Block, policy=..., prevent_cse=False)), or of the Block for "none".
-template <class Fn>
-Outcome with_stack(const Inputs& in, const CaseContext& cx, const Fn& fn) {
-  const BlockInputs b = block_inputs(in, cx);
-  const std::int64_t layers = positive_integer(in, "num_layers");
-  const std::optional<PolicyPtr> policy = policy_input(in);
-  if (policy) {
-    using Lifted = decltype(remat<nn::TransformerBlock>(*policy, {}, false)(b.block));
-    return fn(
-        nn::Model(Stack<Lifted>{remat<nn::TransformerBlock>(*policy, {}, false)(b.block), layers}),
-        b);
-  }
-  return fn(nn::Model(Stack<nn::TransformerBlock>{b.block, layers}), b);
+// refs-format's Stack(num_layers, num_heads, mlp_dim, policy) of a stack_* case.
+std::pair<nn::Model<nn::TransformerStack>, BlockInputs> stack_inputs(const Inputs& in,
+                                                                     const CaseContext& cx) {
+  BlockInputs b = block_inputs(in, cx);
+  const nn::TransformerStack stack{.num_layers = positive_integer(in, "num_layers"),
+                                   .num_heads = b.block.num_heads,
+                                   .mlp_dim = b.block.mlp_dim,
+                                   .policy = policy_input(in)};
+  return {nn::Model(stack), std::move(b)};
 }
 
 }  // namespace
@@ -113,15 +96,13 @@ void register_transformer_problems(ProblemRegistry& registry) {
                   : run(nn::Model(b.block));
   });
   registry.add("stack_init", [](const Inputs& in, const CaseContext& cx) -> Outcome {
-    return with_stack(in, cx, [](const auto& model, const BlockInputs& b) -> Outcome {
-      return Tree{{"params", model.init(b.key, b.x)["params"]}};
-    });
+    const auto [stack, b] = stack_inputs(in, cx);
+    return Tree{{"params", stack.init(b.key, b.x)["params"]}};
   });
   registry.add("stack_grad", [](const Inputs& in, const CaseContext& cx) -> Outcome {
-    return with_stack(in, cx, [](const auto& model, const BlockInputs& b) -> Outcome {
-      const ValueAndGrad r = sum_of_squares_grad(model, model.init(b.key, b.x)["params"], b.x);
-      return Tree{{"loss", r.value}, {"grads", Tree{{"params", r.grads[0]}}}};
-    });
+    const auto [stack, b] = stack_inputs(in, cx);
+    const ValueAndGrad r = sum_of_squares_grad(stack, stack.init(b.key, b.x)["params"], b.x);
+    return Tree{{"loss", r.value}, {"grads", Tree{{"params", r.grads[0]}}}};
   });
 }
 

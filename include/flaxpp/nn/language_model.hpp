@@ -1,0 +1,43 @@
+// flaxpp/nn/language_model.hpp — a GPT-style language model as the reference problems spell
+// it (shared/docs/refs-format.md, "Transformers"): Stack, scan over Blocks (remat'd with a
+// policy, or plain), and LM: Embed + learned positions + Stack + LayerNorm + Dense head.
+// Parameter paths and keys are Flax's: Embed_0, pos_embedding, Stack_0/ScanCheckpointBlock_0
+// (ScanBlock_0 without remat), LayerNorm_0, Dense_0.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "flaxpp/nn/scope.hpp"
+#include "flaxpp/transforms/checkpoint.hpp"
+
+namespace flaxpp::nn {
+
+// Flax's Stack: nn.scan(nn.remat(Block, policy=policy, prevent_cse=False) or Block,
+// variable_axes={"params": 0}, split_rngs={"params": True}, length=num_layers).
+struct TransformerStack {
+  static constexpr const char* name = "Stack";
+  std::int64_t num_layers = 0;
+  std::int64_t num_heads = 0;
+  std::int64_t mlp_dim = 0;
+  std::optional<PolicyPtr> policy{};  // none: the plain Block ("none")
+
+  // x (B, T, D) -> (B, T, D).
+  Array operator()(Scope& s, const Array& x) const;
+};
+
+struct LanguageModel {
+  static constexpr const char* name = "LM";
+  std::int64_t vocab = 0;
+  std::int64_t features = 0;
+  std::int64_t num_layers = 0;
+  std::int64_t num_heads = 0;
+  std::int64_t mlp_dim = 0;
+  std::int64_t max_len = 0;
+  std::optional<PolicyPtr> policy{};
+
+  // tokens int32 (B, T), T <= max_len, ids in [0, vocab) -> logits (B, T, vocab).
+  Array operator()(Scope& s, const Array& tokens) const;
+};
+
+}  // namespace flaxpp::nn

@@ -1,0 +1,40 @@
+// The reference problems' Stack and LM, line for line as their Flax definitions.
+#include "flaxpp/nn/language_model.hpp"
+
+#include "flaxpp/ir/lax.hpp"
+#include "flaxpp/nn/dense.hpp"
+#include "flaxpp/nn/embed.hpp"
+#include "flaxpp/nn/layer_norm.hpp"
+#include "flaxpp/nn/remat.hpp"
+#include "flaxpp/nn/scan.hpp"
+#include "flaxpp/nn/transformer_block.hpp"
+#include "flaxpp/ops/numpy.hpp"
+
+namespace flaxpp::nn {
+
+Array TransformerStack::operator()(Scope& s, const Array& x) const {
+  const TransformerBlock block{.num_heads = num_heads, .mlp_dim = mlp_dim};
+  if (policy)
+    return s(scan(remat<TransformerBlock>(*policy, {}, false)(block), {.length = num_layers}), x);
+  return s(scan(block, {.length = num_layers}), x);
+}
+
+Array LanguageModel::operator()(Scope& s, const Array& tokens) const {
+  if (tokens.rank() != 2 || tokens.dtype() != DType::i32)
+    throw ValueError(
+        detail::str("LM at ", s.path_str(), ": tokens must be int32 (B, T), got ", tokens.aval()));
+  const std::int64_t T = tokens.shape()[1];
+  if (T > max_len)
+    throw ValueError(detail::str("LM at ", s.path_str(), ": a sequence of ", T,
+                                 " tokens is longer than max_len ", max_len,
+                                 " (the positions the model has embeddings for); cut it to ",
+                                 max_len, " tokens or make a model with a larger max_len"));
+  Array x = s(Embed{.num_embeddings = vocab, .features = features}, tokens);
+  const Array pos = s.param("pos_embedding", initializers::normal(0.02), Shape{max_len, features});
+  // pos[: T]: the first T rows.
+  x = x + lax::take(pos, lax::iota(DType::i32, Shape{T}));
+  x = s(TransformerStack{num_layers, num_heads, mlp_dim, policy}, x);
+  return s(Dense{.features = vocab}, s(LayerNorm{}, x));
+}
+
+}  // namespace flaxpp::nn
