@@ -10,6 +10,7 @@ namespace flaxpp::cli {
 int check_command(const std::vector<std::string>& args);
 int residuals_command(const std::vector<std::string>& args);
 int train_command(const std::vector<std::string>& args);
+int generate_command(const std::vector<std::string>& args);
 int bench_command(const std::vector<std::string>& args);
 // Replaces the process with mpirun running N flaxpp processes (returns only by throwing).
 int launch_command(const std::vector<std::string>& args);

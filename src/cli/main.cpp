@@ -18,8 +18,10 @@ constexpr const char* kUsage =
     "  check FILE... [--device cpu|cuda] [--verbose]\n"
     "      run reference cases (format flaxpp.refs/1) and compare with JAX/Flax's outputs\n"
     "  train CONFIG.json [--max-steps N] [--fresh | --resume]\n"
-    "      train an MLP classifier (see examples/digits.json); ends with \"test accuracy: "
-    "0.NNNN\"\n"
+    "      train an MLP classifier (examples/digits.json) or a character-level language model\n"
+    "      (examples/lm.json); ends with \"test accuracy: 0.NNNN\"\n"
+    "  generate CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--seed S]\n"
+    "      sample text from a language model flaxpp train trained\n"
     "  bench [--grid default|large] [--out FILE.jsonl]\n"
     "      time MLP training steps per width and remat policy (JSON lines; compare with JAX)\n"
     "  residuals FUNCTION [--policy SPEC] [-N rows] [-d dim]\n"
@@ -37,6 +39,7 @@ CommandFn find_command(const std::string& name) {
   if (name == "check") return flaxpp::cli::check_command;
   if (name == "residuals") return flaxpp::cli::residuals_command;
   if (name == "train") return flaxpp::cli::train_command;
+  if (name == "generate") return flaxpp::cli::generate_command;
   if (name == "bench") return flaxpp::cli::bench_command;
   if (name == "launch") return flaxpp::cli::launch_command;
   return nullptr;
@@ -92,7 +95,8 @@ int main(int argc, char** argv) {
   if (command == "help") {
     if (const CommandFn fn = find_command(args[1]); fn && args.size() == 2)
       return run(args[1], fn, {"--help"});
-    std::cerr << "flaxpp help: expected one command (check, train, bench, residuals, launch), got \""
+    std::cerr << "flaxpp help: expected one command (check, train, generate, bench, residuals, "
+                 "launch), got \""
               << args[1] << (args.size() > 2 ? "\" and more" : "\"") << "\n";
     return 2;
   }

@@ -1,5 +1,6 @@
 // `flaxpp train CONFIG.json [--max-steps N] [--fresh | --resume]`: the training loop. Trains the
-// MLP classifier the config describes (io/train_config), evaluates after each epoch, writes the
+// model the config describes (io/train_config, cli/train_model: the MLP classifier or the
+// character-level language model), evaluates after each epoch, writes the
 // epoch's metrics row, then its checkpoint, then the curves; resumes from a checkpoint to an
 // identical continuation; stops on a non-finite loss without saving it. Ends with the line
 // "test accuracy: 0.NNNN". Under a launcher, data-parallel over the job's processes (TrainJob).
@@ -20,14 +21,13 @@
 #include "cli/train_data.hpp"
 #include "cli/train_job.hpp"
 #include "cli/train_metrics.hpp"
+#include "cli/train_model.hpp"
 #include "cli/train_plot.hpp"
 #include "cli/train_run.hpp"
 #include "flaxpp/data/dataset.hpp"
 #include "flaxpp/dist/process_group.hpp"
 #include "flaxpp/io/checkpoint.hpp"
 #include "flaxpp/io/train_config.hpp"
-#include "flaxpp/nn/mlp.hpp"
-#include "flaxpp/ops/activations.hpp"
 #include "flaxpp/train/train_state.hpp"
 
 namespace flaxpp::cli {
@@ -38,8 +38,10 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kTrainUsage =
     "usage: flaxpp train CONFIG.json [--max-steps N] [--fresh | --resume]\n"
-    "  Trains the MLP classifier CONFIG describes (see examples/digits.json and README.md),\n"
-    "  writing metrics.csv, curves.png, run.json and a checkpoint into its output_dir. When\n"
+    "  Trains the model CONFIG describes (see README.md): an MLP classifier on a CSV file\n"
+    "  (examples/digits.json), or a character-level language model on a text file\n"
+    "  (examples/lm.json; flaxpp generate samples from it), writing metrics.csv, curves.png,\n"
+    "  run.json (and vocab.json) and a checkpoint into its output_dir. When\n"
     "  output_dir holds a checkpoint of the same run, training resumes from it (config key\n"
     "  \"resume\", default true); a checkpoint made with other settings is refused, naming them.\n"
     "  Ctrl-C saves a checkpoint and exits (130). The last line is \"test accuracy: 0.NNNN\".\n"
@@ -94,13 +96,6 @@ std::optional<Options> parse_options(const std::vector<std::string>& args) {
   }
   if (o.config_file.empty()) throw UsageError("no config file given");
   return o;
-}
-
-Array activate(const std::string& name, const Array& x) {
-  if (name == "gelu") return gelu(x);
-  if (name == "silu") return silu(x);
-  if (name == "tanh") return tanh(x);
-  return relu(x);
 }
 
 // The path of the first float leaf holding a NaN or an infinity.
@@ -184,13 +179,13 @@ int train_command(const std::vector<std::string>& args) {
   say(detail::str("training on ", default_device(),
                   job.distributed() ? detail::str(" in each of ", dist::describe()) : ""));
 
-  const nn::MLP body{
-      .features = c.model.features,
-      .activation = [act = c.model.activation](const Array& x) { return activate(act, x); }};
-  train::ClassifierStep step(train::mlp_apply(body, c.model.policy), c.optimizer);
+  const TrainModel model =
+      train_model(c.model, c.data.seq_len, static_cast<std::int64_t>(data.vocab.size()));
+  train::ClassifierStep step(model.apply, c.optimizer);
   step.set_communicator(job.communicator());
-  train::TrainState state = step.init(nn::Model(body).init(
-      random::key(c.seed), data::take(data.train, std::vector<std::int64_t>{0}).x)["params"]);
+  train::TrainState state = step.init(
+      model.init(random::key(c.seed), data::take(data.train, std::vector<std::int64_t>{0}).x));
+  if (!data.vocab.empty() && job.leader()) write_vocab(files.vocab, data.vocab);
 
   const std::int64_t spe = plan.steps_per_epoch;
   std::int64_t saved_step = -1;  // the step of the checkpoint on disk (-1: none of this run)

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -71,9 +72,67 @@ std::string gigabytes(double bytes) {
   return s.str();
 }
 
+// The text of $.data.text as sequences of seq_len + 1 character ids, one after the other
+// (the last characters that do not fill one are left out); x is each sequence but its last
+// token, y each but its first.
+TrainData load_text(const io::TrainConfig& c) {
+  std::ifstream in(c.data.text, std::ios::binary);
+  if (!in)
+    throw ParseError(detail::str("$.data.text: cannot open ", c.data.text, " (",
+                                 std::strerror(errno),
+                                 "); a relative path is taken from the directory flaxpp runs in, ",
+                                 fs::current_path().string()));
+  std::error_code ec;
+  const auto size = fs::file_size(c.data.text, ec);
+  if (!ec && size > (std::uint64_t{1} << 30))
+    throw ValueError(detail::str("$.data.text: ", c.data.text, " has ", size,
+                                 " bytes; a character-level run reads at most 1 GiB"));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::array<bool, 256> seen{};
+  for (const char ch : text)
+    seen[static_cast<unsigned char>(ch)] = true;
+  TrainData d;
+  std::array<std::int32_t, 256> id{};
+  for (int b = 0; b < 256; ++b)
+    if (seen[static_cast<std::size_t>(b)]) {
+      id[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(d.vocab.size());
+      d.vocab.push_back(static_cast<char>(b));
+    }
+  const std::int64_t t = c.data.seq_len;
+  const std::int64_t n = (static_cast<std::int64_t>(text.size()) - 1) / t;
+  if (n < 2)
+    throw ValueError(detail::str("$.data.seq_len: ", c.data.text, " has ", text.size(),
+                                 " characters, not enough for two sequences of ", t + 1,
+                                 " (one to train on, one to test); use a shorter seq_len or a "
+                                 "longer text"));
+  std::vector<std::int32_t> x, y;
+  x.reserve(static_cast<std::size_t>(n * t));
+  y.reserve(static_cast<std::size_t>(n * t));
+  for (std::int64_t r = 0; r < n; ++r)
+    for (std::int64_t k = 0; k < t; ++k) {
+      const auto at = static_cast<std::size_t>(r * t + k);
+      x.push_back(id[static_cast<unsigned char>(text[at])]);
+      y.push_back(id[static_cast<unsigned char>(text[at + 1])]);
+    }
+  const data::Dataset all{Array::from_vector(x, Shape{n, t}, Device::cpu()),
+                          Array::from_vector(y, Shape{n, t}, Device::cpu())};
+  const std::int64_t n_test =
+      std::max<std::int64_t>(1, std::llround(static_cast<double>(n) * c.data.test_fraction));
+  if (n_test >= n)
+    throw ValueError(detail::str("$.data.test_fraction: ", c.data.test_fraction, " of the ", n,
+                                 " sequences of ", c.data.text, " leaves none to train on"));
+  auto [train, test] =
+      data::train_test_split(all, static_cast<double>(n_test) / static_cast<double>(n),
+                             static_cast<std::uint64_t>(c.seed));
+  d.train = std::move(train);
+  d.test = std::move(test);
+  return d;
+}
+
 }  // namespace
 
 TrainData load_train_data(const io::TrainConfig& c) {
+  if (c.model.kind == io::TrainConfig::Kind::lm) return load_text(c);
   data::CsvOptions csv;
   csv.label_column = c.data.label_column;
   csv.scale = static_cast<float>(c.data.scale);
@@ -102,7 +161,7 @@ TrainData load_train_data(const io::TrainConfig& c) {
                                  fraction(1 - 0.5 / static_cast<double>(n) * 1.001)));
   auto [train, test] =
       data::train_test_split(all, c.data.test_fraction, static_cast<std::uint64_t>(c.seed));
-  return {std::move(train), std::move(test)};
+  return {std::move(train), std::move(test), {}};
 }
 
 TrainPlan plan_training(const io::TrainConfig& c, const TrainData& d) {
@@ -121,11 +180,20 @@ TrainPlan plan_training(const io::TrainConfig& c, const TrainData& d) {
 
   // A lower bound of what training holds at once, in doubles (no overflow): the parameters and
   // their gradients (the optimiser's state comes on top), and the widest layer's activations
-  // over the training set (each epoch ends by evaluating it).
+  // over the training set (each epoch ends by evaluating it; for the language model, per
+  // token: the MLP, the logits, or a row of attention scores per head).
   double params = 0, widest = 0,
          in = static_cast<double>(d.train.x.size()) /
               static_cast<double>(std::max<std::int64_t>(p.train_rows, 1));
-  for (const std::int64_t f : c.model.features) {
+  const auto f64 = [](std::int64_t v) { return static_cast<double>(v); };
+  const io::TrainConfig::Model& m = c.model;
+  if (m.kind == io::TrainConfig::Kind::lm) {
+    const double w = f64(m.width), v = f64(static_cast<std::int64_t>(d.vocab.size()));
+    params = f64(m.num_layers) * (4 * w * w + 2 * w * f64(m.mlp_dim)) + 2 * v * w +
+             f64(c.data.seq_len) * w;
+    widest = in * std::max({f64(m.mlp_dim), v, f64(m.num_heads) * f64(c.data.seq_len)});
+  }
+  for (const std::int64_t f : m.features) {
     const auto out = static_cast<double>(f);
     params += in * out + out;
     widest = std::max(widest, out);
@@ -137,13 +205,13 @@ TrainPlan plan_training(const io::TrainConfig& c, const TrainData& d) {
                         static_cast<double>(::sysconf(_SC_PAGE_SIZE));
   if (memory > 0 && weights_bytes + activation_bytes > memory)
     throw ValueError(detail::str(
-        "$.model.features: training this model needs at least ",
-        gigabytes(weights_bytes + activation_bytes), " (", params,
+        "$.model: training this model needs at least ", gigabytes(weights_bytes + activation_bytes),
+        " (", params,
         " parameters and their "
         "gradients: ",
         gigabytes(weights_bytes), "; the widest layer's activations over the ", p.train_rows,
         " training rows: ", gigabytes(activation_bytes), "), more than the ", gigabytes(memory),
-        " of memory this machine has; use smaller layers"));
+        " of memory this machine has; use a smaller model"));
   return p;
 }
 

@@ -1,10 +1,12 @@
 // The data and the size of a `flaxpp train` run: the config's CSV loaded and checked against
-// the model (labels below the class count, finite features), split into train and test sets
+// the model (labels below the class count, finite features), or its text cut into sequences of
+// character ids (x: seq_len tokens, y: the next token of each), split into train and test sets
 // that both have rows, and the config's numbers checked against it (steps that a checkpoint
 // can count, a model that fits in memory). Every refusal names the config key to change.
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "flaxpp/data/dataset.hpp"
 #include "flaxpp/io/train_config.hpp"
@@ -13,6 +15,9 @@ namespace flaxpp::cli {
 
 struct TrainData {
   data::Dataset train, test;
+  // A text (language-model) run's vocabulary: its characters, the token id of each being its
+  // position. Empty for a CSV run.
+  std::string vocab;
 };
 
 // Throws ParseError (a malformed file) or ValueError (data the model cannot train on).

@@ -15,6 +15,7 @@ namespace fs = std::filesystem;
 using io::Json;
 
 constexpr const char* kRecordFormat = "flaxpp.train_run/1";
+constexpr const char* kVocabFormat = "flaxpp.vocab/1";
 
 std::string in_dir(const io::TrainConfig& c, const char* name) {
   return (fs::path(c.output_dir) / name).string();
@@ -55,11 +56,13 @@ RunFiles::RunFiles(const io::TrainConfig& c)
     : checkpoint(c.checkpoint_path()),
       metrics(in_dir(c, "metrics.csv")),
       curves(in_dir(c, "curves.png")),
-      record(in_dir(c, "run.json")) {}
+      record(in_dir(c, "run.json")),
+      vocab(in_dir(c, "vocab.json")) {}
 
 std::size_t remove_stale_temporaries(const RunFiles& files) {
   std::size_t removed = 0;
-  for (const std::string* f : {&files.checkpoint, &files.metrics, &files.curves, &files.record})
+  for (const std::string* f :
+       {&files.checkpoint, &files.metrics, &files.curves, &files.record, &files.vocab})
     removed += io::remove_stale_temporaries(*f).size();
   return removed;
 }
@@ -67,6 +70,52 @@ std::size_t remove_stale_temporaries(const RunFiles& files) {
 void write_run_record(const RunFiles& files, const io::TrainConfig& c) {
   const Json record{{"format", kRecordFormat}, {"run", c.run_identity()}};
   io::write_file_atomically(files.record, record.dump(2) + "\n");
+}
+
+void write_vocab(const std::string& path, const std::string& vocab) {
+  Json bytes = Json::array();
+  for (const char ch : vocab)
+    bytes.push_back(static_cast<int>(static_cast<unsigned char>(ch)));
+  io::write_file_atomically(path, Json{{"format", kVocabFormat}, {"bytes", bytes}}.dump() + "\n");
+}
+
+LmRun read_lm_run(const std::string& checkpoint) {
+  const fs::path dir = fs::path(checkpoint).parent_path();
+  const std::string record_file = (dir / "run.json").string(),
+                    vocab_file = (dir / "vocab.json").string();
+  auto need = [](const std::string& f) {
+    if (!fs::exists(f))
+      throw ParseError(detail::str(f,
+                                   ": missing; generate reads the run.json and vocab.json that "
+                                   "flaxpp train writes beside a language model's checkpoint"));
+  };
+  need(record_file);
+  const Json record = io::read_json_file(record_file);
+  if (!record.is_object() || record.value("format", Json()) != kRecordFormat ||
+      !record.contains("run"))
+    throw ParseError(detail::str(record_file, ": expected a run record (\"format\": \"",
+                                 kRecordFormat,
+                                 "\" and \"run\"); the file was changed or damaged"));
+  LmRun run{io::parse_train_config(record["run"].dump(), record_file), {}};
+  if (run.config.model.kind != io::TrainConfig::Kind::lm)
+    throw ParseError(detail::str(record_file,
+                                 ": the run trained an MLP classifier; generate "
+                                 "samples text from a language model's checkpoint"));
+  need(vocab_file);
+  const Json vocab = io::read_json_file(vocab_file);
+  const Json* bytes = vocab.is_object() && vocab.value("format", Json()) == kVocabFormat &&
+                              vocab.contains("bytes") && vocab["bytes"].is_array()
+                          ? &vocab["bytes"]
+                          : nullptr;
+  if (bytes == nullptr || bytes->empty())
+    throw ParseError(detail::str(vocab_file, ": expected {\"format\": \"", kVocabFormat,
+                                 "\", \"bytes\": [...]}; the file was changed or damaged"));
+  for (const Json& b : *bytes) {
+    if (!b.is_number_integer() || b.get<std::int64_t>() < 0 || b.get<std::int64_t>() > 255)
+      throw ParseError(detail::str(vocab_file, ": expected byte values 0..255, got ", b.dump()));
+    run.vocab.push_back(static_cast<char>(b.get<int>()));
+  }
+  return run;
 }
 
 std::vector<std::string> check_run_record(const RunFiles& files, const io::TrainConfig& c) {

@@ -14,7 +14,8 @@ namespace flaxpp::cli {
 
 struct RunFiles {
   explicit RunFiles(const io::TrainConfig& config);
-  std::string checkpoint, metrics, curves, record;
+  // vocab: a language-model run's characters (vocab.json), which `flaxpp generate` reads.
+  std::string checkpoint, metrics, curves, record, vocab;
 };
 
 // Deletes what interrupted atomic writes of these files left behind (their `.tmp-<pid>` files
@@ -23,6 +24,19 @@ std::size_t remove_stale_temporaries(const RunFiles& files);
 
 // Writes run.json for a run starting from scratch (before its first checkpoint).
 void write_run_record(const RunFiles& files, const io::TrainConfig& config);
+
+// vocab.json: a language-model run's characters in token-id order, as byte values.
+void write_vocab(const std::string& path, const std::string& vocab);
+
+// What `flaxpp generate` needs of the run a checkpoint belongs to, read from the run.json and
+// vocab.json beside it: the run's config (its model, data.seq_len) and its characters. Throws
+// ParseError naming the file when one is missing, damaged, or of a run that is not a language
+// model.
+struct LmRun {
+  io::TrainConfig config;
+  std::string vocab;
+};
+LmRun read_lm_run(const std::string& checkpoint);
 
 // Compares the config with run.json. Throws ValueError listing the settings that differ and
 // that a resumed run cannot change (data, model, batch_size, seed, checkpoint_format); returns

@@ -82,10 +82,26 @@ class Section {
 
 TrainConfig::Data read_data(const Section& top) {
   const Section data(top.need("data"), "$.data",
-                     {"path", "label_column", "scale", "test_fraction"});
+                     {"path", "label_column", "scale", "text", "seq_len", "test_fraction"});
   TrainConfig::Data d;
   d.path = data.string("path", "");
-  if (d.path.empty()) throw ParseError("$.data.path: missing (a CSV file, e.g. data/digits.csv)");
+  d.text = data.string("text", "");
+  if (d.path.empty() == d.text.empty())
+    throw ParseError(
+        d.path.empty()
+            ? "$.data.path: missing (a CSV file, e.g. data/digits.csv); or give $.data.text, a "
+              "text file for a language model (e.g. data/genesis.txt)"
+            : "$.data: give \"path\" (a CSV file) or \"text\" (a text file), not both");
+  if (!d.text.empty()) {
+    for (const char* csv_key : {"label_column", "scale"})
+      if (data.get(csv_key))
+        throw ParseError(detail::str("$.data.", csv_key,
+                                     ": a CSV setting, but $.data.text is a "
+                                     "text file; drop it"));
+    d.seq_len = data.integer("seq_len", 64, 1);
+  } else if (data.get("seq_len")) {
+    throw ParseError("$.data.seq_len: a text setting, but $.data.path is a CSV file; drop it");
+  }
   d.label_column = data.string("label_column", "");
   d.scale = data.number("scale", 1.0);
   if (d.scale == 0)
@@ -99,9 +115,47 @@ TrainConfig::Data read_data(const Section& top) {
   return d;
 }
 
+// The language model's sizes ($.model with "kind": "lm").
+void read_lm(const Section& model, TrainConfig::Model& m) {
+  for (const char* mlp_key : {"activation"})
+    if (model.get(mlp_key))
+      throw ParseError(detail::str("$.model.", mlp_key, ": an MLP setting; drop it for kind lm"));
+  const Json& width = model.need("features");
+  const auto w = integer_value(width, true);
+  if (!w || *w < 1)
+    throw ParseError(
+        detail::str("$.model.features: expected the model width (an integer >= 1) "
+                    "for kind lm, got ",
+                    describe_json(width)));
+  m.width = *w;
+  m.num_layers = model.integer("num_layers", 4, 1);
+  m.num_heads = model.integer("num_heads", 4, 1);
+  m.mlp_dim = model.integer("mlp_dim", 4 * m.width, 1);
+  if (m.width % m.num_heads != 0)
+    throw ParseError(detail::str("$.model.num_heads: ", m.num_heads,
+                                 " heads do not divide the width $.model.features ", m.width,
+                                 "; choose a divisor of it"));
+}
+
 TrainConfig::Model read_model(const Section& top) {
-  const Section model(top.need("model"), "$.model", {"features", "activation", "policy", "dtype"});
+  const Section model(
+      top.need("model"), "$.model",
+      {"kind", "features", "activation", "num_layers", "num_heads", "mlp_dim", "policy", "dtype"});
   TrainConfig::Model m;
+  m.kind =
+      model.choice("kind", {"mlp", "lm"}) == "lm" ? TrainConfig::Kind::lm : TrainConfig::Kind::mlp;
+  if (model.string("dtype", "float32") != "float32")
+    throw ParseError("$.model.dtype: only float32 training is supported for now");
+  if (const Json* policy = model.get("policy"))
+    m.policy = policy_from_spec(*policy, "$.model.policy");
+  if (m.kind == TrainConfig::Kind::lm) {
+    read_lm(model, m);
+    return m;
+  }
+  for (const char* lm_key : {"num_layers", "num_heads", "mlp_dim"})
+    if (model.get(lm_key))
+      throw ParseError(detail::str("$.model.", lm_key,
+                                   ": a language-model setting; add \"kind\": \"lm\" or drop it"));
   const Json& features = model.need("features");
   if (!features.is_array() || features.empty())
     throw ParseError(
@@ -116,10 +170,6 @@ TrainConfig::Model read_model(const Section& top) {
     m.features.push_back(*v);
   }
   m.activation = model.choice("activation", {"relu", "gelu", "silu", "tanh"});
-  if (model.string("dtype", "float32") != "float32")
-    throw ParseError("$.model.dtype: only float32 training is supported for now");
-  if (const Json* policy = model.get("policy"))
-    m.policy = policy_from_spec(*policy, "$.model.policy");
   return m;
 }
 
@@ -130,6 +180,12 @@ TrainConfig from_json(const Json& j) {
   TrainConfig c;
   c.data = read_data(top);
   c.model = read_model(top);
+  const bool lm = c.model.kind == TrainConfig::Kind::lm;
+  if (lm != !c.data.text.empty())
+    throw ParseError(lm ? "$.data.text: missing; a language model (\"kind\": \"lm\") trains on a "
+                          "text file, e.g. \"text\": \"data/genesis.txt\""
+                        : "$.model.kind: the data is a text file ($.data.text); train it with "
+                          "\"kind\": \"lm\"");
   c.optimizer_spec = top.need("optimizer");
   c.optimizer = optimizer_from_spec(c.optimizer_spec, "$.optimizer");
   c.epochs = top.integer("epochs", 10, 1);
@@ -165,12 +221,19 @@ std::string TrainConfig::checkpoint_path() const {
 }
 
 Json TrainConfig::run_identity() const {
-  return Json{{"data",
-               {{"path", data.path},
-                {"label_column", data.label_column},
-                {"scale", data.scale},
-                {"test_fraction", data.test_fraction}}},
-              {"model", {{"features", model.features}, {"activation", model.activation}}},
+  const bool lm = model.kind == Kind::lm;
+  Json d =
+      lm ? Json{{"text", data.text}, {"seq_len", data.seq_len}}
+         : Json{{"path", data.path}, {"label_column", data.label_column}, {"scale", data.scale}};
+  d["test_fraction"] = data.test_fraction;
+  const Json m = lm ? Json{{"kind", "lm"},
+                           {"features", model.width},
+                           {"num_layers", model.num_layers},
+                           {"num_heads", model.num_heads},
+                           {"mlp_dim", model.mlp_dim}}
+                    : Json{{"features", model.features}, {"activation", model.activation}};
+  return Json{{"data", d},
+              {"model", m},
               {"optimizer", optimizer_spec},
               {"batch_size", batch_size},
               {"seed", seed},

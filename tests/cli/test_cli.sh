@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The flaxpp command line as a user meets it: exit codes, summary lines and error messages of
-# `flaxpp check`, `residuals`, `train` and `bench`, and of a BLAS that cannot be loaded.
+# `flaxpp check`, `residuals`, `train`, `generate` and `bench`, and of a BLAS that cannot be
+# loaded.
 # Usage: test_cli.sh path/to/flaxpp
 set -u
 flaxpp=$1
@@ -211,7 +212,7 @@ expect "a data file that is not there" 2 '\$\.data\.path: cannot open .*nope.csv
 train_config "$dir/sizes" | sed 's/"batch_size": 8/"batch_size": 9223372036854775807/' >"$dir/huge_batch.json"
 expect "batch_size 2^63-1 trains on all rows at once" 0 'note: \$\.batch_size 9223372036854775807 exceeds the 45 training rows' -- timeout 60 "$flaxpp" train "$dir/huge_batch.json"
 train_config "$dir/sizes" | sed 's/"features": \[8, 3\]/"features": [1e12, 3]/' >"$dir/huge_model.json"
-expect "a model larger than memory" 2 '\$\.model\.features: training this model needs at least .* more than the .* of memory this machine has' -- "$flaxpp" train "$dir/huge_model.json" --fresh
+expect "a model larger than memory" 2 '\$\.model: training this model needs at least .* more than the .* of memory this machine has' -- "$flaxpp" train "$dir/huge_model.json" --fresh
 train_config "$dir/sizes" | sed 's/"epochs": 3/"epochs": 1e12/' >"$dir/huge_epochs.json"
 expect "more steps than a checkpoint counts" 2 '\$\.epochs: 1000000000000 epochs of 6 steps is more than 2147483647 steps.*use at most 357913941 epochs' -- timeout 60 "$flaxpp" train "$dir/huge_epochs.json" --fresh
 
@@ -256,6 +257,32 @@ if [ $plots = no ]; then
 fi
 printf '{"data": {"path": "%s"}, "model": {"features": [3]}, "optimizer": {"name": "sgd", "learning_rate": 0.1}, "epochs": 1, "learning_rate": 3}' "$dir/toy.csv" >"$dir/bad.json"
 expect "a malformed config names the key" 2 '\$\.learning_rate: unknown key; accepted keys:' -- "$flaxpp" train "$dir/bad.json"
+
+# flaxpp train of a character-level language model, and flaxpp generate from it: a small text,
+# a small model, a few steps; the sample is reproducible per seed.
+for i in $(seq 1 40); do printf 'In the beginning God created the heaven and the earth. '; done >"$dir/tiny.txt"
+lm_config() {  # lm_config OUTPUT_DIR [, "model": ...] -> a config on stdout
+  printf '{"data": {"text": "%s", "seq_len": 16, "test_fraction": 0.2}, "model": {"kind": "lm", "features": 16, "num_layers": 2, "num_heads": 2, "mlp_dim": 32, "policy": "nothing_saveable"}, "optimizer": {"name": "adam", "learning_rate": 0.003}, "epochs": 1, "batch_size": 8, "seed": 1, "output_dir": "%s"}' "$dir/tiny.txt" "$1"
+}
+lm_config "$dir/lm" >"$dir/lm.json"
+expect "train a language model" 0 '^test accuracy: [01]\.[0-9]{4}$' -- "$flaxpp" train "$dir/lm.json"
+check "train writes the language model's vocabulary" test -s "$dir/lm/vocab.json"
+expect "generate continues the prompt" 0 '^In the beginning' -- "$flaxpp" generate "$dir/lm/checkpoint.json" --prompt "In the beginning" --tokens 20 --seed 3
+a=$("$flaxpp" generate "$dir/lm/checkpoint.json" --prompt "God" --tokens 30 --seed 7 2>&1)
+b=$("$flaxpp" generate "$dir/lm/checkpoint.json" --prompt "God" --tokens 30 --seed 7 2>&1)
+check "generate: the same seed gives the same text" test "$a" = "$b" -a "${#a}" -eq 33
+expect "generate: a character the text never had" 2 "the character 'Q' \(byte 81\) is not in the model's vocabulary of [0-9]+ characters" -- "$flaxpp" generate "$dir/lm/checkpoint.json" --prompt "Q"
+expect "generate: no prompt" 2 'expected --prompt TEXT' -- "$flaxpp" generate "$dir/lm/checkpoint.json"
+expect "generate: a negative temperature" 2 '--temperature: expected a number >= 0, got "-1"' -- "$flaxpp" generate "$dir/lm/checkpoint.json" --prompt G --temperature -1
+expect "generate: an MLP's checkpoint" 2 'the run trained an MLP classifier' -- "$flaxpp" generate "$dir/full/checkpoint.json" --prompt G
+mkdir -p "$dir/lone" && cp "$dir/lm/checkpoint.json" "$dir/lone/"
+expect "generate: a checkpoint without its run files" 2 'run.json: missing; generate reads the run.json and vocab.json' -- "$flaxpp" generate "$dir/lone/checkpoint.json" --prompt G
+lm_config "$dir/lm" | sed 's/"num_heads": 2/"num_heads": 3/' >"$dir/lm_heads.json"
+expect "train: heads that do not divide the width" 2 '\$\.model\.num_heads: 3 heads do not divide the width \$\.model\.features 16' -- "$flaxpp" train "$dir/lm_heads.json"
+lm_config "$dir/lm" | sed 's/"kind": "lm", //' >"$dir/lm_kind.json"
+expect "train: a text without kind lm" 2 '\$\.model\.num_layers: a language-model setting; add "kind": "lm"' -- "$flaxpp" train "$dir/lm_kind.json"
+lm_config "$dir/lm" | sed 's/"seq_len": 16/"seq_len": 2000/' >"$dir/lm_long.json"
+expect "train: sequences longer than the text" 2 '\$\.data\.seq_len: .* not enough for two sequences of 2001' -- "$flaxpp" train "$dir/lm_long.json" --fresh
 
 # flaxpp bench: one timed step per configuration; 12 JSON lines with the schema bench_jax.py shares.
 expect "bench runs the default grid" 0 '' -- "$flaxpp" bench --steps 1 --out "$dir/bench.jsonl"

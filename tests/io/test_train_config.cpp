@@ -130,3 +130,52 @@ TEST_CASE("TrainConfig::run_identity: what a checkpoint depends on, and nothing 
   CHECK(a.run_identity() != parse(with("optimizer.learning_rate", "0.2")).run_identity());
   CHECK(a.run_identity()["batch_size"] == 32);
 }
+
+TEST_CASE("parse_train_config: examples/lm.json, a language model on a text file") {
+  const io::TrainConfig c =
+      io::read_train_config(std::string(FLAXPP_SOURCE_DIR) + "/examples/lm.json");
+  CHECK(c.model.kind == io::TrainConfig::Kind::lm);
+  CHECK(c.data.text == "data/genesis.txt");
+  CHECK(c.data.seq_len == 64);
+  CHECK(c.model.width == 64);
+  CHECK(c.model.num_layers == 4);
+  CHECK(c.model.num_heads == 4);
+  CHECK(c.model.mlp_dim == 256);
+  CHECK(c.model.policy.has_value());
+  // What a resumed or sampled run reads back from run.json parses to the same model.
+  const io::TrainConfig back = io::parse_train_config(c.run_identity().dump(), "run.json");
+  CHECK(back.run_identity() == c.run_identity());
+  CHECK(back.model.mlp_dim == 256);
+}
+
+TEST_CASE("parse_train_config: language-model keys are checked against the model's kind") {
+  const std::string lm =
+      R"({"data": {"text": "t.txt"}, "model": {"kind": "lm", "features": 8}, "optimizer": {"name": "sgd", "learning_rate": 0.1}})";
+  const auto error_of = [](const std::string& text) {
+    return parse_error_of([&] { parse(text); });
+  };
+  const io::TrainConfig c = parse(lm);
+  CHECK(c.data.seq_len == 64);
+  CHECK(c.model.num_layers == 4);
+  CHECK(c.model.mlp_dim == 32);  // 4 x the width
+  CHECK(has(error_of(with("model.num_layers", "2")),
+            "$.model.num_layers: a language-model setting; add \"kind\": \"lm\""));
+  CHECK(has(error_of(with("data.text", "\"t.txt\"")), "give \"path\""));
+  CHECK(has(error_of(with("model.kind", "\"lm\"")), "$.model.features: expected the model width"));
+  io::Json j = io::Json::parse(lm);
+  j["model"]["num_heads"] = 3;
+  CHECK(has(error_of(j.dump()), "$.model.num_heads: 3 heads do not divide the width"));
+  j = io::Json::parse(lm);
+  j["data"]["scale"] = 2;
+  CHECK(has(error_of(j.dump()), "$.data.scale: a CSV setting"));
+  j = io::Json::parse(lm);
+  j["model"]["kind"] = "mlp";
+  CHECK(has(error_of(j.dump()), "$.model.features: expected a list of layer sizes"));
+  j["model"]["features"] = io::Json::array({3});
+  CHECK(has(error_of(j.dump()), "$.model.kind: the data is a text file"));
+  CHECK(
+      parse(lm).run_identity() !=
+      parse(
+          R"({"data": {"text": "t.txt", "seq_len": 32}, "model": {"kind": "lm", "features": 8}, "optimizer": {"name": "sgd", "learning_rate": 0.1}})")
+          .run_identity());
+}

@@ -24,16 +24,26 @@ namespace flaxpp::io {
 enum class OnNonfinite { stop, keep_going };
 
 struct TrainConfig {
+  // Either a CSV file (path) for the MLP classifier, or a text file (text) for the language
+  // model, read as characters and cut into sequences of seq_len + 1.
   struct Data {
     std::string path;            // a CSV file of numbers with a header line
     std::string label_column;    // the label column's name; empty: the last column
     double scale = 1.0;          // every feature is multiplied by it
+    std::string text;            // a text file (the lm model)
+    std::int64_t seq_len = 64;   // tokens per training sequence (the lm model)
     double test_fraction = 0.2;  // the share of rows held out for testing, in (0, 1)
   };
+  enum class Kind { mlp, lm };
   struct Model {
-    std::vector<std::int64_t> features;  // layer sizes; the last is the number of classes
-    std::string activation = "relu";     // relu, gelu, silu or tanh
-    std::optional<PolicyPtr> policy;     // the remat policy (none: no checkpoint)
+    Kind kind = Kind::mlp;
+    // mlp: layer sizes, the last being the number of classes.
+    std::vector<std::int64_t> features;
+    std::string activation = "relu";  // mlp: relu, gelu, silu or tanh
+    // lm: the GPT-style model of nn::LanguageModel (width, depth, heads, MLP width); its
+    // vocabulary is the text's characters and its max_len data.seq_len.
+    std::int64_t width = 0, num_layers = 0, num_heads = 0, mlp_dim = 0;
+    std::optional<PolicyPtr> policy;  // the remat policy (none: no checkpoint)
   };
 
   Data data;
@@ -52,7 +62,7 @@ struct TrainConfig {
   // output_dir/checkpoint.<format>
   std::string checkpoint_path() const;
   // The settings a checkpoint's meaning depends on, as JSON keyed like the config
-  // ($.data.*, $.model.features, $.model.activation, $.optimizer, $.batch_size, $.seed,
+  // ($.data.*, $.model.* but the policy, $.optimizer, $.batch_size, $.seed,
   // $.checkpoint_format): a run may only resume from a checkpoint made with the same ones.
   // epochs, device, policy, resume and on_nonfinite may change between runs.
   Json run_identity() const;

@@ -1,0 +1,149 @@
+// `flaxpp generate CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--seed S]`: samples
+// text from a language model `flaxpp train` trained (kind "lm"): the model and its characters
+// come from the run.json and vocab.json beside the checkpoint. Each new character is drawn from
+// softmax(logits / T) of the last position, the model reading at most the last seq_len
+// characters; temperature 0 takes the most likely one.
+#include <cmath>
+#include <iostream>
+#include <limits>
+#include <optional>
+
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+#include "cli/train_model.hpp"
+#include "cli/train_run.hpp"
+#include "flaxpp/io/checkpoint.hpp"
+#include "flaxpp/random/distributions.hpp"
+
+namespace flaxpp::cli {
+namespace {
+
+constexpr const char* kGenerateUsage =
+    "usage: flaxpp generate CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--seed S]\n"
+    "  Samples N characters (default 200) following TEXT from the language model whose\n"
+    "  checkpoint `flaxpp train` wrote (a config with \"kind\": \"lm\", e.g. examples/lm.json);\n"
+    "  run.json and vocab.json must sit beside the checkpoint. Prints TEXT and the sample.\n"
+    "  --temperature T  divides the logits before sampling (default 1; 0: the most likely\n"
+    "                   character each time)\n"
+    "  --seed S         the sampling key, jax.random.key(S) (default 0); the same seed gives\n"
+    "                   the same text\n";
+
+struct Options {
+  std::string checkpoint, prompt;
+  bool has_prompt = false;
+  std::int64_t tokens = 200;
+  double temperature = 1.0;
+  std::int64_t seed = 0;
+};
+
+double parse_temperature(const std::string& value) {
+  std::size_t used = 0;
+  double t = -1;
+  try {
+    t = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != value.size() || !(t >= 0) || !std::isfinite(t))
+    throw UsageError(detail::str("--temperature: expected a number >= 0, got \"", value, "\""));
+  return t;
+}
+
+std::optional<Options> parse_options(const std::vector<std::string>& args) {
+  Options o;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::cout << kGenerateUsage;
+      return std::nullopt;
+    } else if (a == "--prompt") {
+      o.prompt = option_value(args, i);
+      o.has_prompt = true;
+    } else if (a == "--tokens") {
+      o.tokens = parse_int_option("--tokens", option_value(args, i), 0, 1'000'000);
+    } else if (a == "--temperature") {
+      o.temperature = parse_temperature(option_value(args, i));
+    } else if (a == "--seed") {
+      o.seed = parse_int_option("--seed", option_value(args, i),
+                                std::numeric_limits<std::int64_t>::min(),
+                                std::numeric_limits<std::int64_t>::max());
+    } else if (a.starts_with("-")) {
+      throw UsageError(detail::str("unknown option ", a));
+    } else if (o.checkpoint.empty()) {
+      o.checkpoint = a;
+    } else {
+      throw UsageError(detail::str("expected one checkpoint, got a second: ", a));
+    }
+  }
+  if (o.checkpoint.empty()) throw UsageError("expected a checkpoint file");
+  if (!o.has_prompt || o.prompt.empty())
+    throw UsageError("expected --prompt TEXT with at least one character to continue");
+  return o;
+}
+
+// The index of the character `u` (uniform in [0, 1)) falls on in softmax(logits / t).
+std::size_t sample(const std::vector<float>& logits, double t, double u) {
+  std::size_t best = 0;
+  for (std::size_t k = 1; k < logits.size(); ++k)
+    if (logits[k] > logits[best]) best = k;
+  if (t == 0) return best;
+  std::vector<double> p(logits.size());
+  double total = 0;
+  for (std::size_t k = 0; k < logits.size(); ++k)
+    total += p[k] = std::exp((static_cast<double>(logits[k]) - logits[best]) / t);
+  double acc = 0;
+  for (std::size_t k = 0; k < p.size(); ++k)
+    if ((acc += p[k] / total) > u) return k;
+  return best;  // rounding left u above the last partial sum
+}
+
+}  // namespace
+
+int generate_command(const std::vector<std::string>& args) {
+  const std::optional<Options> o = parse_options(args);
+  if (!o) return 0;
+  const LmRun run = read_lm_run(o->checkpoint);
+  std::array<std::int32_t, 256> id;
+  id.fill(-1);
+  for (std::size_t k = 0; k < run.vocab.size(); ++k)
+    id[static_cast<unsigned char>(run.vocab[k])] = static_cast<std::int32_t>(k);
+  std::vector<std::int32_t> tokens;
+  for (const char ch : o->prompt) {
+    if (id[static_cast<unsigned char>(ch)] < 0)
+      throw UsageError(detail::str("--prompt: the character '", std::string(1, ch), "' (byte ",
+                                   static_cast<int>(static_cast<unsigned char>(ch)),
+                                   ") is not in the model's vocabulary of ", run.vocab.size(),
+                                   " characters, which its training text fixed: \"", run.vocab,
+                                   "\""));
+    tokens.push_back(id[static_cast<unsigned char>(ch)]);
+  }
+  const train::TrainState state = train::TrainState::from_tree(io::load_checkpoint(o->checkpoint));
+  // A run with a remat policy names its layers ScanCheckpointBlock_0 (Flax's naming, which the
+  // policy's presence changes but not its choice); the checkpoint says which it was.
+  io::TrainConfig::Model lm = run.config.model;
+  if (state.params.find(std::vector<std::string>{"Stack_0", "ScanCheckpointBlock_0"}) != nullptr)
+    lm.policy = checkpoint_policies::nothing_saveable();
+  const TrainModel model =
+      train_model(lm, run.config.data.seq_len, static_cast<std::int64_t>(run.vocab.size()));
+  const Tree params = tree_map(state.params, [](const Array& a) { return a.to(default_device()); });
+  const random::Key key = random::key(o->seed);
+  std::string text = o->prompt;
+  for (std::int64_t k = 0; k < o->tokens; ++k) {
+    const auto window = static_cast<std::ptrdiff_t>(
+        std::min<std::size_t>(tokens.size(), static_cast<std::size_t>(run.config.data.seq_len)));
+    const std::vector<std::int32_t> last(tokens.end() - window, tokens.end());
+    const Array x = Array::from_vector(last, Shape{1, window});
+    const std::vector<float> all = model.apply(params, x).to_vector<float>();
+    const std::vector<float> logits(all.end() - static_cast<std::ptrdiff_t>(run.vocab.size()),
+                                    all.end());
+    const double u =
+        random::uniform(random::fold_in(key, static_cast<std::uint32_t>(k)), Shape{}).item<float>();
+    const std::size_t next = sample(logits, o->temperature, u);
+    tokens.push_back(static_cast<std::int32_t>(next));
+    text.push_back(run.vocab[next]);
+  }
+  std::cout << text << std::endl;
+  return 0;
+}
+
+}  // namespace flaxpp::cli
