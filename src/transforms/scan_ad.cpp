@@ -220,16 +220,9 @@ std::vector<Array> input_cotangents(std::span<const Array> ins, std::span<const 
 }  // namespace
 
 void backward_scan(const TapeEqn& t, const ScanTape& tape, Cotangents& cts) {
-  std::vector<Array> out_cts;
-  bool any = false;
-  for (const Array& y : t.outs) {
-    out_cts.push_back(cts.get(y));
-    any = any || out_cts.back().valid();
-  }
-  if (!any) return;
-  const std::vector<Array> in_cts = input_cotangents(t.ins, out_cts, tape);
-  for (std::size_t k = 0; k < t.ins.size(); ++k)
-    cts.add(t.ins[k], in_cts[k]);
+  backward_by(t, cts, [&](std::span<const Array> out_cts) {
+    return input_cotangents(t.ins, out_cts, tape);
+  });
 }
 
 std::vector<Array> scan_vjp(const ir::VjpArgs& a) {

@@ -95,7 +95,7 @@ std::vector<Array> replay(const ir::Graph& g, std::span<const Array> inputs,
       });
 }
 
-void backward_eqn(const TapeEqn& t, Cotangents& cts) {
+void backward_by(const TapeEqn& t, Cotangents& cts, const CotangentRule& rule) {
   std::vector<Array> out_cts;
   bool any = false;
   for (const Array& y : t.outs) {
@@ -103,9 +103,15 @@ void backward_eqn(const TapeEqn& t, Cotangents& cts) {
     any = any || out_cts.back().valid();
   }
   if (!any) return;
-  const std::vector<Array> in_cts = t.eqn->prim->vjp({t.ins, t.outs, t.eqn->params, out_cts});
+  const std::vector<Array> in_cts = rule(out_cts);
   for (std::size_t k = 0; k < t.ins.size(); ++k)
     cts.add(t.ins[k], in_cts[k]);
+}
+
+void backward_eqn(const TapeEqn& t, Cotangents& cts) {
+  backward_by(t, cts, [&](std::span<const Array> out_cts) {
+    return t.eqn->prim->vjp({t.ins, t.outs, t.eqn->params, out_cts});
+  });
 }
 
 }  // namespace flaxpp::transforms

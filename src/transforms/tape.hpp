@@ -108,8 +108,11 @@ class Cotangents {
   std::unordered_map<const Tracer*, Array> map_;
 };
 
-// Adds the input cotangents of one equation from its output cotangents (its primitive's VJP
-// rule), if any output has one.
+// Adds the input cotangents of one equation, which `rule` computes from its output cotangents
+// (invalid where zero), if any output has one.
+using CotangentRule = std::function<std::vector<Array>(std::span<const Array> out_cts)>;
+void backward_by(const TapeEqn& t, Cotangents& cts, const CotangentRule& rule);
+// The same by its primitive's VJP rule.
 void backward_eqn(const TapeEqn& t, Cotangents& cts);
 
 // The backward of a checkpoint region (checkpoint_ad.cpp): one checkpoint equation
