@@ -1,6 +1,9 @@
-// `flaxpp residuals FUNCTION [--policy SPEC] [-N n] [-d d]`: what a checkpointed function keeps
-// between its forward and backward pass (jax.ad_checkpoint.print_saved_residuals), with bytes,
-// and its peak memory during value_and_grad, predicted from the residuals and measured.
+// `flaxpp residuals FUNCTION [--policy SPEC] [-N n] [-d d] [-T t] [-L layers]`: what a
+// checkpointed function keeps between its forward and backward pass
+// (jax.ad_checkpoint.print_saved_residuals), with bytes, and its peak memory during
+// value_and_grad, predicted from the residuals and measured. stack_loss is refs-format's Stack
+// (scan over Blocks, the policy applied per Block as nn.remat(Block, policy)), whose residuals
+// show what a policy keeps per layer.
 #include <iomanip>
 #include <iostream>
 
@@ -9,6 +12,9 @@
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/io/policy_spec.hpp"
 #include "flaxpp/io/refs.hpp"
+#include "flaxpp/nn/language_model.hpp"
+#include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/random/distributions.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 
@@ -16,24 +22,53 @@ namespace flaxpp::cli {
 namespace {
 
 constexpr const char* kResidualsUsage =
-    "usage: flaxpp residuals FUNCTION [--policy SPEC] [-N rows] [-d dim]\n"
+    "usage: flaxpp residuals FUNCTION [--policy SPEC] [-N rows] [-d dim] [-T len] [-L layers]\n"
     "  FUNCTION: checkpoint_dot_policy  f(w1, w2, x) = sum((relu(x @ w1) @ w2) ** 2)\n"
     "            named_dot_policy       the same with checkpoint_name 'a' (x @ w1), 'b' (relu), "
     "'c'\n"
+    "            stack_loss             sum(Stack(L, heads 4, mlp 4d, policy).apply(p, x) ** 2)\n"
+    "                                   (the policy remats each Block; x is f32[N,T,d])\n"
     "  SPEC: a policy name (e.g. dots_saveable), none, or a JSON policy spec such as\n"
     "        '{\"name\": \"save_only_these_names\", \"names\": [\"a\"]}' (default "
     "nothing_saveable)\n"
-    "  -N, -d: x is f32[N,d], w1 and w2 f32[d,d] (default 5 and 4)\n";
+    "  -N, -d: x is f32[N,d], w1 and w2 f32[d,d] (default 5 and 4)\n"
+    "  -T, -L: stack_loss's sequence length and layers (default 8 and 4)\n";
 
 std::int64_t bytes_of(const AVal& a) {
   return a.shape.size() * static_cast<std::int64_t>(itemsize(a.dtype));
+}
+
+// A function of arrays to differentiate, its inputs and their names.
+struct Problem {
+  ArrayFn fn;  // already checkpointed where the policy applies inside it
+  std::vector<Array> inputs;
+  std::vector<std::string> names;
+};
+
+Problem stack_problem(const std::optional<PolicyPtr>& policy, std::int64_t n, std::int64_t d,
+                      std::int64_t t, std::int64_t layers) {
+  const nn::Model stack(nn::TransformerStack{
+      .num_layers = layers, .num_heads = 4, .mlp_dim = 4 * d, .policy = policy});
+  const Array x = random::normal(random::key(1), Shape{n, t, d});
+  const Tree params = stack.init(random::key(0), x)["params"];
+  Problem p;
+  p.inputs = params.leaves();
+  p.inputs.push_back(x);
+  for (const auto& [path, leaf] : params.flatten())
+    p.names.push_back(path);
+  p.names.push_back("x");
+  p.fn = [stack, params](std::span<const Array> a) {
+    const Tree q = params.with_leaves(a.subspan(0, a.size() - 1));
+    return std::vector<Array>{sum(square(stack.apply(nn::Variables{{"params", q}}, a.back())))};
+  };
+  return p;
 }
 
 }  // namespace
 
 int residuals_command(const std::vector<std::string>& args) {
   std::string function, spec = "nothing_saveable";
-  std::int64_t n = 5, d = 4;
+  std::int64_t n = 5, d = 4, t = 8, layers = 4;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -41,8 +76,9 @@ int residuals_command(const std::vector<std::string>& args) {
       return 0;
     } else if (a == "--policy") {
       spec = option_value(args, i);
-    } else if (a == "-N" || a == "-d") {
-      (a == "-N" ? n : d) = parse_int_option(a, option_value(args, i), 1, 65536);
+    } else if (a == "-N" || a == "-d" || a == "-T" || a == "-L") {
+      std::int64_t& v = a == "-N" ? n : a == "-d" ? d : a == "-T" ? t : layers;
+      v = parse_int_option(a, option_value(args, i), 1, 65536);
     } else if (a.rfind("-", 0) == 0) {
       std::cerr << "flaxpp residuals: unknown option " << a << "\n" << kResidualsUsage;
       return 2;
@@ -53,41 +89,52 @@ int residuals_command(const std::vector<std::string>& args) {
       return 2;
     }
   }
-  ArrayFn fn;
-  if (function == "checkpoint_dot_policy") {
-    fn = refs::dot_policy_f;
-  } else if (function == "named_dot_policy") {
-    fn = refs::named_dot_policy_g;
+  const std::optional<PolicyPtr> policy = io::policy_from_spec_text(spec);
+  Problem p;
+  if (function == "checkpoint_dot_policy" || function == "named_dot_policy") {
+    const ArrayFn fn =
+        function == "checkpoint_dot_policy" ? refs::dot_policy_f : refs::named_dot_policy_g;
+    p.fn = policy ? checkpoint(fn, *policy) : fn;
+    p.inputs = {Array::full(Shape{d, d}, 0.5, DType::f32),
+                Array::full(Shape{d, d}, -0.25, DType::f32),
+                Array::full(Shape{n, d}, 1.0, DType::f32)};
+    p.names = {"w1", "w2", "x"};
+  } else if (function == "stack_loss") {
+    if (d % 4 != 0) {
+      std::cerr << "flaxpp residuals: stack_loss has 4 heads; -d must be a multiple of 4\n";
+      return 2;
+    }
+    p = stack_problem(policy, n, d, t, layers);
   } else {
     std::cerr << "flaxpp residuals: unknown function \"" << function << "\"\n" << kResidualsUsage;
     return 2;
   }
-  const std::optional<PolicyPtr> policy = io::policy_from_spec_text(spec);
-  const ArrayFn h = policy ? checkpoint(fn, *policy) : fn;
-  const std::vector<Array> inputs{Array::full(Shape{d, d}, 0.5, DType::f32),
-                                  Array::full(Shape{d, d}, -0.25, DType::f32),
-                                  Array::full(Shape{n, d}, 1.0, DType::f32)};
-  const std::string names[] = {"w1", "w2", "x"};
 
-  std::cout << function << " under " << (policy ? (*policy)->str() : std::string("no checkpoint"))
-            << ", w1 " << inputs[0].aval() << ", w2 " << inputs[1].aval() << ", x "
-            << inputs[2].aval() << ":\n";
+  std::cout << function << " under " << (policy ? (*policy)->str() : std::string("no checkpoint"));
+  if (p.inputs.size() > 3) {
+    std::cout << ", " << p.inputs.size() - 1 << " parameter leaves and x "
+              << p.inputs.back().aval();
+  } else {
+    for (std::size_t k = 0; k < p.inputs.size(); ++k)
+      std::cout << ", " << p.names[k] << " " << p.inputs[k].aval();
+  }
+  std::cout << ":\n";
   std::int64_t total = 0, new_bytes = 0, args_bytes = 0, grads = 0;
-  for (const Array& x : inputs)
+  for (const Array& x : p.inputs)
     args_bytes += x.nbytes();
   grads = args_bytes;  // one cotangent per input
-  for (const SavedResidual& r : saved_residuals(h, inputs)) {
+  for (const SavedResidual& r : saved_residuals(p.fn, p.inputs)) {
     const std::int64_t b = bytes_of(r.aval);
     total += b;
     if (r.kind != SavedResidual::Kind::argument) new_bytes += b;
-    std::cout << "  " << std::left << std::setw(44) << r.str(names) << std::right << std::setw(12)
+    std::cout << "  " << std::left << std::setw(44) << r.str(p.names) << std::right << std::setw(12)
               << b << " bytes\n";
   }
   Backend& dev = backend(default_device());
   const std::int64_t live0 = dev.memory_stats().live_bytes;
   dev.reset_peak_memory();
   {
-    const VjpResult r = vjp(h, inputs);
+    const VjpResult r = vjp(p.fn, p.inputs);
     const Array one = Array::full(Shape{}, 1.0, DType::f32);
     (void)r.backward(std::span<const Array>(&one, 1));
   }

@@ -1,0 +1,85 @@
+"""What a scan over remat'd Blocks keeps between the passes, per policy and depth: flaxpp beside
+JAX (docs/PERFORMANCE.md, "Transformer stack: memory per policy").
+
+For refs-format's ``Stack(L, num_heads=4, mlp_dim=4D, policy)`` and
+``loss(p, x) = sum(Stack.apply(p, x) ** 2)`` with ``x`` f32[B, T, D]:
+
+* JAX: the bytes ``jax._src.ad_checkpoint.saved_residuals(loss, params, x)`` lists besides
+  the arguments (what ``jax.vjp`` keeps), and ``memory_analysis()`` of
+  ``jax.jit(jax.value_and_grad(loss)).lower(params, x).compile()``: its temporaries (XLA may
+  rematerialise or fuse further, so this is what the compiled step really holds);
+* flaxpp: ``flaxpp residuals stack_loss`` with the same sizes and policy: the residual bytes
+  besides the arguments, and the measured peak of value_and_grad on the CPU.
+
+Run: ``python_compat/.venv/bin/python python_compat/stack_memory.py [build/src/flaxpp]``; it
+prints the markdown table.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+from jax._src.ad_checkpoint import saved_residuals  # noqa: E402
+
+from problems_transformer import Stack  # noqa: E402
+
+B, T, D = 8, 64, 64
+POLICIES = ["none", "everything_saveable", "dots_saveable", "dots_with_no_batch_dims_saveable",
+            "nothing_saveable"]
+DEPTHS = [4, 8, 16]
+
+
+def jax_numbers(L: int, policy: str) -> tuple[int, int]:
+    model = Stack(L, 4, 4 * D, policy)
+    x = jax.random.normal(jax.random.PRNGKey(1), (B, T, D))
+    params = model.init(jax.random.PRNGKey(0), x)["params"]
+
+    def loss(p, x):
+        return jnp.sum(model.apply({"params": p}, x) ** 2)
+
+    new = 0
+    for aval, source in saved_residuals(loss, params, x):
+        if not source.startswith("from the argument"):
+            new += int(np.prod(aval.shape)) * aval.dtype.itemsize
+    compiled = jax.jit(jax.value_and_grad(loss)).lower(params, x).compile()
+    return new, int(compiled.memory_analysis().temp_size_in_bytes)
+
+
+def flaxpp_numbers(binary: str, L: int, policy: str) -> tuple[int, int]:
+    out = subprocess.run([binary, "residuals", "stack_loss", "-N", str(B), "-T", str(T), "-d",
+                          str(D), "-L", str(L), "--policy", policy],
+                         check=True, capture_output=True, text=True,
+                         env={**os.environ, "FLAXPP_DEVICE": "cpu"}).stdout
+    new = int(re.search(r"\((\d+) bytes besides the arguments\)", out).group(1))
+    peak = int(re.search(r"measured (\d+) bytes", out).group(1))
+    return new, peak
+
+
+def mib(b: int) -> str:
+    return f"{b / 2**20:.2f}"
+
+
+def main() -> None:
+    binary = sys.argv[1] if len(sys.argv) > 1 else "build/src/flaxpp"
+    print(f"Stack(L, heads 4, mlp {4 * D}), x f32[{B},{T},{D}]; MiB")
+    print()
+    print("| policy | L | flaxpp residuals | JAX saved_residuals | flaxpp peak (measured) | "
+          "JAX compiled temporaries |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for policy in POLICIES:
+        for L in DEPTHS:
+            fr, fp = flaxpp_numbers(binary, L, policy)
+            jr, jt = jax_numbers(L, policy)
+            print(f"| `{policy}` | {L} | {mib(fr)} | {mib(jr)} | {mib(fp)} | {mib(jt)} |")
+
+
+if __name__ == "__main__":
+    main()
