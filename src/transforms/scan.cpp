@@ -73,13 +73,9 @@ std::vector<Array> run_scan(std::span<const Array> in, const ir::Params& params)
   const auto first_x = static_cast<std::ptrdiff_t>(s.num_consts + s.num_carry);
   std::vector<Array> carry(in.begin() + static_cast<std::ptrdiff_t>(s.num_consts),
                            in.begin() + first_x);
-  const Device device = in.empty() ? default_device() : in[0].device();
-  std::vector<std::shared_ptr<Buffer>> ys;
-  Backend& be = backend(device);
-  for (std::size_t k = s.num_carry; k < out_avals.size(); ++k) {
-    const AVal& a = out_avals[k];
-    ys.push_back(be.allocate(a.shape.size() * static_cast<std::int64_t>(itemsize(a.dtype))));
-  }
+  // Each ys row is written into its stacked output, allocated where the body's first row is
+  // (the backend that computed it).
+  std::vector<std::shared_ptr<Buffer>> ys(out_avals.size() - s.num_carry);
   for (std::int64_t i = 0; i < s.length; ++i) {
     const std::int64_t t = s.reverse ? s.length - 1 - i : i;
     std::vector<Array> args(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(s.num_consts));
@@ -92,13 +88,17 @@ std::vector<Array> run_scan(std::span<const Array> in, const ir::Params& params)
                  std::make_move_iterator(outs.begin() + static_cast<std::ptrdiff_t>(s.num_carry)));
     for (std::size_t k = 0; k < ys.size(); ++k) {
       const Array& y = outs[s.num_carry + k];
+      Backend& be = y.buffer().backend();
+      if (!ys[k]) ys[k] = be.allocate(y.nbytes() * s.length);
       be.copy(y.buffer(), 0, *ys[k], t * y.nbytes(), y.nbytes());
     }
   }
   std::vector<Array> results = std::move(carry);
   for (std::size_t k = 0; k < ys.size(); ++k) {
     const AVal& a = out_avals[s.num_carry + k];
-    results.emplace_back(std::move(ys[k]), a.shape, a.dtype);
+    // No iteration (length 0): empty rows on the default device.
+    results.push_back(ys[k] ? Array(std::move(ys[k]), a.shape, a.dtype)
+                            : Array::full(a.shape, 0.0, a.dtype));
   }
   return results;
 }

@@ -96,6 +96,12 @@ TEST_CASE("scan: the loop's carry and stacked ys, forward and reverse") {
       },
       std::span<const Array>(&n, 1), {}, 5);
   CHECK(count.carry[0].item<std::int32_t>() == 10);
+  // Zero iterations: the initial carry, and ys with no rows.
+  const Array none = Array::full(Shape{0}, 0.0, DType::f32);
+  const ScanResult empty =
+      scan(body, std::span<const Array>(&init, 1), std::span<const Array>(&none, 1));
+  CHECK(empty.carry[0].item<float>() == 0.0f);
+  CHECK(empty.ys[0].shape() == Shape{0});
 }
 
 TEST_CASE("scan: the same values as the loop written out; one body in the graph at any length") {
