@@ -6,6 +6,7 @@
 
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/nn/dense.hpp"
+#include "flaxpp/nn/language_model.hpp"
 #include "flaxpp/nn/remat.hpp"
 #include "flaxpp/nn/scan.hpp"
 #include "flaxpp/nn/transformer_block.hpp"
@@ -143,4 +144,27 @@ TEST_CASE("nn::scan: bad input is a clear error") {
   CHECK_THROWS_WITH_AS(nn::scan(WithStats{}, {.length = 2}).init(random::key(0), x),
                        doctest::Contains("creates variables of the \"batch_stats\" collection"),
                        ValueError);
+}
+
+TEST_CASE("scan(remat(Block)): the products each policy recomputes in the backward pass") {
+  // The backward graph's dot_generals beyond those of the plain stack's backward (the
+  // gradients' products) are the recomputed ones, counted inside the backward scan's body.
+  const Array x = x_input(2, 4, 8);
+  auto backward_dots = [&](std::optional<PolicyPtr> policy) {
+    const nn::Model stack(nn::TransformerStack{
+        .num_layers = 3, .num_heads = 2, .mlp_dim = 16, .policy = std::move(policy)});
+    const Tree params = stack.init(random::key(0), x)["params"];
+    const ArrayFn loss = [&](std::span<const Array> in) {
+      return std::vector<Array>{
+          sum(square(stack.apply(nn::Variables{{"params", params.with_leaves(in)}}, x)))};
+    };
+    return ir::count_eqns(*vjp(loss, params.leaves()).backward_graph, lax::dot_general_p);
+  };
+  const std::int64_t gradients = backward_dots(std::nullopt);
+  CHECK(backward_dots(cp::everything_saveable()) - gradients == 0);
+  CHECK(backward_dots(cp::dots_saveable()) - gradients == 0);
+  // The scores and the weighted values have batch dimensions: recomputed.
+  CHECK(backward_dots(cp::dots_with_no_batch_dims_saveable()) - gradients == 2);
+  // Every product but Dense_1's, whose output the backward pass does not read.
+  CHECK(backward_dots(cp::nothing_saveable()) - gradients == 7);
 }
