@@ -12,6 +12,7 @@
 #include "cli/args.hpp"
 #include "cli/bench_common.hpp"
 #include "cli/bench_data_parallel.hpp"
+#include "cli/bench_lm.hpp"
 #include "cli/commands.hpp"
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/io/json.hpp"
@@ -30,6 +31,7 @@ constexpr const char* kBenchUsage =
     "                    [--device D] [--dtype float32|bfloat16]\n"
     "       flaxpp bench --processes 1,2 [--width W] [--batch B] [--steps N] [--device D]\n"
     "                    [--out FILE.jsonl]\n"
+    "       flaxpp bench --model lm [--steps N] [--device D] [--out FILE.jsonl]\n"
     "  Times MLP classifier training steps (SGD) on the device (default: the default device,\n"
     "  FLAXPP_DEVICE, else the GPU if present, else the CPU) for each width, depth, batch and\n"
     "  remat policy of the grid (--width: only that width) and writes one JSON line per\n"
@@ -39,7 +41,9 @@ constexpr const char* kBenchUsage =
     "  --processes: data-parallel steps (SGD, depth 4, width W, default 512) as jobs of each\n"
     "  number of processes under mpirun, one BLAS thread each, B rows per process (default\n"
     "  128); per job a JSON line with samples/s, scaling_efficiency (against the smallest job)\n"
-    "  and comm_share (the step time spent in collectives).\n";
+    "  and comm_share (the step time spent in collectives).\n"
+    "  --model lm: the language model of examples/lm.json (batch 32 of 64 tokens, SGD) under\n"
+    "  each remat policy of its Blocks; python_compat/lm_speed.py compares it with JAX.\n";
 
 struct Config {
   std::int64_t width, depth, batch;
@@ -185,7 +189,7 @@ nn::MLP bench_mlp(std::int64_t width, std::int64_t depth, DType dtype) {
 }
 
 int bench_command(const std::vector<std::string>& args) {
-  std::string grid = "default", out_path;
+  std::string grid = "default", out_path, model = "mlp";
   std::int64_t steps = 20, only_width = 0;
   DType dtype = DType::f32;
   DataParallelBench data_parallel;
@@ -210,6 +214,12 @@ int bench_command(const std::vector<std::string>& args) {
     } else if (args[i] == "--device" && i + 1 < args.size()) {
       data_parallel.device = args[++i];
       set_default_device(Device::parse(*data_parallel.device));
+    } else if (args[i] == "--model") {
+      model = option_value(args, i);
+      if (model != "mlp" && model != "lm") {
+        std::cerr << "flaxpp bench: --model is mlp or lm, got " << model << "\n";
+        return 2;
+      }
     } else if (args[i] == "--processes") {
       data_parallel.processes = parse_process_counts(option_value(args, i));
     } else if (args[i] == "--batch") {
@@ -230,6 +240,11 @@ int bench_command(const std::vector<std::string>& args) {
     std::ofstream file;
     if (!out_path.empty()) file.open(out_path);
     return bench_processes(data_parallel, out_path.empty() ? std::cout : file);
+  }
+  if (model == "lm") {
+    std::ofstream file;
+    if (!out_path.empty()) file.open(out_path);
+    return bench_lm(steps, out_path.empty() ? std::cout : file);
   }
   if (dtype == DType::bf16 && default_device().kind == DeviceKind::cpu) {
     std::cerr << "flaxpp bench: --dtype bfloat16 needs a GPU (the CPU backend computes in "

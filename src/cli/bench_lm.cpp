@@ -1,0 +1,80 @@
+// The language model's step benchmark.
+#include "cli/bench_lm.hpp"
+
+#include <chrono>
+#include <iostream>
+#include <random>
+
+#include "cli/bench_common.hpp"
+#include "flaxpp/core/backend.hpp"
+#include "flaxpp/io/json.hpp"
+#include "flaxpp/nn/language_model.hpp"
+#include "flaxpp/train/train_state.hpp"
+
+namespace flaxpp::cli {
+namespace {
+
+constexpr std::int64_t kVocab = 64, kWidth = 64, kLayers = 4, kHeads = 4, kMlp = 256, kSeq = 64,
+                       kBatch = 32;
+
+// Token ids in [0, kVocab) from std::mt19937(seed).
+Array bench_tokens(std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(kBatch * kSeq));
+  for (auto& id : ids)
+    id = static_cast<std::int32_t>(gen() % kVocab);
+  return Array::from_vector(ids, Shape{kBatch, kSeq});
+}
+
+io::Json run(const std::string& policy_name, std::int64_t steps) {
+  std::optional<PolicyPtr> policy;
+  if (policy_name != "none") policy = checkpoint_policies::from_name(policy_name);
+  const nn::Model lm(nn::LanguageModel{.vocab = kVocab,
+                                       .features = kWidth,
+                                       .num_layers = kLayers,
+                                       .num_heads = kHeads,
+                                       .mlp_dim = kMlp,
+                                       .max_len = kSeq,
+                                       .policy = policy});
+  const Array x = bench_tokens(1), y = bench_tokens(2);
+  train::ClassifierStep step(
+      [lm](const Tree& p, const Array& in) {
+        return lm.apply(nn::Variables{{"params", p}}, in);
+      },
+      optim::sgd(0.01));
+  train::TrainState state = step.init(lm.init(random::key(0), x)["params"]);
+  for (int i = 0; i < 3; ++i)
+    (void)step(state, x, y);  // warm-up (the first trace)
+  Backend& dev = backend(default_device());
+  dev.synchronize();
+  dev.reset_peak_memory();
+  std::vector<double> times;
+  for (std::int64_t i = 0; i < steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    (void)step(state, x, y);  // returns the loss as a float: the step has finished
+    times.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  const double ms = median(times);
+  return io::Json{{"framework", "flaxpp"},
+                  {"backend", default_device().kind == DeviceKind::cpu ? "cpu" : "cuda"},
+                  {"model", "lm"},
+                  {"policy", policy_name},
+                  {"steps", steps},
+                  {"step_ms", ms},
+                  {"tokens_per_s", static_cast<double>(kBatch * kSeq) / (ms / 1000.0)},
+                  {"peak_bytes", dev.memory_stats().peak_bytes}};
+}
+
+}  // namespace
+
+int bench_lm(std::int64_t steps, std::ostream& out) {
+  for (const char* policy : {"none", "everything_saveable", "dots_saveable",
+                             "dots_with_no_batch_dims_saveable", "nothing_saveable"}) {
+    std::cerr << "bench: lm, policy " << policy << "\n";
+    out << run(policy, steps).dump() << std::endl;
+  }
+  return 0;
+}
+
+}  // namespace flaxpp::cli
