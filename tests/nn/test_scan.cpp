@@ -168,3 +168,39 @@ TEST_CASE("scan(remat(Block)): the products each policy recomputes in the backwa
   // Every product but Dense_1's, whose output the backward pass does not read.
   CHECK(backward_dots(cp::nothing_saveable()) - gradients == 7);
 }
+
+TEST_CASE("scan(remat(Block)): gradients equal the unrolled stack's under every policy") {
+  // The unrolled stack: the plain Block applied to each layer's row of the stacked parameters.
+  const Array x = x_input(2, 4, 8);
+  const auto plain = nn::scan(kBlock, {.length = 3});
+  const Tree params = plain.init(random::key(4), x)["params"];
+  const nn::Model block(kBlock);
+  const Tree args[] = {params};
+  const int argnums[] = {0};
+  const ValueAndGrad want = value_and_grad(
+      [&](std::span<const Tree> a) {
+        Array h = x;
+        for (std::int64_t i = 0; i < 3; ++i)
+          h = block.apply(nn::Variables{{"params", layer_params(a[0], i)}}, h);
+        return sum(square(h));
+      },
+      args, argnums);
+  for (const PolicyPtr& policy : {cp::everything_saveable(), cp::nothing_saveable(),
+                                  cp::dots_saveable(), cp::dots_with_no_batch_dims_saveable()}) {
+    CAPTURE(policy->str());
+    const auto stack = nn::scan(remat<nn::TransformerBlock>(policy)(kBlock), {.length = 3});
+    const ValueAndGrad got = value_and_grad(
+        [&](std::span<const Tree> a) {
+          return sum(square(stack.apply(nn::Variables{{"params", a[0]}}, x)));
+        },
+        args, argnums);
+    CHECK(got.value.item<float>() == doctest::Approx(want.value.item<float>()).epsilon(1e-6));
+    for (const auto& [path, w] : want.grads[0].flatten()) {
+      CAPTURE(path);
+      const auto g = got.grads[0].at(path).array().to_vector<float>();
+      const auto e = w.to_vector<float>();
+      for (std::size_t k = 0; k < e.size(); ++k)
+        CHECK(g[k] == doctest::Approx(e[k]).epsilon(1e-5).scale(1e-3));
+    }
+  }
+}
