@@ -11,8 +11,9 @@ For refs-format's ``Stack(L, num_heads=4, mlp_dim=4D, policy)`` and
 * flaxpp: ``flaxpp residuals stack_loss`` with the same sizes and policy: the residual bytes
   besides the arguments, and the measured peak of value_and_grad on the CPU.
 
-Run: ``python_compat/.venv/bin/python python_compat/stack_memory.py [build/src/flaxpp]``; it
-prints the markdown table.
+Run: ``python_compat/.venv/bin/python python_compat/stack_memory.py [build/src/flaxpp]
+[--plot docs/bench/stack_memory.png]``; it prints the markdown table and, with ``--plot``,
+draws the residuals per depth and policy (flaxpp solid, JAX dashed).
 """
 
 from __future__ import annotations
@@ -67,18 +68,52 @@ def mib(b: int) -> str:
     return f"{b / 2**20:.2f}"
 
 
+def plot(path: str, rows: list[tuple[str, int, int, int]]) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for k, policy in enumerate(POLICIES):
+        mine = [(L, f) for p, L, f, _ in rows if p == policy]
+        theirs = [(L, j) for p, L, _, j in rows if p == policy]
+        color = f"C{k}"
+        ax.plot(*zip(*[(L, b / 2**20) for L, b in mine]), "o-", color=color,
+                label=f"{policy} (flaxpp)")
+        ax.plot(*zip(*[(L, b / 2**20) for L, b in theirs]), "x--", color=color,
+                label=f"{policy} (JAX)")
+    ax.set_xlabel("layers (scan over remat'd Blocks)")
+    ax.set_ylabel("residuals kept for the backward pass, MiB")
+    ax.set_yscale("log")
+    ax.set_xticks(DEPTHS)
+    ax.set_title(f"Stack(L), x f32[{B},{T},{D}]: residuals per policy")
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
 def main() -> None:
-    binary = sys.argv[1] if len(sys.argv) > 1 else "build/src/flaxpp"
+    args = sys.argv[1:]
+    plot_path = None
+    if "--plot" in args:
+        i = args.index("--plot")
+        plot_path = args[i + 1]
+        del args[i:i + 2]
+    binary = args[0] if args else "build/src/flaxpp"
     print(f"Stack(L, heads 4, mlp {4 * D}), x f32[{B},{T},{D}]; MiB")
     print()
     print("| policy | L | flaxpp residuals | JAX saved_residuals | flaxpp peak (measured) | "
           "JAX compiled temporaries |")
     print("| --- | --- | --- | --- | --- | --- |")
+    rows = []
     for policy in POLICIES:
         for L in DEPTHS:
             fr, fp = flaxpp_numbers(binary, L, policy)
             jr, jt = jax_numbers(L, policy)
+            rows.append((policy, L, fr, jr))
             print(f"| `{policy}` | {L} | {mib(fr)} | {mib(jr)} | {mib(fp)} | {mib(jt)} |")
+    if plot_path:
+        plot(plot_path, rows)
 
 
 if __name__ == "__main__":
