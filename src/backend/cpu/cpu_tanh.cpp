@@ -1,0 +1,16 @@
+// tanh_f32: one loop, cloned for FMA (GCC on x86-64: target_clones picks the clone at load time).
+#include "backend/cpu/cpu_tanh.hpp"
+
+#include "kernels/special_math.hpp"
+
+namespace flaxpp::cpu {
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("fma", "default")))
+#endif
+void tanh_f32(const float* x, float* y, std::int64_t n) {
+  for (std::int64_t i = 0; i < n; ++i)
+    y[i] = kernels::xla_tanh_f32(x[i]);
+}
+
+}  // namespace flaxpp::cpu
