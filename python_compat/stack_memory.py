@@ -18,6 +18,7 @@ draws the residuals per depth and policy (flaxpp solid, JAX dashed).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -30,11 +31,12 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 from jax._src.ad_checkpoint import saved_residuals  # noqa: E402
 
+from problems_remat import OFFLOAD_DOTS, spec_tag  # noqa: E402
 from problems_transformer import Stack  # noqa: E402
 
 B, T, D = 8, 64, 64
 POLICIES = ["none", "everything_saveable", "dots_saveable", "dots_with_no_batch_dims_saveable",
-            "nothing_saveable"]
+            "nothing_saveable", OFFLOAD_DOTS]
 DEPTHS = [4, 8, 16]
 
 
@@ -55,8 +57,9 @@ def jax_numbers(L: int, policy: str) -> tuple[int, int]:
 
 
 def flaxpp_numbers(binary: str, L: int, policy: str) -> tuple[int, int]:
+    spec = policy if isinstance(policy, str) else json.dumps(policy)
     out = subprocess.run([binary, "residuals", "stack_loss", "-N", str(B), "-T", str(T), "-d",
-                          str(D), "-L", str(L), "--policy", policy],
+                          str(D), "-L", str(L), "--policy", spec],
                          check=True, capture_output=True, text=True,
                          env={**os.environ, "FLAXPP_DEVICE": "cpu"}).stdout
     new = int(re.search(r"\((\d+) bytes besides the arguments\)", out).group(1))
@@ -79,9 +82,9 @@ def plot(path: str, rows: list[tuple[str, int, int, int]]) -> None:
         theirs = [(L, j) for p, L, _, j in rows if p == policy]
         color = f"C{k}"
         ax.plot(*zip(*[(L, b / 2**20) for L, b in mine]), "o-", color=color,
-                label=f"{policy} (flaxpp)")
+                label=f"{spec_tag(policy)} (flaxpp)")
         ax.plot(*zip(*[(L, b / 2**20) for L, b in theirs]), "x--", color=color,
-                label=f"{policy} (JAX)")
+                label=f"{spec_tag(policy)} (JAX)")
     ax.set_xlabel("layers (scan over remat'd Blocks)")
     ax.set_ylabel("residuals kept for the backward pass, MiB")
     ax.set_yscale("log")
@@ -111,7 +114,7 @@ def main() -> None:
             fr, fp = flaxpp_numbers(binary, L, policy)
             jr, jt = jax_numbers(L, policy)
             rows.append((policy, L, fr, jr))
-            print(f"| `{policy}` | {L} | {mib(fr)} | {mib(jr)} | {mib(fp)} | {mib(jt)} |")
+            print(f"| `{spec_tag(policy)}` | {L} | {mib(fr)} | {mib(jr)} | {mib(fp)} | {mib(jt)} |")
     if plot_path:
         plot(plot_path, rows)
 
