@@ -76,7 +76,7 @@ def plot(path: str, rows: list[tuple[str, int, int, int]]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = plt.subplots(figsize=(10, 4.5))
     for k, policy in enumerate(POLICIES):
         mine = [(L, f) for p, L, f, _ in rows if p == policy]
         theirs = [(L, j) for p, L, _, j in rows if p == policy]
@@ -90,7 +90,7 @@ def plot(path: str, rows: list[tuple[str, int, int, int]]) -> None:
     ax.set_yscale("log")
     ax.set_xticks(DEPTHS)
     ax.set_title(f"Stack(L), x f32[{B},{T},{D}]: residuals per policy")
-    ax.legend(fontsize=7, ncol=2)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
