@@ -102,7 +102,8 @@ Tree grads_on(const Model& model, const Tree& params, const Array& x, Device dev
 }
 
 void check_grads_close(const Tree& got, const Tree& want) {
-  for (const auto& [path, w] : want.flatten()) {
+  for (const auto& [leaf, w] : want.flatten()) {
+    const std::string& path = leaf;  // (CAPTURE cannot take a structured binding in clang)
     CAPTURE(path);
     const std::vector<double> g = testing::values(got.at(path).array()), e = testing::values(w);
     REQUIRE(g.size() == e.size());

@@ -195,7 +195,8 @@ TEST_CASE("scan(remat(Block)): gradients equal the unrolled stack's under every 
         },
         args, argnums);
     CHECK(got.value.item<float>() == doctest::Approx(want.value.item<float>()).epsilon(1e-6));
-    for (const auto& [path, w] : want.grads[0].flatten()) {
+    for (const auto& [leaf, w] : want.grads[0].flatten()) {
+      const std::string& path = leaf;  // (CAPTURE cannot take a structured binding in clang)
       CAPTURE(path);
       const auto g = got.grads[0].at(path).array().to_vector<float>();
       const auto e = w.to_vector<float>();
