@@ -122,20 +122,10 @@ io::Json run(const Config& c, std::int64_t steps, double& floor_ms) {
         residual_bytes += r.aval.shape.size() * static_cast<std::int64_t>(itemsize(r.aval.dtype));
   }
 
-  for (int i = 0; i < 3; ++i)
-    (void)step(state, x, y);  // warm-up (the first traces)
-  Backend& dev = backend(default_device());
-  dev.synchronize();
-  dev.reset_peak_memory();
-  std::vector<double> times;
-  for (std::int64_t i = 0; i < steps; ++i) {
-    const auto t0 = Clock::now();
-    (void)step(state, x, y);  // returns the loss as a float: the step has finished
-    times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
-  }
+  // The step returns the loss as a float: the step has finished.
+  const double ms = median_step_ms(steps, [&] { (void)step(state, x, y); });
   // The peak of the timed steps, read before the GEMM floor allocates its own operands.
-  const std::int64_t peak_bytes = dev.memory_stats().peak_bytes;
-  const double ms = median(times);
+  const std::int64_t peak_bytes = backend(default_device()).memory_stats().peak_bytes;
   double flops = 0;
   for (const auto& [in, out] : layers(c))
     flops += 6.0 * static_cast<double>(c.batch * in * out);
@@ -163,6 +153,21 @@ io::Json run(const Config& c, std::int64_t steps, double& floor_ms) {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+double median_step_ms(std::int64_t steps, const std::function<void()>& step) {
+  for (int i = 0; i < 3; ++i)
+    step();  // warm-up (the first traces)
+  Backend& dev = backend(default_device());
+  dev.synchronize();
+  dev.reset_peak_memory();
+  std::vector<double> times;
+  for (std::int64_t i = 0; i < steps; ++i) {
+    const auto t0 = Clock::now();
+    step();
+    times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  return median(times);
 }
 
 Array bench_inputs(const Shape& shape, std::uint32_t seed) {

@@ -116,7 +116,15 @@ std::shared_ptr<const ScanLinear> linearize_scan(const ir::Params& params,
 }  // namespace
 
 std::vector<Array> forward_scan(const ir::Params& params, std::span<const Array> ins,
-                                const std::vector<bool>& differentiable, ScanTape& tape) {
+                                const TangentSet* tangents, ScanTape& tape) {
+  const auto num_consts = static_cast<std::size_t>(params.get<std::int64_t>("num_consts"));
+  const auto num_carry = static_cast<std::size_t>(params.get<std::int64_t>("num_carry"));
+  std::vector<bool> differentiable;
+  for (std::size_t k = 0; k < ins.size(); ++k) {
+    const bool carry = k >= num_consts && k < num_consts + num_carry;
+    differentiable.push_back(tangents == nullptr || carry ? is_floating(ins[k].dtype())
+                                                          : tangents->has(ins[k]));
+  }
   tape.lin = linearize_scan(params, differentiable);
   const ScanLinear& lin = *tape.lin;
   const std::span<const Array> consts = ins.subspan(0, lin.num_consts);
@@ -226,11 +234,8 @@ void backward_scan(const TapeEqn& t, const ScanTape& tape, Cotangents& cts) {
 }
 
 std::vector<Array> scan_vjp(const ir::VjpArgs& a) {
-  std::vector<bool> differentiable;
-  for (const Array& x : a.inputs)
-    differentiable.push_back(is_floating(x.dtype()));
   ScanTape tape;
-  forward_scan(a.params, a.inputs, differentiable, tape);
+  forward_scan(a.params, a.inputs, nullptr, tape);
   return input_cotangents(a.inputs, a.cotangents, tape);
 }
 

@@ -74,17 +74,8 @@ std::vector<Array> replay(const ir::Graph& g, std::span<const Array> inputs,
         const bool any_tangent =
             std::any_of(ins.begin(), ins.end(), [&](const Array& x) { return tangents.has(x); });
         if (e.prim == &scan_p && any_tangent) {
-          // Consts and xs as they come; every floating carry may pick a tangent up in the loop.
-          const auto num_consts =
-              static_cast<std::size_t>(e.params.get<std::int64_t>("num_consts"));
-          const auto num_carry = static_cast<std::size_t>(e.params.get<std::int64_t>("num_carry"));
-          std::vector<bool> differentiable;
-          for (std::size_t k = 0; k < ins.size(); ++k) {
-            const bool carry = k >= num_consts && k < num_consts + num_carry;
-            differentiable.push_back(carry ? is_floating(ins[k].dtype()) : tangents.has(ins[k]));
-          }
           item.scan = std::make_unique<ScanTape>();
-          outs = forward_scan(e.params, ins, differentiable, *item.scan);
+          outs = forward_scan(e.params, ins, &tangents, *item.scan);
         } else {
           outs = ir::bind(*e.prim, ins, e.params);
         }

@@ -121,10 +121,12 @@ void backward_eqn(const TapeEqn& t, Cotangents& cts);
 void backward_region(const Region& r, Cotangents& cts);
 
 // scan_p's differentiation (scan_ad.cpp). forward_scan binds, in the current trace, the scan
-// of `params` on `ins` that also stacks the residuals (the body linearised with respect to the
-// inputs marked in `differentiable`), recording them in `tape`; it returns the scan's outputs.
+// of `params` on `ins` that also stacks the residuals, recording them in `tape`; it returns the
+// scan's outputs. The body is linearised with respect to the consts and xs in `tangents` and
+// every floating carry (which may pick a tangent up in the loop); with no `tangents`, with
+// respect to every floating input.
 std::vector<Array> forward_scan(const ir::Params& params, std::span<const Array> ins,
-                                const std::vector<bool>& differentiable, ScanTape& tape);
+                                const TangentSet* tangents, ScanTape& tape);
 // The backward scan: from the cotangents of the scan's outputs, those of its operands.
 void backward_scan(const TapeEqn& t, const ScanTape& tape, Cotangents& cts);
 // scan_p's VJP rule, for a scan inside a checkpoint region (recomputed there): forward_scan
