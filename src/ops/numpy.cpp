@@ -192,6 +192,15 @@ Array square(const Array& x) {
 Array power(const Array& x, std::int64_t y) {
   return lax::integer_pow(x, y);
 }
+Array power(const Array& x, const Array& y) {
+  return binary("power", x, y, lax::pow);
+}
+Array cos(const Array& x) {
+  return lax::cos(x);
+}
+Array sin(const Array& x) {
+  return lax::sin(x);
+}
 
 Array sum(const Array& x, std::optional<Axes> axes, bool keepdims) {
   const Axes a = reduction_axes(x, axes);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "flaxpp/core/array.hpp"
+#include "flaxpp/core/device.hpp"
 #include "flaxpp/ir/lax.hpp"
 
 using namespace flaxpp;
@@ -208,6 +209,49 @@ TEST_CASE("eval: tanh in float32 equals jnp.tanh on JAX's CPU backend bit for bi
   const Array y = lax::tanh(Array::from_vector(x, Shape{static_cast<std::int64_t>(x.size())}));
   CHECK(y.to_vector<float>() == want);
   CHECK(std::isnan(lax::tanh(make(DType::f32, {1}, {kNaN})).to_vector<float>()[0]));
+}
+
+TEST_CASE("eval: pow, cos and sin match their values in f32 and f64") {
+  std::vector<Case> cases;
+  for (const DType dt : kFloats) {
+    const Array x = make(dt, {4}, {0.5, 2, 1.5, 0});
+    const Array y = make(dt, {4}, {-2.5, 10, 2, 2});
+    cases.push_back({name("pow", dt),
+                     [=] { return lax::pow(x, y); },
+                     {{4}, dt},
+                     {5.656854249492381, 1024, 2.25, 0}});
+    const Array t = make(dt, {3}, {0, 0.5, -1.25});
+    cases.push_back({name("cos", dt),
+                     [=] { return lax::cos(t); },
+                     {{3}, dt},
+                     {1, 0.8775825618903728, 0.3153223623952687}});
+    cases.push_back({name("sin", dt),
+                     [=] { return lax::sin(t); },
+                     {{3}, dt},
+                     {0, 0.479425538604203, -0.9489846193555862}});
+  }
+  run_cases(cases);
+}
+
+TEST_CASE("eval: pow, cos and sin in float32 equal jnp's on JAX's CPU backend bit for bit") {
+  // XLA's CPU backend calls the C library's powf, cosf and sinf; CUDA's are within 2 ulp.
+  if (default_device() != Device::cpu()) return;
+  const auto f32 = [](std::vector<float> v) {
+    return Array::from_vector(v, Shape{static_cast<std::int64_t>(v.size())});
+  };
+  // jnp.power, jnp.cos and jnp.sin of these float32 inputs (JAX 0.10.2, CPU).
+  const Array x = f32({0.999f, 0.5f, 1.5f, 2.0f, 0.0f, 3.7f});
+  const Array y = f32({17.0f, -2.5f, 0.3f, 10.0f, 2.0f, -0.7f});
+  CHECK(lax::pow(x, y).to_vector<float>() ==
+        std::vector<float>{0.9831355214118958f, 5.656854152679443f, 1.1293469667434692f, 1024.0f,
+                           0.0f, 0.40018314123153687f});
+  const Array t = f32({0.0f, 0.5f, -1.25f, 3.14159265f, 100.0f, 1e4f});
+  CHECK(lax::cos(t).to_vector<float>() ==
+        std::vector<float>{1.0f, 0.8775825500488281f, 0.3153223693370819f, -1.0f,
+                           0.8623188734054565f, -0.952155351638794f});
+  CHECK(lax::sin(t).to_vector<float>() ==
+        std::vector<float>{0.0f, 0.4794255495071411f, -0.9489846229553223f,
+                           -8.742277657347586e-08f, -0.5063656568527222f, -0.3056143820285797f});
 }
 
 TEST_CASE("eval: integer arithmetic truncates, wraps and divides by zero like XLA") {

@@ -29,12 +29,15 @@ TEST_CASE("vjp: elementwise binary primitives agree with finite differences (flo
   // A 0-d operand broadcasts; its cotangent is summed.
   check_grad(binary(lax::mul), {x, random_f64(Shape{}, 3)});
   check_grad(binary(lax::add), {random_f64(Shape{}, 4), y});
+  // pow: both operands, the base positive.
+  check_grad(binary(lax::pow), {random_f64(Shape{3, 4}, 8, 0.2, 3.0), x});
 }
 
 TEST_CASE("vjp: elementwise unary primitives agree with finite differences (float64)") {
   const Array x = random_f64(Shape{5}, 5);
   const Array positive = random_f64(Shape{5}, 6, 0.2, 3.0);
-  for (auto op : {lax::neg, lax::exp, lax::tanh, lax::logistic, lax::erf, lax::abs})
+  for (auto op : {lax::neg, lax::exp, lax::tanh, lax::logistic, lax::erf, lax::abs, lax::cos,
+                  lax::sin})
     check_grad(unary(op), {x});
   for (auto op : {lax::log, lax::log1p, lax::sqrt, lax::rsqrt})
     check_grad(unary(op), {positive});

@@ -28,6 +28,8 @@ extern const ir::Primitive neg_p, exp_p, log_p, log1p_p, tanh_p, logistic_p, sqr
     abs_p, sign_p;
 // x**y for an integer y (param "y", int64; may be negative or 0), by repeated multiplication.
 extern const ir::Primitive integer_pow_p;
+// x**y for two floating operands of one dtype (lax.pow), and cos, sin.
+extern const ir::Primitive pow_p, cos_p, sin_p;
 // select_n(which, case0, case1, ...): which is bool (2 cases: false -> case0, true -> case1)
 // or int32 (which[i] picks case which[i]); all cases one aval; which has their shape or is 0-d.
 extern const ir::Primitive select_n_p;
@@ -99,6 +101,9 @@ Array erf(const Array& x);
 Array abs(const Array& x);
 Array sign(const Array& x);
 Array integer_pow(const Array& x, std::int64_t y);
+Array pow(const Array& x, const Array& y);
+Array cos(const Array& x);
+Array sin(const Array& x);
 Array select_n(const Array& which, std::span<const Array> cases);
 Array select(const Array& pred, const Array& on_true,
              const Array& on_false);  // select_n(pred, f, t)

@@ -54,6 +54,10 @@ Array sqrt(const Array& x);
 Array abs(const Array& x);
 Array square(const Array& x);  // x ** 2 (integer_pow)
 Array power(const Array& x, std::int64_t y);
+// x**y for floating operands (lax.pow), with broadcasting.
+Array power(const Array& x, const Array& y);
+Array cos(const Array& x);
+Array sin(const Array& x);
 
 // Reductions over `axes` (all axes when absent; negative axes count from the end).
 Array sum(const Array& x, std::optional<Axes> axes = std::nullopt, bool keepdims = false);

@@ -158,6 +158,35 @@ const ir::Primitive integer_pow_p(
       return std::vector<Array>{mul(a.cotangents[0], dx)};
     });
 
+// JAX's _pow_jvp_lhs and _pow_jvp_rhs, transposed: d/dx = y * x**(y-1) (0 where y == 0),
+// d/dy = log(x) * x**y with log(0) replaced by log(1).
+const ir::Primitive pow_p(
+    "pow",
+    [](std::span<const AVal> in, const ir::Params&) {
+      const AVal out = rules::binary("pow", in);
+      rules::expect_floating("pow", out);
+      return std::vector<AVal>{out};
+    },
+    [](const VjpArgs& a) {
+      const Array& ct = a.cotangents[0];
+      const Array& x = a.inputs[0];
+      const Array& y = a.inputs[1];
+      const auto replace_zero = [](const Array& v) {
+        return select(eq(v, full_like(v, 0.0)), full_like(v, 1.0), v);
+      };
+      const Array dx = select(eq(y, full_like(y, 0.0)), full_like(y, 0.0),
+                              mul(replace_zero(y), pow(x, sub(y, full_like(y, 1.0)))));
+      return binary_cts(a, mul(ct, dx), mul(ct, mul(log(replace_zero(x)), a.outputs[0])));
+    });
+const ir::Primitive cos_p("cos", unary_shape("cos"), [](const VjpArgs& a) {
+  // JAX: -(g * sin(x)).
+  return std::vector<Array>{neg(mul(a.cotangents[0], sin(a.inputs[0])))};
+});
+const ir::Primitive sin_p("sin", unary_shape("sin"), [](const VjpArgs& a) {
+  // JAX: g * cos(x).
+  return std::vector<Array>{mul(a.cotangents[0], cos(a.inputs[0]))};
+});
+
 namespace {
 Array apply_binary(const ir::Primitive& p, const Array& x, const Array& y) {
   const Array in[] = {x, y};
@@ -240,6 +269,15 @@ Array sign(const Array& x) {
 }
 Array integer_pow(const Array& x, std::int64_t y) {
   return apply_unary(integer_pow_p, x, {{"y", y}});
+}
+Array pow(const Array& x, const Array& y) {
+  return apply_binary(pow_p, x, y);
+}
+Array cos(const Array& x) {
+  return apply_unary(cos_p, x);
+}
+Array sin(const Array& x) {
+  return apply_unary(sin_p, x);
 }
 
 }  // namespace flaxpp::lax
