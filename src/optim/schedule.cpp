@@ -1,32 +1,60 @@
-// optax schedules, in float32 arithmetic like optax's jnp code (count is an int32 there).
+// optax schedules as optax's jnp code (optax 0.2.8, schedules/_schedule.py and _join.py): the
+// same primitives in the same order on the int32 count, Python's float constants rounded to
+// float32 where optax's weak-typed scalars are.
 #include "flaxpp/optim/schedule.hpp"
 
-#include <algorithm>
 #include <cmath>
 #include <numbers>
 
-#include "flaxpp/core/dtype.hpp"
 #include "flaxpp/core/error.hpp"
+#include "flaxpp/ir/lax.hpp"
 
 namespace flaxpp::optim {
+namespace {
+
+Array i32(std::int64_t v) {
+  return lax::scalar(static_cast<double>(v), DType::i32);
+}
+Array f32(double v) {
+  return lax::scalar(v, DType::f32);
+}
+
+}  // namespace
+
+Array Schedule::operator()(const Array& count) const {
+  if (!fn_) throw ValueError("a learning-rate schedule was called but holds no function");
+  if (count.dtype() != DType::i32 || count.rank() != 0)
+    throw ValueError(detail::str("a learning-rate schedule takes optax's update count, an int32 ",
+                                 "scalar (int32[]); got ", count.aval()));
+  const Array value = fn_(count);
+  if (value.dtype() != DType::f32 || value.rank() != 0)
+    throw ValueError(
+        detail::str("a learning-rate schedule must return a float32 scalar, got ", value.aval()));
+  return value;
+}
+
+float Schedule::operator()(std::int64_t count) const {
+  return (*this)(Array::scalar(static_cast<std::int32_t>(count), Device::cpu())).item<float>();
+}
 
 Schedule constant_schedule(double value) {
-  const float v = round_to_float32(value);
-  return [v](std::int64_t) { return v; };
+  return Schedule([value](const Array&) { return f32(value); });
 }
 
 Schedule polynomial_schedule(double init_value, double end_value, double power,
                              std::int64_t transition_steps, std::int64_t transition_begin) {
-  const float init = round_to_float32(init_value), end = round_to_float32(end_value);
-  if (transition_steps <= 0)
-    return [init](std::int64_t) { return init; };  // optax: constant init_value
-  const float p = round_to_float32(power);
-  return [=](std::int64_t count) {
-    const auto c =
-        static_cast<float>(std::clamp<std::int64_t>(count - transition_begin, 0, transition_steps));
-    const float frac = 1.0f - c / static_cast<float>(transition_steps);
-    return (init - end) * std::pow(frac, p) + end;
-  };
+  if (transition_steps <= 0) return constant_schedule(init_value);  // optax: init_value
+  return Schedule([=](const Array& count) {
+    const Array c = lax::min(i32(transition_steps),
+                             lax::max(i32(0), lax::sub(count, i32(transition_begin))));
+    const Array frac = lax::sub(
+        f32(1.0), lax::div(lax::convert_element_type(c, DType::f32),
+                           f32(static_cast<double>(transition_steps))));
+    const Array powered = power == std::round(power)
+                              ? lax::integer_pow(frac, static_cast<std::int64_t>(power))
+                              : lax::pow(frac, f32(power));
+    return lax::add(lax::mul(f32(init_value - end_value), powered), f32(end_value));
+  });
 }
 
 Schedule linear_schedule(double init_value, double end_value, std::int64_t transition_steps,
@@ -39,28 +67,30 @@ Schedule cosine_decay_schedule(double init_value, std::int64_t decay_steps, doub
   if (decay_steps <= 0)
     throw ValueError(
         detail::str("cosine_decay_schedule: decay_steps must be > 0, got ", decay_steps));
-  const float init = round_to_float32(init_value), a = round_to_float32(alpha),
-              e = round_to_float32(exponent);
-  return [=](std::int64_t count) {
-    const auto c = static_cast<float>(std::min(count, decay_steps));
-    const float cosine =
-        0.5f * (1.0f + std::cos(std::numbers::pi_v<float> * c / static_cast<float>(decay_steps)));
-    const float decayed = (1.0f - a) * std::pow(cosine, e) + a;
-    return init * decayed;
-  };
+  const double steps = static_cast<double>(decay_steps);
+  return Schedule([=](const Array& count) {
+    const Array c = lax::min(lax::convert_element_type(count, DType::f32), f32(steps));
+    const Array cosine = lax::mul(
+        f32(0.5),
+        lax::add(f32(1.0), lax::cos(lax::div(lax::mul(f32(std::numbers::pi), c), f32(steps)))));
+    const Array decayed =
+        lax::add(lax::mul(f32(1.0 - alpha), lax::pow(cosine, f32(exponent))), f32(alpha));
+    return lax::mul(f32(init_value), decayed);
+  });
 }
 
 Schedule join_schedules(std::vector<Schedule> schedules, std::vector<std::int64_t> boundaries) {
   if (schedules.size() != boundaries.size() + 1)
     throw ValueError(detail::str("join_schedules: ", schedules.size(), " schedules need ",
                                  schedules.size() - 1, " boundaries, got ", boundaries.size()));
-  return
-      [schedules = std::move(schedules), boundaries = std::move(boundaries)](std::int64_t count) {
-        float out = schedules[0](count);
-        for (std::size_t i = 0; i < boundaries.size(); ++i)
-          if (count >= boundaries[i]) out = schedules[i + 1](count - boundaries[i]);
-        return out;
-      };
+  return Schedule([schedules = std::move(schedules),
+                   boundaries = std::move(boundaries)](const Array& count) {
+    Array out = schedules[0](count);
+    for (std::size_t i = 0; i < boundaries.size(); ++i)
+      out = lax::select(lax::lt(count, i32(boundaries[i])), out,
+                        schedules[i + 1](lax::sub(count, i32(boundaries[i]))));
+    return out;
+  });
 }
 
 Schedule warmup_cosine_decay_schedule(double init_value, double peak_value,

@@ -4,42 +4,43 @@
 #include "flaxpp/optim/transform.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 
+#include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/numpy.hpp"
 
 namespace flaxpp::optim {
 namespace {
 
-// optax's count is host state (schedules and bias corrections are computed on the host), so
-// it lives in host memory: reading it each step costs no device synchronisation.
-Array count_array(std::int64_t c) {
-  return Array::scalar(static_cast<std::int32_t>(c), Device::cpu());
+// optax's count: an int32 scalar, made in host memory by init; the updates compute with it as
+// optax's jnp code does (traced in a jitted step), so nothing reads it on the host.
+Array count_array(std::int32_t c) {
+  return Array::scalar(c, Device::cpu());
 }
-std::int64_t count_of(const Tree& state) {
+const Array& count_of(const Tree& state) {
   const Array& count = state["count"].array();
-  // A state from a corrupt checkpoint must fail here, not index an empty array.
+  // A state from a corrupt checkpoint must fail here, not in a primitive's shape rule.
   if (count.dtype() != DType::i32 || count.rank() != 0)
     throw ValueError(detail::str("optimiser state \"count\": expected int32[] (a scalar step ",
                                  "count, as init makes it), got ", count.aval(),
                                  "; was the state restored from a corrupt checkpoint?"));
-  return count.to_vector<std::int32_t>()[0];
+  return count;
 }
-// optax's numerics.safe_int32_increment: stops at the int32 maximum instead of overflowing.
-std::int64_t safe_increment(std::int64_t c) {
-  return c < 2147483647 ? c + 1 : c;
+// optax's numerics.safe_increment: count + 1, stopping at the int32 maximum.
+Array safe_increment(const Array& count) {
+  const Array top = lax::scalar(2147483647.0, DType::i32);
+  return lax::select(lax::lt(count, top), lax::add(count, lax::scalar(1.0, DType::i32)), top);
 }
 Tree full_like_tree(const Tree& t, double value) {
   return tree_map(
       t, [value](const Array& p) { return Array::full(p.shape(), value, p.dtype(), p.device()); });
 }
-// bias_correction's divisor 1 - decay ** count: decay ** count as XLA computes it on CPU (the
-// correctly rounded float32 power), the difference in float32.
-double bias_divisor(double decay, std::int64_t count) {
-  const float power_f32 = round_to_float32(
-      std::pow(static_cast<double>(round_to_float32(decay)), static_cast<double>(count)));
-  return static_cast<double>(1.0f - power_f32);
+// bias_correction's divisor 1 - decay ** count, in float32 (each leaf divides by it converted
+// to its dtype, as optax's .astype(t.dtype)).
+EValue bias_divisor(UpdateBuilder& b, double decay, const Array& count) {
+  const Array power = lax::pow(lax::scalar(decay, DType::f32),
+                               lax::convert_element_type(count, DType::f32));
+  return b.scalar(lax::sub(lax::scalar(1.0, DType::f32), power));
 }
 // update_moment: (1 - decay) * g**order + decay * t.
 EValue update_moment(EValue g, EValue t, double decay, int order) {
@@ -123,10 +124,10 @@ GradientTransformation scale_by_learning_rate(const LearningRate& learning_rate,
         return Tree{{"count", count_array(0)}};
       },
       [schedule, m](UpdateBuilder& b, const Tree& s) {
-        const std::int64_t count = count_of(s);
-        const float step = round_to_float32(m * static_cast<double>(schedule(count)));
-        b.set_update(b.constant(step) * b.update());
-        return keep(Tree{{"count", count_array(safe_increment(count))}});
+        const Array& count = count_of(s);
+        const Array step = lax::mul(lax::scalar(m, DType::f32), schedule(count));
+        b.set_update(b.scalar(step) * b.update());
+        return keep(Tree{{"count", safe_increment(count)}});
       });
 }
 
@@ -158,16 +159,17 @@ GradientTransformation scale_by_adam(const AdamOptions& o) {
         const EValue g = b.update(), old_mu = b.load(s["mu"]), old_nu = b.load(s["nu"]);
         const EValue mu = update_moment(g, old_mu, b1, 1);
         const EValue nu = update_moment(g, old_nu, b2, 2);
-        const std::int64_t count_inc = safe_increment(count_of(s));
-        const EValue mu_hat = nesterov ? b1 * (mu / bias_divisor(b1, safe_increment(count_inc))) +
-                                             (1.0 - b1) * (g / bias_divisor(b1, count_inc))
-                                       : mu / bias_divisor(b1, count_inc);
-        const EValue nu_hat = nu / bias_divisor(b2, count_inc);
+        const Array count_inc = safe_increment(count_of(s));
+        const EValue mu_hat =
+            nesterov ? b1 * (mu / bias_divisor(b, b1, safe_increment(count_inc))) +
+                           (1.0 - b1) * (g / bias_divisor(b, b1, count_inc))
+                     : mu / bias_divisor(b, b1, count_inc);
+        const EValue nu_hat = nu / bias_divisor(b, b2, count_inc);
         b.set_update(mu_hat / (ir::sqrt(nu_hat + eps_root) + eps));
         const int mu_slot = b.store(mu, old_mu), nu_slot = b.store(nu, old_nu);
         return StateFn([=](const UpdateResults& r) {
           return Tree{
-              {"count", count_array(count_inc)}, {"mu", r.tree(mu_slot)}, {"nu", r.tree(nu_slot)}};
+              {"count", count_inc}, {"mu", r.tree(mu_slot)}, {"nu", r.tree(nu_slot)}};
         });
       });
 }
@@ -193,13 +195,13 @@ GradientTransformation scale_by_rms(const RmsOptions& o) {
       [=](UpdateBuilder& b, const Tree& s) {
         const EValue g = b.update(), old_nu = b.load(s["nu"]);
         const EValue nu = update_moment(g, old_nu, decay, 2);
-        const std::int64_t count_inc = bias_correct ? safe_increment(count_of(s)) : 0;
-        const EValue nu_hat = bias_correct ? nu / bias_divisor(decay, count_inc) : nu;
+        const Array count_inc = bias_correct ? safe_increment(count_of(s)) : Array();
+        const EValue nu_hat = bias_correct ? nu / bias_divisor(b, decay, count_inc) : nu;
         b.set_update(rms_scaling(nu_hat, eps, eps_in_sqrt) * g);
         const int nu_slot = b.store(nu, old_nu);
         return StateFn([=](const UpdateResults& r) {
           Tree new_state{{"nu", r.tree(nu_slot)}};
-          if (bias_correct) new_state.set("count", count_array(count_inc));
+          if (bias_correct) new_state.set("count", count_inc);
           return new_state;
         });
       });
@@ -219,14 +221,14 @@ GradientTransformation scale_by_stddev(const RmsOptions& o) {
         const EValue g = b.update(), old_mu = b.load(s["mu"]), old_nu = b.load(s["nu"]);
         const EValue mu = update_moment(g, old_mu, decay, 1);
         const EValue nu = update_moment(g, old_nu, decay, 2);
-        const std::int64_t count_inc = bias_correct ? safe_increment(count_of(s)) : 0;
-        const EValue mu_hat = bias_correct ? mu / bias_divisor(decay, count_inc) : mu;
-        const EValue nu_hat = bias_correct ? nu / bias_divisor(decay, count_inc) : nu;
+        const Array count_inc = bias_correct ? safe_increment(count_of(s)) : Array();
+        const EValue mu_hat = bias_correct ? mu / bias_divisor(b, decay, count_inc) : mu;
+        const EValue nu_hat = bias_correct ? nu / bias_divisor(b, decay, count_inc) : nu;
         b.set_update(rms_scaling(nu_hat - ir::integer_pow(mu_hat, 2), eps, eps_in_sqrt) * g);
         const int mu_slot = b.store(mu, old_mu), nu_slot = b.store(nu, old_nu);
         return StateFn([=](const UpdateResults& r) {
           Tree new_state{{"mu", r.tree(mu_slot)}, {"nu", r.tree(nu_slot)}};
-          if (bias_correct) new_state.set("count", count_array(count_inc));
+          if (bias_correct) new_state.set("count", count_inc);
           return new_state;
         });
       });

@@ -125,9 +125,15 @@ void UpdateBuilder::run_leaves(std::span<const std::size_t> leaves,
     by_dtype[dtype].push_back(i);
   }
   for (const auto& [dtype, group] : by_dtype) {
+    // The scalars in the leaves' dtype and on their device (a host count's learning rate for
+    // GPU leaves): operands on another device would be copied with the leaves, which would
+    // then be shared and not donated.
+    const Array& like = inputs_.front()[group.front()];
     std::vector<Array> scalars;
-    for (const Array& s : scalars_)
-      scalars.push_back(s.dtype() == dtype ? s : lax::convert_element_type(s, dtype));
+    for (const Array& s : scalars_) {
+      Array c = s.dtype() == dtype ? s : lax::convert_element_type(s, dtype);
+      scalars.push_back(c.is_traced() || like.is_traced() ? c : c.to(like.device()));
+    }
     // Moved, so that a leaf nothing else holds is the operands' alone: donated.
     std::vector<Array> operands;
     for (const std::size_t i : group)

@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "flaxpp/core/precision.hpp"
@@ -58,8 +60,7 @@ std::vector<Tree> train_step(const optim::GradientTransformation& tx, std::optio
 }  // namespace
 
 TEST_CASE("jit: a jitted train step gives the eager step's bits, traced once per signature") {
-  // SGD with momentum: its state is arrays only. (optax's count is host state in flaxpp's
-  // optimisers today, which a trace cannot read: Adam and schedules are not jittable yet.)
+  // SGD with momentum (every optimiser, chain and schedule: the next test).
   const optim::GradientTransformation tx = optim::sgd(0.05, 0.9);
   for (const std::optional<PolicyPtr>& policy :
        {std::optional<PolicyPtr>{}, std::optional<PolicyPtr>{cp::nothing_saveable()}}) {
@@ -84,6 +85,52 @@ TEST_CASE("jit: a jitted train step gives the eager step's bits, traced once per
     // A last, partial batch: a new signature, traced again.
     (void)step({jit_params, jit_state, batch_x(7, 20), batch_y(7)});
     CHECK(step.num_traces() == 2);
+  }
+}
+
+TEST_CASE("jit: every optimiser, chain and schedule gives the eager step's bits") {
+  // optax's count is traced like the rest of the state: schedules and bias corrections are
+  // computed inside the step from the count it is given, and the step returns count + 1.
+  namespace o = optim;
+  const std::vector<std::pair<const char*, o::GradientTransformation>> optimisers = {
+      {"sgd, linear schedule", o::sgd(o::linear_schedule(0.1, 0.01, 3))},
+      {"sgd, nesterov momentum", o::sgd(0.05, 0.9, true)},
+      {"adam", o::adam(0.01)},
+      {"adam, nesterov", o::adam(0.01, {.nesterov = true})},
+      {"adamw, warmup cosine decay",
+       o::adamw(o::warmup_cosine_decay_schedule(0.0, 0.02, 2, 6, 0.001), {.weight_decay = 0.01})},
+      {"rmsprop, centered, momentum, bias correction",
+       o::rmsprop(o::cosine_decay_schedule(0.01, 4, 0.1, 2.0),
+                  {.centered = true, .momentum = 0.9, .bias_correction = true})},
+      {"clip_by_global_norm then adam, polynomial schedule",
+       o::chain({o::clip_by_global_norm(0.5),
+                 o::adam(o::polynomial_schedule(0.01, 0.001, 1.5, 4))})},
+  };
+  for (const auto& [label, tx] : optimisers) {
+    const std::string name = label;  // a copy: clang's CAPTURE cannot take a structured binding
+    CAPTURE(name);
+    const Tree init = nn::Model(kMlp).init(random::key(2), batch_x(4, 1))["params"];
+    Tree eager_params = init, eager_state = tx.init(init);
+    Tree jit_params = init, jit_state = tx.init(init);
+    const Jitted step = jit(
+        [&](std::span<const Tree> a) { return train_step(tx, std::nullopt, a); },
+        {.donate_argnums = {0, 1}});
+    for (int i = 0; i < 5; ++i) {
+      const Array x = batch_x(16, 30 + i), y = batch_y(16);
+      const std::vector<Tree> eager =
+          train_step(tx, std::nullopt, std::vector<Tree>{eager_params, eager_state, x, y});
+      std::vector<Tree> jitted = step({std::move(jit_params), std::move(jit_state), x, y});
+      CHECK(jitted[2].array().to_vector<float>() == eager[2].array().to_vector<float>());
+      eager_params = eager[0];
+      eager_state = eager[1];
+      jit_params = std::move(jitted[0]);
+      jit_state = std::move(jitted[1]);
+    }
+    testing::check_same_bits(jit_params, eager_params);
+    testing::check_same_bits(jit_state, eager_state);
+    CHECK(step.num_traces() == 1);
+    for (const auto& [path, leaf] : jit_state.flatten())
+      if (path.ends_with("count")) CHECK(leaf.to_vector<std::int32_t>() == std::vector{5});
   }
 }
 

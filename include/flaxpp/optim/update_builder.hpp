@@ -7,7 +7,8 @@
 // A transformation's emitter reads the running update (update()), the parameters (params())
 // and its per-leaf state (load(tree)) as Values, writes the next update (set_update), keeps
 // new per-leaf state (store), and returns how to assemble its new state tree once the program
-// has run. Host-side state (optax's count) is read and computed on the host.
+// has run. State that is not per leaf (optax's count) is computed with as Array code and
+// enters the program through scalar(), so an update traces under jit like any other code.
 #pragma once
 
 #include <functional>
