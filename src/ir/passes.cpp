@@ -1,10 +1,15 @@
-// Graph passes: dead-code elimination and common-subexpression elimination.
+// Graph passes: dead-code elimination, common-subexpression elimination, splitting fused
+// updates by group and scheduling equations that free memory early.
 #include "flaxpp/ir/passes.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <string>
 #include <vector>
+
+#include "flaxpp/ir/lax.hpp"
 
 namespace flaxpp::ir {
 
@@ -97,6 +102,206 @@ int cse(Graph& graph) {
     renamed(a);
   if (merged > 0) dce(graph);
   return merged;
+}
+
+namespace {
+
+// Appends `body`'s equations to `eqns`, its variables renamed into `graph` (its inputs read
+// `args`); returns the atoms its results are.
+std::vector<Atom> inline_body(Graph& graph, const Graph& body, const std::vector<Atom>& args,
+                              const Primitive& prim, std::vector<Eqn>& eqns, int& inlined) {
+  std::vector<Atom> env(body.num_vars());
+  for (std::size_t i = 0; i < body.invars.size(); ++i)
+    env[static_cast<std::size_t>(body.invars[i])] = args[i];
+  for (std::size_t i = 0; i < body.constvars.size(); ++i) {
+    const VarId v = graph.new_var(body.aval(body.constvars[i]));
+    graph.constvars.push_back(v);
+    graph.consts.push_back(body.consts[i]);
+    env[static_cast<std::size_t>(body.constvars[i])] = Atom::of(v);
+  }
+  const auto renamed = [&](const Atom& a) {
+    return a.is_literal() ? a : env[static_cast<std::size_t>(a.var)];
+  };
+  for (const Eqn& e : body.eqns) {
+    std::vector<Atom> inputs;
+    for (const Atom& a : e.inputs)
+      inputs.push_back(renamed(a));
+    if (e.prim == &prim) {
+      ++inlined;
+      const std::vector<Atom> results = inline_body(
+          graph, *e.params.get<std::shared_ptr<const Graph>>("jaxpr"), inputs, prim, eqns, inlined);
+      for (std::size_t k = 0; k < e.outputs.size(); ++k)
+        env[static_cast<std::size_t>(e.outputs[k])] = results[k];
+      continue;
+    }
+    Eqn copy{e.prim, std::move(inputs), {}, e.params};
+    for (const VarId v : e.outputs) {
+      const VarId w = graph.new_var(body.aval(v));
+      env[static_cast<std::size_t>(v)] = Atom::of(w);
+      copy.outputs.push_back(w);
+    }
+    eqns.push_back(std::move(copy));
+  }
+  std::vector<Atom> results;
+  for (const Atom& a : body.outvars)
+    results.push_back(renamed(a));
+  return results;
+}
+
+}  // namespace
+
+int inline_calls(Graph& graph, const Primitive& prim) {
+  int inlined = 0;
+  std::vector<Eqn> eqns;
+  // A call's results become other atoms: every later read goes through `rename`.
+  std::vector<Atom> rename(graph.num_vars());
+  for (std::size_t v = 0; v < rename.size(); ++v)
+    rename[v] = Atom::of(static_cast<VarId>(v));
+  const auto renamed = [&](const Atom& a) {
+    return a.is_literal() ? a : rename[static_cast<std::size_t>(a.var)];
+  };
+  std::vector<Eqn> old = std::move(graph.eqns);
+  graph.eqns.clear();
+  for (Eqn& e : old) {
+    for (Atom& a : e.inputs)
+      a = renamed(a);
+    if (e.prim != &prim) {
+      eqns.push_back(std::move(e));
+      continue;
+    }
+    ++inlined;
+    const std::vector<Atom> results = inline_body(
+        graph, *e.params.get<std::shared_ptr<const Graph>>("jaxpr"), e.inputs, prim, eqns, inlined);
+    for (std::size_t k = 0; k < e.outputs.size(); ++k)
+      rename[static_cast<std::size_t>(e.outputs[k])] = results[k];
+  }
+  for (Atom& a : graph.outvars)
+    a = renamed(a);
+  graph.eqns = std::move(eqns);
+  return inlined;
+}
+
+int split_fused_groups(Graph& graph) {
+  int split = 0;
+  std::vector<Eqn> eqns;
+  eqns.reserve(graph.eqns.size());
+  for (Eqn& e : graph.eqns) {
+    if (e.prim != &lax::fused_elementwise_p) {
+      eqns.push_back(std::move(e));
+      continue;
+    }
+    const auto& program = e.params.get<std::shared_ptr<const ElementwiseProgram>>("program");
+    const auto scalars = static_cast<std::size_t>(program->num_scalars);
+    const auto per_group = static_cast<std::size_t>(program->num_inputs);
+    const std::size_t per_output = program->outputs.size();
+    const std::size_t groups = (e.inputs.size() - scalars) / per_group;
+    if (groups <= 1) {
+      eqns.push_back(std::move(e));
+      continue;
+    }
+    ++split;
+    for (std::size_t g = 0; g < groups; ++g) {
+      Eqn one{e.prim, {}, {}, e.params};
+      one.inputs.assign(e.inputs.begin(), e.inputs.begin() + static_cast<std::ptrdiff_t>(scalars));
+      const auto first = e.inputs.begin() + static_cast<std::ptrdiff_t>(scalars + g * per_group);
+      one.inputs.insert(one.inputs.end(), first, first + static_cast<std::ptrdiff_t>(per_group));
+      const auto out = e.outputs.begin() + static_cast<std::ptrdiff_t>(g * per_output);
+      one.outputs.assign(out, out + static_cast<std::ptrdiff_t>(per_output));
+      eqns.push_back(std::move(one));
+    }
+  }
+  graph.eqns = std::move(eqns);
+  return split;
+}
+
+int schedule_early_frees(Graph& graph, const std::vector<bool>& donated) {
+  FLAXPP_ASSERT(donated.size() == graph.invars.size(), "schedule_early_frees: ", donated.size(),
+                " donation flags for ", graph.invars.size(), " inputs");
+  const std::size_t num_vars = graph.num_vars();
+  // Which variables an equation may free: its own values and donated inputs; never constants,
+  // the caller's inputs or the graph's outputs.
+  std::vector<bool> freeable(num_vars, true);
+  for (const VarId v : graph.constvars)
+    freeable[static_cast<std::size_t>(v)] = false;
+  for (std::size_t i = 0; i < graph.invars.size(); ++i)
+    if (!donated[i]) freeable[static_cast<std::size_t>(graph.invars[i])] = false;
+  for (const Atom& a : graph.outvars)
+    if (!a.is_literal()) freeable[static_cast<std::size_t>(a.var)] = false;
+  // The last reader of each variable. Moving an equation never changes it: an equation moves
+  // only above readers of what it does not read last.
+  std::vector<const Eqn*> last_reader(num_vars, nullptr);
+  for (const Eqn& e : graph.eqns)
+    for (const Atom& a : e.inputs)
+      if (!a.is_literal()) last_reader[static_cast<std::size_t>(a.var)] = &e;
+  const auto bytes = [&](VarId v) {
+    const AVal& a = graph.aval(v);
+    return a.shape.size() * static_cast<std::int64_t>(itemsize(a.dtype));
+  };
+
+  // The new order, as indices into graph.eqns; an equation moves to just after the last one
+  // (so far) that it must follow.
+  std::vector<std::size_t> order;
+  order.reserve(graph.eqns.size());
+  std::vector<std::ptrdiff_t> defined_at(num_vars, -1);  // index in `order` (inputs: -1)
+  int moved = 0;
+  for (std::size_t i = 0; i < graph.eqns.size(); ++i) {
+    const Eqn& e = graph.eqns[i];
+    std::vector<VarId> frees;
+    for (const Atom& a : e.inputs)
+      if (!a.is_literal() && last_reader[static_cast<std::size_t>(a.var)] == &e &&
+          freeable[static_cast<std::size_t>(a.var)] &&
+          std::find(frees.begin(), frees.end(), a.var) == frees.end())
+        frees.push_back(a.var);
+    std::int64_t freed = 0, made = 0;
+    bool scalars_only = !e.outputs.empty();
+    for (const VarId v : frees)
+      freed += bytes(v);
+    for (const VarId v : e.outputs) {
+      made += bytes(v);
+      scalars_only = scalars_only && graph.aval(v).shape.rank() == 0;
+    }
+    bool has_subgraph = false;
+    for_each_subgraph(e, [&](const std::string&, const Graph&) { has_subgraph = true; });
+    std::ptrdiff_t after = static_cast<std::ptrdiff_t>(order.size()) - 1;
+    if (!has_subgraph && (freed > made || scalars_only)) {
+      // Right after the latest definition of an operand and the latest other reader of an
+      // operand it frees.
+      after = -1;
+      for (const Atom& a : e.inputs)
+        if (!a.is_literal()) after = std::max(after, defined_at[static_cast<std::size_t>(a.var)]);
+      for (std::ptrdiff_t k = static_cast<std::ptrdiff_t>(order.size()) - 1; k > after; --k) {
+        const Eqn& other = graph.eqns[order[static_cast<std::size_t>(k)]];
+        const bool reads = std::any_of(other.inputs.begin(), other.inputs.end(),
+                                       [&](const Atom& a) {
+                                         return !a.is_literal() &&
+                                                std::find(frees.begin(), frees.end(), a.var) !=
+                                                    frees.end();
+                                       });
+        if (reads) {
+          after = k;
+          break;
+        }
+      }
+    }
+    const auto at = static_cast<std::size_t>(after + 1);
+    if (at < order.size()) {
+      ++moved;
+      order.insert(order.begin() + static_cast<std::ptrdiff_t>(at), i);
+      for (std::size_t v = 0; v < num_vars; ++v)
+        if (defined_at[v] >= static_cast<std::ptrdiff_t>(at)) ++defined_at[v];
+    } else {
+      order.push_back(i);
+    }
+    for (const VarId v : e.outputs)
+      defined_at[static_cast<std::size_t>(v)] = static_cast<std::ptrdiff_t>(at);
+  }
+  if (moved == 0) return 0;
+  std::vector<Eqn> eqns;
+  eqns.reserve(order.size());
+  for (const std::size_t i : order)
+    eqns.push_back(std::move(graph.eqns[i]));
+  graph.eqns = std::move(eqns);
+  return moved;
 }
 
 }  // namespace flaxpp::ir

@@ -12,6 +12,7 @@
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/core/precision.hpp"
 #include "flaxpp/ir/passes.hpp"
+#include "flaxpp/transforms/checkpoint.hpp"
 #include "flaxpp/transforms/trace.hpp"
 
 namespace flaxpp {
@@ -122,6 +123,7 @@ struct CompiledStep::Impl {
   std::vector<std::size_t> leaf_counts;
   std::vector<bool> donated;  // per argument
   ir::Graph graph;
+  MemoryAnalysis memory;
   std::vector<std::vector<LeafSig>> leaf_sigs;  // per argument, for error messages
   std::vector<Tree> outputs;  // the results' structures (null leaves)
   std::vector<std::size_t> output_counts;
@@ -129,6 +131,10 @@ struct CompiledStep::Impl {
 
 const ir::Graph& CompiledStep::graph() const {
   return impl_->graph;
+}
+
+const MemoryAnalysis& CompiledStep::memory_analysis() const {
+  return impl_->memory;
 }
 
 const std::string& CompiledStep::signature() const {
@@ -227,13 +233,27 @@ struct Jitted::State {
     };
     ir::Graph g = make_graph(flat, avals);
     const bool verify = verify_passes();
+    const auto pass = [&](auto&& run) {
+      run();
+      if (verify) g.verify();
+    };
     if (verify) g.verify();
-    ir::cse(g);
-    if (verify) g.verify();
-    ir::dce(g);
-    if (verify) g.verify();
-    // A step on a GPU copies nothing from the host per call.
+    pass([&] { ir::cse(g); });
+    // Checkpoint regions (a remat'd model's backward pass) join the step's equations once cse
+    // can no longer merge their recomputation away, so that their gradients are scheduled with
+    // the updates that read them.
+    pass([&] { ir::inline_calls(g, checkpoint_p); });
+    pass([&] { ir::dce(g); });
     const Device device = device_of(args);
+    // On the CPU each leaf's update runs as soon as its gradient is final, so that the
+    // gradients never all exist at once; a GPU keeps one fused launch per dtype.
+    if (device.kind == DeviceKind::cpu) pass([&] { ir::split_fused_groups(g); });
+    std::vector<bool> donated_leaves;
+    for (std::size_t i = 0; i < args.size(); ++i)
+      donated_leaves.insert(donated_leaves.end(), s->leaf_counts[i], s->donated[i]);
+    pass([&] { ir::schedule_early_frees(g, donated_leaves); });
+    // A step on a GPU copies nothing from the host per call.
+    s->memory = analyze_memory(g, donated_leaves);
     s->graph = device.kind == DeviceKind::cpu ? std::move(g) : ir::with_constants_on(g, device);
     return s;
   }

@@ -1,7 +1,11 @@
-// flaxpp/ir/passes.hpp — rewrites of a Graph that keep its meaning: dead-code elimination and
-// common-subexpression elimination. jit runs them on every traced step, autodiff on its
-// forward and backward parts; tests run Graph::verify() after each.
+// flaxpp/ir/passes.hpp — rewrites of a Graph that keep its meaning: dead-code elimination,
+// common-subexpression elimination, and the memory passes (one fused update per leaf, and
+// equations that free memory scheduled as early as they can run). jit runs them on every
+// traced step, autodiff dce and cse on its forward and backward parts; tests run
+// Graph::verify() after each.
 #pragma once
+
+#include <vector>
 
 #include "flaxpp/ir/graph.hpp"
 
@@ -17,5 +21,28 @@ void dce(Graph& graph);
 // outside it: as JAX's prevent_cse, remat must really recompute. Returns how many were
 // merged (their uses read the first one's outputs; dce then drops them).
 int cse(Graph& graph);
+
+// Replaces each equation of `prim` (a call holding its body in param "jaxpr": a checkpoint
+// region) by the body's equations, recursively, so that later passes schedule them with the
+// rest; run it after cse, which must not merge a region with the code around it. Returns how
+// many were inlined.
+int inline_calls(Graph& graph, const Primitive& prim);
+
+// Splits each fused_elementwise equation over several groups (an optimiser's update of every
+// leaf of a dtype) into one equation per group, so that each leaf's update can run as soon as
+// its gradient is final (schedule_early_frees), as XLA fuses and schedules a jitted step on
+// the CPU. Returns how many equations were split. (A GPU keeps one launch per dtype.)
+int split_fused_groups(Graph& graph);
+
+// Moves each equation that frees more bytes than it allocates (the bytes of the operands it
+// reads last, minus its results') up to the earliest place where it reads those operands
+// last still: right after their definitions and every other reader of them. Memory then only
+// falls in the span it moved over. Equations with only 0-d results move up too (a few bytes
+// held longer), so that what depends on them can: optax's count and bias corrections, ahead
+// of the update. A leaf's update moves up to its gradient, which then never coexists with
+// the other leaves' gradients. `donated[i]` says
+// whether input i is the graph's to free (jit's donated arguments); constants never are.
+// Equations holding sub-graphs stay where they are. Returns how many moved.
+int schedule_early_frees(Graph& graph, const std::vector<bool>& donated);
 
 }  // namespace flaxpp::ir

@@ -21,6 +21,7 @@
 
 #include "flaxpp/core/tree.hpp"
 #include "flaxpp/ir/graph.hpp"
+#include "flaxpp/transforms/memory_analysis.hpp"
 
 namespace flaxpp {
 
@@ -42,6 +43,9 @@ class CompiledStep {
   std::vector<Tree> operator()(std::vector<Tree> args) const;
   // The step's graph after the passes.
   const ir::Graph& graph() const;
+  // Its memory, worked out before it runs (compiled.memory_analysis()): arguments, results,
+  // results written into donated arguments, temporaries and the peak.
+  const MemoryAnalysis& memory_analysis() const;
   // The signature it was traced for, e.g.
   // "[float32] ({b: f32[4]@cpu, w: f32[3,4]@cpu}, f32[8,3]@cpu)" (the matmul precision first).
   const std::string& signature() const;
