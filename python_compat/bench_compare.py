@@ -48,6 +48,8 @@ def merge(runs: list[dict]) -> dict:
     row = dict(runs[0])
     row["runs"] = len(runs)
     step = median([r["step_ms"] for r in runs])
+    row["step_ms_min"] = min(r["step_ms"] for r in runs)
+    row["step_ms_max"] = max(r["step_ms"] for r in runs)
     row["gflops"] = runs[0]["gflops"] * runs[0]["step_ms"] / step
     row["step_ms"] = step
     row["samples_per_s"] = row["batch"] * 1e3 / step
@@ -78,6 +80,14 @@ def ratio(a, b):
     return None if a is None or b in (None, 0) else a / b
 
 
+def step_time(r: dict) -> str:
+    """The median step time, with the runs' min and max where there were several."""
+    ms = fmt(r.get("step_ms"), ".3f")
+    if r.get("step_ms_min") is None:
+        return ms
+    return f"{ms} ({r['step_ms_min']:.3f}-{r['step_ms_max']:.3f})"
+
+
 def table(fpp: dict, jx: dict) -> str:
     keys = sorted(set(fpp) & set(jx), key=sort_key)
     backends = sorted({k[0] for k in keys})
@@ -88,17 +98,18 @@ def table(fpp: dict, jx: dict) -> str:
              f"Step times are medians{over}; ratios > 1 mean flaxpp is slower / uses more "
              "memory.",
              "",
-             "| width | depth | batch | policy | flaxpp ms | JAX ms | time ratio flaxpp/JAX "
-             "| flaxpp step/floor | flaxpp peak MiB | JAX peak MiB | peak ratio |",
-             "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| width | depth | batch | policy | flaxpp ms (min-max) | JAX ms (min-max) "
+             "| time ratio flaxpp/JAX | flaxpp step/floor | flaxpp ops/step | flaxpp peak MiB "
+             "| JAX peak MiB | peak ratio |",
+             "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for k in keys:
         a, b = fpp[k], jx[k]
         pa = a.get("peak_bytes")
         pb = b.get("peak_bytes")
         lines.append(
-            f"| {k[1]} | {k[2]} | {k[3]} | {k[5]} | {fmt(a.get('step_ms'), '.3f')} "
-            f"| {fmt(b.get('step_ms'), '.3f')} | {fmt(ratio(a.get('step_ms'), b.get('step_ms')), '.2f')} "
-            f"| {fmt(a.get('step_over_floor'), '.2f')} "
+            f"| {k[1]} | {k[2]} | {k[3]} | {k[5]} | {step_time(a)} "
+            f"| {step_time(b)} | {fmt(ratio(a.get('step_ms'), b.get('step_ms')), '.2f')} "
+            f"| {fmt(a.get('step_over_floor'), '.2f')} | {fmt(a.get('ops_per_step'), 'd')} "
             f"| {fmt(None if pa is None else pa / MIB, '.2f')} "
             f"| {fmt(None if pb is None else pb / MIB, '.2f')} | {fmt(ratio(pa, pb), '.2f')} |")
     return "\n".join(lines) + "\n"

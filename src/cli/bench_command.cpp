@@ -20,7 +20,9 @@
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/losses.hpp"
+#include "flaxpp/train/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
+#include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 
 namespace flaxpp::cli {
@@ -129,6 +131,8 @@ io::Json run(const Config& c, std::int64_t steps, double& floor_ms) {
   double flops = 0;
   for (const auto& [in, out] : layers(c))
     flops += 6.0 * static_cast<double>(c.batch * in * out);
+  // The compiled step: its primitives executed per step, and its memory plan.
+  const CompiledStep compiled = step.lower(state, x, y);
   if (floor_ms < 0) floor_ms = gemm_floor_ms(c, steps);
   const double floor = floor_ms;
   return io::Json{{"framework", "flaxpp"},
@@ -144,6 +148,9 @@ io::Json run(const Config& c, std::int64_t steps, double& floor_ms) {
                   {"gflops", flops / (ms / 1000.0) / 1e9},
                   {"peak_bytes", peak_bytes},
                   {"residual_bytes", residual_bytes},
+                  {"predicted_peak_bytes", compiled.memory_analysis().peak_bytes},
+                  {"ops_per_step", compiled.graph().eqns.size()},
+                  {"cuda_graph_replays", step.replays()},
                   {"gemm_floor_ms", floor},
                   {"step_over_floor", ms / floor}};
 }

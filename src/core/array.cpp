@@ -74,6 +74,10 @@ Device Array::device() const {
   return buffer().device();
 }
 
+bool Array::donated() const {
+  return buffer_ != nullptr && buffer_->donated();
+}
+
 const Buffer& Array::buffer() const {
   if (tracer_)
     throw TracerError(detail::str(

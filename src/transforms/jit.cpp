@@ -3,7 +3,9 @@
 #include "flaxpp/transforms/jit.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <string_view>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -14,6 +16,7 @@
 #include "flaxpp/ir/passes.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "flaxpp/transforms/trace.hpp"
+#include "transforms/step_recording.hpp"
 
 namespace flaxpp {
 namespace {
@@ -30,6 +33,13 @@ bool verify_passes() {
   }();
   return on;
 #endif
+}
+
+bool graphs_enabled_by_environment() {
+  const char* v = std::getenv("FLAXPP_CUDA_GRAPHS");
+  if (v == nullptr) return true;
+  const std::string_view s(v);
+  return s != "0" && s != "false" && s != "off";
 }
 
 // A tree's structure and leaves' avals and devices, as text: "{b: f32[4]@cpu, w: {...}}".
@@ -127,6 +137,9 @@ struct CompiledStep::Impl {
   std::vector<std::vector<LeafSig>> leaf_sigs;  // per argument, for error messages
   std::vector<Tree> outputs;  // the results' structures (null leaves)
   std::vector<std::size_t> output_counts;
+  // On a GPU: the step's CUDA-graph recording, used while `graphs` is on.
+  std::unique_ptr<transforms::StepRecording> recording;
+  std::shared_ptr<const std::atomic<bool>> graphs;
 };
 
 const ir::Graph& CompiledStep::graph() const {
@@ -160,6 +173,18 @@ std::vector<Tree> CompiledStep::operator()(std::vector<Tree> args) const {
   // taken from the caller (whose arrays become unusable) and handed over, so the graph holds
   // the only reference and frees or reuses each at its last use.
   std::vector<Array> leaves;
+  std::vector<Array> results;
+  if (s.recording != nullptr && s.graphs->load()) {
+    for (const Tree& t : args)
+      for (Array& a : t.leaves())
+        leaves.push_back(std::move(a));
+    std::optional<std::vector<Array>> recorded = s.recording->run(leaves);
+    leaves.clear();
+    if (recorded) {
+      args.clear();
+      return assemble(std::move(*recorded));
+    }
+  }
   std::map<const Buffer*, Array> taken;  // a donated buffer that appears twice is taken once
   for (std::size_t i = 0; i < args.size(); ++i) {
     for (Array& a : args[i].leaves()) {
@@ -176,7 +201,11 @@ std::vector<Tree> CompiledStep::operator()(std::vector<Tree> args) const {
   }
   args.clear();
   taken.clear();
-  std::vector<Array> results = eval_graph(s.graph, std::move(leaves));
+  return assemble(eval_graph(s.graph, std::move(leaves)));
+}
+
+std::vector<Tree> CompiledStep::assemble(std::vector<Array> results) const {
+  const Impl& s = *impl_;
   std::vector<Tree> out;
   std::size_t next = 0;
   for (std::size_t k = 0; k < s.outputs.size(); ++k) {
@@ -187,9 +216,15 @@ std::vector<Tree> CompiledStep::operator()(std::vector<Tree> args) const {
   return out;
 }
 
+std::int64_t CompiledStep::replays() const {
+  return impl_->recording != nullptr ? impl_->recording->replays() : 0;
+}
+
 struct Jitted::State {
   TreeFn f;
   JitOptions options;
+  std::shared_ptr<std::atomic<bool>> graphs =
+      std::make_shared<std::atomic<bool>>(graphs_enabled_by_environment());
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<const CompiledStep::Impl>> steps;
 
@@ -255,6 +290,14 @@ struct Jitted::State {
     // A step on a GPU copies nothing from the host per call.
     s->memory = analyze_memory(g, donated_leaves);
     s->graph = device.kind == DeviceKind::cpu ? std::move(g) : ir::with_constants_on(g, device);
+    s->graphs = graphs;
+    if (device.kind != DeviceKind::cpu) {
+      std::size_t num_outputs = 0;
+      for (const std::size_t c : s->output_counts)
+        num_outputs += c;
+      s->recording = std::make_unique<transforms::StepRecording>(
+          s->graph, s->memory, std::move(donated_leaves), num_outputs, device);
+    }
     return s;
   }
 
@@ -289,6 +332,22 @@ CompiledStep Jitted::lower(std::span<const Tree> args) const {
 std::size_t Jitted::num_traces() const {
   std::lock_guard lock(state_->mutex);
   return state_->steps.size();
+}
+
+void Jitted::set_cuda_graphs(bool on) {
+  state_->graphs->store(on);
+  if (on) return;
+  std::lock_guard lock(state_->mutex);
+  for (const auto& [key, step] : state_->steps)
+    if (step->recording != nullptr) step->recording->forget(true);
+}
+
+std::int64_t Jitted::replays() const {
+  std::lock_guard lock(state_->mutex);
+  std::int64_t n = 0;
+  for (const auto& [key, step] : state_->steps)
+    n += CompiledStep(step).replays();
+  return n;
 }
 
 Jitted jit(TreeFn f, JitOptions options) {

@@ -33,6 +33,7 @@
 #include "flaxpp/optim/transform.hpp"
 #include "flaxpp/random/key.hpp"
 #include "flaxpp/optim/losses.hpp"
+#include "flaxpp/train/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/jit.hpp"

@@ -13,6 +13,7 @@
 #include "flaxpp/optim/losses.hpp"
 #include "flaxpp/optim/transform.hpp"
 #include "flaxpp/random/key.hpp"
+#include "flaxpp/train/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "harness/finite_diff.hpp"
@@ -67,8 +68,8 @@ TEST_CASE("train step: the parameters of value_and_grad then apply_gradients, bi
 }
 
 TEST_CASE(
-    "train step: donation and the leafwise update keep the step's extra memory below "
-    "one set of gradients") {
+    "train step: donation and the memory plan keep the step's extra memory below one set of "
+    "gradients, as memory_analysis predicts") {
   // Three 256 x 256 layers (768 KiB of kernels) and a batch of 4, so that parameters and
   // gradients dominate the step's memory.
   const nn::MLP mlp{.features = {256, 256, 256}};
@@ -90,11 +91,15 @@ TEST_CASE(
   be.synchronize();
   const std::int64_t extra = be.memory_stats().peak_bytes - live;
   CAPTURE(extra);
+
   CAPTURE(param_bytes);
-  // Without donation the update alone would add a second set of parameters; without the
-  // leafwise update the backward pass would end holding every gradient.
+  // Without donation the update alone would add a second set of parameters; without an update
+  // per leaf scheduled when its gradient is final the backward pass would end holding every
+  // gradient.
   if (state.params.leaves().front().device().kind == DeviceKind::cpu) {
     CHECK(extra < param_bytes / 2);
+    const MemoryAnalysis m = step.lower(state, b.x, b.y).memory_analysis();
+    CHECK(extra == m.peak_bytes - m.argument_bytes);
   } else {
     CHECK(extra < param_bytes * 3 / 2);  // every gradient, updated in place in one pass
   }

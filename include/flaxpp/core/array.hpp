@@ -79,6 +79,8 @@ class Array {
   // True when no other Array shares this one's buffer: the only owner has given it up to a
   // primitive that may then write its result there (fused_elementwise's "donate").
   bool buffer_unshared() const { return buffer_ != nullptr && buffer_.use_count() == 1; }
+  // True once the array was donated to a jitted function (reading it then throws).
+  bool donated() const;
 
   // The same values on another device (the same array when already there).
   Array to(Device device) const;

@@ -10,9 +10,15 @@
 //                       return std::vector<Tree>{sgd_update(a[0], g), Tree(loss)};
 //                     }, {.donate_argnums = {0}});
 //   std::vector<Tree> out = step({std::move(params)});
+//
+// On a GPU the second call of a signature is recorded as one CUDA graph and later calls
+// replay it (transforms/step_recording.hpp says what stays at fixed addresses, and when a
+// call runs eagerly instead). FLAXPP_CUDA_GRAPHS=0 (or false, off) or set_cuda_graphs(false)
+// turns recording off. A GPU step must not run while other threads queue work on that GPU.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <span>
@@ -49,11 +55,14 @@ class CompiledStep {
   // The signature it was traced for, e.g.
   // "[float32] ({b: f32[4]@cpu, w: f32[3,4]@cpu}, f32[8,3]@cpu)" (the matmul precision first).
   const std::string& signature() const;
+  // Calls that launched its CUDA-graph recording (0 on the CPU).
+  std::int64_t replays() const;
 
   struct Impl;
 
  private:
   friend class Jitted;
+  std::vector<Tree> assemble(std::vector<Array> results) const;
   explicit CompiledStep(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
 };
@@ -68,6 +77,11 @@ class Jitted {
   CompiledStep lower(std::span<const Tree> args) const;
   // How many signatures have been traced.
   std::size_t num_traces() const;
+  // Records (on) or stops recording and forgets the recordings made (off) GPU steps as CUDA
+  // graphs; on unless FLAXPP_CUDA_GRAPHS says otherwise.
+  void set_cuda_graphs(bool on);
+  // Calls, over every signature, that replayed a CUDA graph.
+  std::int64_t replays() const;
 
  private:
   struct State;

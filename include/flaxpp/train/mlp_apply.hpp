@@ -1,0 +1,17 @@
+// flaxpp/train/mlp_apply.hpp — the apply of an MLP classifier as a ClassifierStep takes it:
+// the model of `flaxpp train`, `flaxpp bench` and the train_mlp reference problem.
+#pragma once
+
+#include <optional>
+
+#include "flaxpp/nn/mlp.hpp"
+#include "flaxpp/train/train_state.hpp"
+#include "flaxpp/transforms/checkpoint.hpp"
+
+namespace flaxpp::train {
+
+// apply(params, x) of an MLP, lifted by remat<nn::MLP>(*policy) when a policy is given (Flax's
+// nn.remat(MLP, policy=...)); its params are those nn::Model(mlp).init creates.
+ApplyFn mlp_apply(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy);
+
+}  // namespace flaxpp::train
