@@ -42,18 +42,33 @@ bool graphs_enabled_by_environment() {
   return s != "0" && s != "false" && s != "off";
 }
 
+// The device the step runs on: the first GPU among the arguments' leaves, else the CPU (host
+// leaves join a GPU computation, as in eager mode).
+Device device_of(std::span<const Tree> args) {
+  for (const Tree& t : args)
+    for (const Array& a : t.leaves())
+      if (a.device().kind != DeviceKind::cpu) return a.device();
+  return Device::cpu();
+}
+
+// Where a leaf takes part in a step on `step`: host leaves join a GPU step (jit puts them on
+// the GPU first, as jax.jit does its arguments), so their signature is the GPU's.
+Device placed(const Array& a, Device step) {
+  return a.device().kind == DeviceKind::cpu ? step : a.device();
+}
+
 // A tree's structure and leaves' avals and devices, as text: "{b: f32[4]@cpu, w: {...}}".
-void describe(const Tree& t, std::string& out) {
+void describe(const Tree& t, Device step, std::string& out) {
   if (t.is_leaf()) {
     const Array& a = t.array();
-    out += detail::str(dtype_short_name(a.dtype()), a.shape(), "@", a.device());
+    out += detail::str(dtype_short_name(a.dtype()), a.shape(), "@", placed(a, step));
     return;
   }
   out += "{";
   bool first = true;
   for (const auto& [key, sub] : t.items()) {
     out += detail::str(first ? "" : ", ", key, ": ");
-    describe(sub, out);
+    describe(sub, step, out);
     first = false;
   }
   out += "}";
@@ -62,10 +77,11 @@ void describe(const Tree& t, std::string& out) {
 std::string signature_of(std::span<const Tree> args) {
   // The matmul precision is fixed in the traced graph: it is part of the signature, as jax.jit
   // keys its cache on jax_default_matmul_precision.
+  const Device step = device_of(args);
   std::string out = detail::str("[", matmul_precision_name(default_matmul_precision()), "] (");
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (i > 0) out += ", ";
-    describe(args[i], out);
+    describe(args[i], step, out);
   }
   return out + ")";
 }
@@ -79,7 +95,8 @@ struct LeafSig {
 // Where `got` first differs from the traced argument (`structure`, with null leaves, and the
 // leaves' signatures from `next` on), for an error message; empty when it does not.
 std::string first_difference(const Tree& structure, const std::vector<LeafSig>& leaves,
-                             std::size_t& next, const Tree& got, const std::string& path) {
+                             std::size_t& next, const Tree& got, Device step,
+                             const std::string& path) {
   const std::string at = path.empty() ? std::string("its root") : path;
   if (structure.is_leaf() != got.is_leaf())
     return detail::str("at ", at, ": expected ", structure.is_leaf() ? "a leaf" : "a dict",
@@ -87,7 +104,7 @@ std::string first_difference(const Tree& structure, const std::vector<LeafSig>& 
   if (structure.is_leaf()) {
     const LeafSig& w = leaves[next++];
     const Array& g = got.array();
-    if (w.aval != g.aval() || w.device != g.device())
+    if (w.aval != g.aval() || w.device != placed(g, step))
       return detail::str("at ", at, ": expected ", w.aval, " on ", w.device, ", got ", g.aval(),
                          " on ", g.device());
     return "";
@@ -104,7 +121,7 @@ std::string first_difference(const Tree& structure, const std::vector<LeafSig>& 
   }
   for (const auto& [key, sub] : structure.items()) {
     const std::string d =
-        first_difference(sub, leaves, next, got[key], path.empty() ? key : path + "/" + key);
+        first_difference(sub, leaves, next, got[key], step, path.empty() ? key : path + "/" + key);
     if (!d.empty()) return d;
   }
   return "";
@@ -116,15 +133,6 @@ Tree structure_of(const Tree& t) {
   return t.with_leaves(std::vector<Array>(leaves.size()));
 }
 
-// The device the step runs on: the first GPU among the arguments' leaves, else the CPU (host
-// leaves join a GPU computation, as in eager mode).
-Device device_of(std::span<const Tree> args) {
-  for (const Tree& t : args)
-    for (const Array& a : t.leaves())
-      if (a.device().kind != DeviceKind::cpu) return a.device();
-  return Device::cpu();
-}
-
 }  // namespace
 
 struct CompiledStep::Impl {
@@ -132,6 +140,7 @@ struct CompiledStep::Impl {
   std::vector<Tree> examples;  // the traced arguments' structures and avals (null leaves)
   std::vector<std::size_t> leaf_counts;
   std::vector<bool> donated;  // per argument
+  Device device;               // where it runs; host leaves are put there first
   ir::Graph graph;
   MemoryAnalysis memory;
   std::vector<std::vector<LeafSig>> leaf_sigs;  // per argument, for error messages
@@ -162,13 +171,26 @@ std::vector<Tree> CompiledStep::operator()(std::vector<Tree> args) const {
   if (signature_of(args) != s.signature) {
     for (std::size_t i = 0; i < args.size(); ++i) {
       std::size_t next = 0;
-      if (const std::string d = first_difference(s.examples[i], s.leaf_sigs[i], next, args[i], "");
+      if (const std::string d =
+              first_difference(s.examples[i], s.leaf_sigs[i], next, args[i], s.device, "");
           !d.empty())
         throw ValueError(detail::str(
             "a compiled step was called with argument ", i, " unlike the one it was traced for, ",
             d, ". Call the jitted function itself, which traces each new signature"));
     }
   }
+  // Host leaves of a GPU step go to the GPU first, as jax.jit puts its arguments (an optax
+  // count made by init on the host): the step then computes on one device only.
+  if (s.device.kind != DeviceKind::cpu)
+    for (Tree& t : args) {
+      std::vector<Array> leaves = t.leaves();
+      if (std::none_of(leaves.begin(), leaves.end(),
+                       [](const Array& a) { return a.device().kind == DeviceKind::cpu; }))
+        continue;
+      for (Array& a : leaves)
+        if (a.device().kind == DeviceKind::cpu) a = a.to(s.device);
+      t = t.with_leaves(leaves);
+    }
   // The graph's inputs: every argument's leaves in order. A donated argument's buffers are
   // taken from the caller (whose arrays become unusable) and handed over, so the graph holds
   // the only reference and frees or reuses each at its last use.
@@ -231,6 +253,7 @@ struct Jitted::State {
   std::shared_ptr<const CompiledStep::Impl> compile(std::span<const Tree> args) {
     auto s = std::make_shared<CompiledStep::Impl>();
     s->signature = signature_of(args);
+    const Device step_device = device_of(args);
     std::vector<AVal> avals;
     for (std::size_t i = 0; i < args.size(); ++i) {
       const std::vector<Array> leaves = args[i].leaves();
@@ -238,7 +261,7 @@ struct Jitted::State {
       std::vector<LeafSig> sigs;
       for (const Array& a : leaves) {
         avals.push_back(a.aval());
-        sigs.push_back({a.aval(), a.device()});
+        sigs.push_back({a.aval(), placed(a, step_device)});
       }
       s->leaf_sigs.push_back(std::move(sigs));
       s->examples.push_back(structure_of(args[i]));
@@ -280,6 +303,7 @@ struct Jitted::State {
     pass([&] { ir::inline_calls(g, checkpoint_p); });
     pass([&] { ir::dce(g); });
     const Device device = device_of(args);
+    s->device = device;
     // On the CPU each leaf's update runs as soon as its gradient is final, so that the
     // gradients never all exist at once; a GPU keeps one fused launch per dtype.
     if (device.kind == DeviceKind::cpu) pass([&] { ir::split_fused_groups(g); });

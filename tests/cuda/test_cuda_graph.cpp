@@ -18,12 +18,15 @@
 #include "flaxpp/nn/scope.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/optim/losses.hpp"
 #include "flaxpp/optim/schedule.hpp"
 #include "flaxpp/optim/transform.hpp"
 #include "flaxpp/random/key.hpp"
 #include "flaxpp/train/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
+#include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
+#include "flaxpp/transforms/jit.hpp"
 #include "flaxpp/transforms/trace.hpp"
 #include "harness/finite_diff.hpp"
 #include "harness/tree_bits.hpp"
@@ -251,4 +254,53 @@ TEST_CASE("CUDA graphs: a bf16 model with LayerNorm replays with the eager step'
   CHECK(replayed.losses == eager.losses);
   CHECK(eager.losses.back() < eager.losses.front());
   testing::check_same_bits(replayed.state.params, eager.state.params);
+}
+
+namespace {
+struct JitRun {
+  std::vector<float> losses;
+  Tree params, state;
+  std::int64_t replays = 0;
+};
+}  // namespace
+
+TEST_CASE("CUDA graphs: a jitted step of its own is recorded on its second call and replayed, "
+          "its host count on the GPU, its memory as planned" * doctest::skip(kNoGpu)) {
+  // A regression MLP with l2_loss and Adam (whose count init makes in host memory), the whole
+  // step one jitted function: the recording holds forward, backward and update.
+  const nn::MLP mlp{.features = {32, 1}};
+  const optim::GradientTransformation tx = optim::adam(optim::cosine_decay_schedule(0.01, 10));
+  const Array x = astype(testing::random_f64(Shape{64, 8}, 11, -1.0, 1.0), DType::f32);
+  const Array y = astype(testing::random_f64(Shape{64, 1}, 12, -1.0, 1.0), DType::f32);
+  const auto step_fn = [&](std::span<const Tree> a) {
+    auto [loss, grads] = value_and_grad([&](const Tree& p) {
+      return mean(optim::l2_loss(nn::Model(mlp).apply(nn::Variables{{"params", p}}, a[2].array()),
+                                 a[3].array()));
+    })(a[0]);
+    auto [params, state] = optim::apply_gradients(tx, std::move(grads), a[1], a[0]);
+    return std::vector<Tree>{params, state, Tree(loss)};
+  };
+  auto run = [&](bool graphs) {
+    Jitted step = jit(step_fn, {.donate_argnums = {0, 1}});
+    step.set_cuda_graphs(graphs);
+    Tree params = nn::Model(mlp).init(random::key(4), x)["params"];
+    params = tree_map(params, [](const Array& p) { return p.to(Device::cuda(0)); });
+    Tree state = tx.init(params);  // its count lives on the host
+    const Array xg = x.to(Device::cuda(0)), yg = y.to(Device::cuda(0));
+    std::vector<float> losses;
+    for (int i = 0; i < 6; ++i) {
+      std::vector<Tree> out = step({std::move(params), std::move(state), xg, yg});
+      params = std::move(out[0]);
+      state = std::move(out[1]);
+      losses.push_back(out[2].array().to_vector<float>()[0]);
+    }
+    CHECK(step.num_traces() == 1);  // the host count and the GPU's next one: one signature
+    return JitRun{losses, params, state, step.replays()};
+  };
+  const JitRun eager = run(false), replayed = run(true);
+  CHECK(eager.replays == 0);
+  CHECK(replayed.replays == 5);
+  CHECK(replayed.losses == eager.losses);
+  testing::check_same_bits(replayed.params, eager.params);
+  testing::check_same_bits(replayed.state, eager.state);
 }
