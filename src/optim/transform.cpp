@@ -325,23 +325,4 @@ std::pair<Tree, Tree> apply_gradients(const GradientTransformation& tx, Tree gra
   return {r.tree(slot), new_state(r)};
 }
 
-std::unique_ptr<LeafwiseApply> LeafwiseApply::start(const GradientTransformation& tx,
-                                                    const Tree& state, const Tree& params) {
-  if (!tx.emit) return nullptr;
-  std::unique_ptr<LeafwiseApply> lw(new LeafwiseApply(params));
-  try {
-    lw->new_state_ = tx.emit(lw->builder_, state);
-  } catch (const NeedsAllUpdates&) {
-    return nullptr;
-  }
-  lw->slot_ =
-      lw->builder_.store(lw->builder_.params() + lw->builder_.update(), lw->builder_.params());
-  return lw;
-}
-
-std::pair<Tree, Tree> LeafwiseApply::finish() {
-  const UpdateResults r = builder_.finish_leafwise();
-  return {r.tree(slot_), new_state_(r)};
-}
-
 }  // namespace flaxpp::optim

@@ -32,15 +32,6 @@ UpdateBuilder::UpdateBuilder(Tree updates, Tree params)
   start_stage(std::move(updates));
 }
 
-UpdateBuilder::UpdateBuilder(Leafwise, const Tree& like, Tree params)
-    : UpdateBuilder(like, std::move(params)) {
-  leafwise_ = true;
-  for (Array& leaf : inputs_.front()) {
-    structure_leaf_avals_.push_back(leaf.aval());
-    leaf = Array();  // each arrives with run_leaf
-  }
-}
-
 void UpdateBuilder::start_stage(Tree updates) {
   // A value of an earlier stage must fail check() clearly, not point at a freed builder.
   if (code_) retired_.push_back(std::move(code_));
@@ -86,10 +77,6 @@ EValue UpdateBuilder::scalar(const Array& value) {
 }
 
 EValue UpdateBuilder::global_norm() {
-  if (leafwise_)
-    throw NeedsAllUpdates(
-        "the global norm needs every leaf's update at once; a leafwise update cannot give it "
-        "(use apply_gradients)");
   if (update_.id() != update_input_.id()) {
     // The running update is code so far: run it, and go on from its result.
     const int out = code_->output(update_);
@@ -109,12 +96,11 @@ int UpdateBuilder::store(EValue v, EValue replaces) {
   return slot;
 }
 
-void UpdateBuilder::run_leaves(std::span<const std::size_t> leaves,
-                               std::vector<std::vector<Array>>& outputs) {
+void UpdateBuilder::run_program(std::vector<std::vector<Array>>& outputs) {
   const std::size_t num_outputs = program_->outputs.size();
   // One fused_elementwise per dtype: the leaves of each, with every operand in that dtype.
   std::map<DType, std::vector<std::size_t>> by_dtype;
-  for (const std::size_t i : leaves) {
+  for (std::size_t i = 0; i < paths_.size(); ++i) {
     const DType dtype = inputs_.front()[i].dtype();
     for (const std::vector<Array>& input : inputs_)
       if (input[i].dtype() != dtype)
@@ -151,10 +137,7 @@ std::vector<std::vector<Array>> UpdateBuilder::run_stage_outputs() {
   program_ = code_->finish();
   const std::size_t num_leaves = paths_.size();
   std::vector<std::vector<Array>> outputs(program_->outputs.size(), std::vector<Array>(num_leaves));
-  std::vector<std::size_t> all(num_leaves);
-  for (std::size_t i = 0; i < num_leaves; ++i)
-    all[i] = i;
-  run_leaves(all, outputs);
+  run_program(outputs);
   // Stored values go to their slots; the inputs are released.
   for (std::size_t o = 0; o < outputs.size(); ++o)
     if (const int slot = stored_outputs_[o]; slot >= 0)
@@ -172,51 +155,10 @@ UpdateResults UpdateBuilder::results() const {
 }
 
 UpdateResults UpdateBuilder::run() {
-  FLAXPP_ASSERT(!spent_ && !leafwise_, "UpdateBuilder::run called twice, or on a leafwise one");
+  FLAXPP_ASSERT(!spent_, "UpdateBuilder::run called twice");
   params_tree_ = Tree();  // loaded already if needed; unloaded params stay with their owner
   run_stage_outputs();
   spent_ = true;
-  return results();
-}
-
-void UpdateBuilder::run_leaf(std::size_t leaf, Array update) {
-  FLAXPP_ASSERT(leafwise_ && !spent_ && leaf < paths_.size(),
-                "UpdateBuilder::run_leaf: not a leafwise builder, spent, or no such leaf");
-  if (program_ == nullptr) {
-    program_ = code_->finish();
-    params_tree_ = Tree();
-    leaf_done_.assign(paths_.size(), false);
-    leaf_outputs_.assign(program_->outputs.size(), std::vector<Array>(paths_.size()));
-    for (const int slot : stored_outputs_)
-      if (slot >= 0) results_[static_cast<std::size_t>(slot)].resize(paths_.size());
-  }
-  if (leaf_done_[leaf])
-    throw ValueError(detail::str("the update of \"", paths_[leaf], "\" was already applied"));
-  if (update.aval() != structure_leaf_avals_[leaf])
-    throw ValueError(detail::str("the update of \"", paths_[leaf], "\" must be ",
-                                 structure_leaf_avals_[leaf], ", got ", update.aval()));
-  inputs_.front()[leaf] = std::move(update);
-  // The results of every leaf land in results_ directly: one pass costs O(outputs), not
-  // O(outputs x leaves).
-  const std::size_t one[] = {leaf};
-  run_leaves(one, leaf_outputs_);
-  for (std::size_t o = 0; o < leaf_outputs_.size(); ++o)
-    if (const int slot = stored_outputs_[o]; slot >= 0)
-      results_[static_cast<std::size_t>(slot)][leaf] = std::move(leaf_outputs_[o][leaf]);
-    else
-      leaf_outputs_[o][leaf] = Array();
-  leaf_done_[leaf] = true;
-}
-
-UpdateResults UpdateBuilder::finish_leafwise() {
-  FLAXPP_ASSERT(leafwise_ && !spent_, "UpdateBuilder::finish_leafwise: not a leafwise builder");
-  for (std::size_t i = 0; i < paths_.size(); ++i)
-    if (program_ == nullptr || !leaf_done_[i])
-      throw ValueError(detail::str("the update of \"", paths_[i],
-                                   "\" was never applied; every leaf needs its gradient"));
-  spent_ = true;
-  inputs_.clear();
-  scalars_.clear();
   return results();
 }
 

@@ -264,19 +264,6 @@ TEST_CASE(
       for (const auto& [path, address] : addresses(s))
         if (path.find("count") == std::string::npos) CHECK(address == state_addresses.at(path));
     }
-    // The leafwise update (the CPU train step) pairs them the same way.
-    const auto param_addresses = addresses(p), state_addresses = addresses(s);
-    std::unique_ptr<o::LeafwiseApply> lw = o::LeafwiseApply::start(tx, s, p);
-    REQUIRE(lw != nullptr);
-    p = Tree();
-    s = Tree();
-    const std::vector<Array> g = grads_tree(3).leaves();
-    for (std::size_t i = 0; i < g.size(); ++i)
-      lw->apply(i, g[i]);
-    std::tie(p, s) = lw->finish();
-    CHECK(addresses(p) == param_addresses);
-    for (const auto& [path, address] : addresses(s))
-      if (path.find("count") == std::string::npos) CHECK(address == state_addresses.at(path));
   }
 }
 

@@ -96,25 +96,4 @@ Tree apply_updates(const Tree& params, const Tree& updates);
 std::pair<Tree, Tree> apply_gradients(const GradientTransformation& tx, Tree grads, Tree state,
                                       Tree params);
 
-// apply_gradients one leaf at a time: apply(i, grad) as each gradient becomes final (e.g. from
-// VjpResult::backward_into, the last layer's first), so that the gradients never all exist at
-// once, as XLA schedules a jitted train step. finish() then gives (new params, new state).
-class LeafwiseApply {
- public:
-  // Null when tx cannot update leaf by leaf: a custom transformation, or one that needs every
-  // gradient at once (clip_by_global_norm). The object takes its own references to `state`
-  // and `params`: drop yours, and leaves nothing else holds are updated in place.
-  static std::unique_ptr<LeafwiseApply> start(const GradientTransformation& tx, const Tree& state,
-                                              const Tree& params);
-  void apply(std::size_t leaf, Array grad) { builder_.run_leaf(leaf, std::move(grad)); }
-  std::pair<Tree, Tree> finish();
-
- private:
-  explicit LeafwiseApply(const Tree& params)
-      : builder_(UpdateBuilder::Leafwise{}, params, params) {}
-  UpdateBuilder builder_;
-  StateFn new_state_;
-  int slot_ = -1;
-};
-
 }  // namespace flaxpp::optim

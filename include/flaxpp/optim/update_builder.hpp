@@ -44,11 +44,6 @@ class UpdateBuilder {
   // references are dropped before run(), are donated (updated in place where nothing else
   // holds a leaf).
   UpdateBuilder(Tree updates, Tree params);
-  // A builder whose updates arrive one leaf at a time through run_leaf (e.g. from a backward
-  // pass), each leaf's program running at once; `like` gives their structure and avals.
-  // Transformations that need all updates together throw NeedsAllUpdates while emitting.
-  struct Leafwise {};
-  UpdateBuilder(Leafwise, const Tree& like, Tree params);
   UpdateBuilder(const UpdateBuilder&) = delete;
   UpdateBuilder& operator=(const UpdateBuilder&) = delete;
 
@@ -72,17 +67,13 @@ class UpdateBuilder {
   int store(EValue v, EValue replaces = {});
   // Runs the program; the builder is spent. Leaves nothing else holds take results in place.
   UpdateResults run();
-  // Leafwise builders: runs the program for one leaf with its update, then (after every leaf)
-  // the results.
-  void run_leaf(std::size_t leaf, Array update);
-  UpdateResults finish_leafwise();
 
  private:
   void start_stage(Tree updates);
   // Runs this stage's program; returns each output's leaves.
   std::vector<std::vector<Array>> run_stage_outputs();
-  // Runs program_ for `leaves` (moving their operands out): outputs[o][leaf].
-  void run_leaves(std::span<const std::size_t> leaves, std::vector<std::vector<Array>>& outputs);
+  // Runs program_ over every leaf (moving their operands out): outputs[o][leaf].
+  void run_program(std::vector<std::vector<Array>>& outputs);
   UpdateResults results() const;
 
   Tree structure_;  // the updates' (and params') structure
@@ -98,18 +89,8 @@ class UpdateBuilder {
   std::vector<std::vector<Array>> results_;  // per slot: its leaves once run
   std::shared_ptr<const ir::ElementwiseProgram> program_;
   bool spent_ = false;
-  bool leafwise_ = false;
-  std::vector<AVal> structure_leaf_avals_;  // leafwise: each update's aval
-  std::vector<bool> leaf_done_;
-  std::vector<std::vector<Array>> leaf_outputs_;  // leafwise: run_leaves' scratch, per output
 };
 
-// What a transformation that needs all updates at once (clip_by_global_norm) throws while
-// emitting into a leafwise builder.
-class NeedsAllUpdates : public ValueError {
- public:
-  using ValueError::ValueError;
-};
 
 // What an emitter returns: the transformation's new state from the program's results.
 using StateFn = std::function<Tree(const UpdateResults& results)>;
