@@ -28,10 +28,12 @@ struct Binary3 {
     return Op{}(a, b);
   }
 };
-struct LtAsValue {
+// A comparison's bool as 1 or 0 of the operands' type.
+template <class Op>
+struct CompareAsValue {
   template <class T>
   FLAXPP_HD T operator()(T a, T b, T /*c*/) const {
-    return Lt{}(a, b) ? T(1) : T(0);
+    return Op{}(a, b) ? T(1) : T(0);
   }
 };
 struct SelectValue {
@@ -62,7 +64,29 @@ FLAXPP_HD auto visit_instr(ProgramOp op, std::int32_t y, F&& f) {
     case ProgramOp::integer_pow:
       return f(Unary3<IntegerPow>{IntegerPow{y}});
     case ProgramOp::lt:
-      return f(LtAsValue{});
+      return f(CompareAsValue<Lt>{});
+    case ProgramOp::le:
+      return f(CompareAsValue<Le>{});
+    case ProgramOp::gt:
+      return f(CompareAsValue<Gt>{});
+    case ProgramOp::ge:
+      return f(CompareAsValue<Ge>{});
+    case ProgramOp::eq:
+      return f(CompareAsValue<Eq>{});
+    case ProgramOp::ne:
+      return f(CompareAsValue<Ne>{});
+    case ProgramOp::max:
+      return f(Binary3<Max>{});
+    case ProgramOp::min:
+      return f(Binary3<Min>{});
+    case ProgramOp::exp:
+      return f(Unary3<Exp>{});
+    case ProgramOp::log:
+      return f(Unary3<Log>{});
+    case ProgramOp::log1p:
+      return f(Unary3<Log1p>{});
+    case ProgramOp::abs:
+      return f(Unary3<Abs>{});
     case ProgramOp::select:
       break;
   }

@@ -17,6 +17,7 @@
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/io/json.hpp"
 #include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ir/passes.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/losses.hpp"
@@ -149,7 +150,8 @@ io::Json run(const Config& c, std::int64_t steps, double& floor_ms) {
                   {"peak_bytes", peak_bytes},
                   {"residual_bytes", residual_bytes},
                   {"predicted_peak_bytes", compiled.memory_analysis().peak_bytes},
-                  {"ops_per_step", compiled.graph().eqns.size()},
+                  {"ops_per_step", ir::op_counts(compiled.graph()).executed},
+                  {"ops_per_step_unfused", ir::op_counts(compiled.graph()).unfused},
                   {"cuda_graph_replays", step.replays()},
                   {"gemm_floor_ms", floor},
                   {"step_over_floor", ms / floor}};

@@ -35,6 +35,28 @@ const char* op_name(Op op) {
       return "lt";
     case Op::select:
       return "select";
+    case Op::max:
+      return "max";
+    case Op::min:
+      return "min";
+    case Op::exp:
+      return "exp";
+    case Op::log:
+      return "log";
+    case Op::log1p:
+      return "log1p";
+    case Op::abs:
+      return "abs";
+    case Op::le:
+      return "le";
+    case Op::gt:
+      return "gt";
+    case Op::ge:
+      return "ge";
+    case Op::eq:
+      return "eq";
+    case Op::ne:
+      return "ne";
   }
   return "?";
 }
@@ -47,6 +69,10 @@ int ElementwiseProgram::arity(Op op) {
     case Op::sqrt:
     case Op::rsqrt:
     case Op::integer_pow:
+    case Op::exp:
+    case Op::log:
+    case Op::log1p:
+    case Op::abs:
       return 1;
     case Op::select:
       return 3;

@@ -109,7 +109,8 @@ namespace {
 // Appends `body`'s equations to `eqns`, its variables renamed into `graph` (its inputs read
 // `args`); returns the atoms its results are.
 std::vector<Atom> inline_body(Graph& graph, const Graph& body, const std::vector<Atom>& args,
-                              const Primitive& prim, std::vector<Eqn>& eqns, int& inlined) {
+                              const Primitive& prim, const std::string& param,
+                              std::vector<Eqn>& eqns, int& inlined) {
   std::vector<Atom> env(body.num_vars());
   for (std::size_t i = 0; i < body.invars.size(); ++i)
     env[static_cast<std::size_t>(body.invars[i])] = args[i];
@@ -128,8 +129,9 @@ std::vector<Atom> inline_body(Graph& graph, const Graph& body, const std::vector
       inputs.push_back(renamed(a));
     if (e.prim == &prim) {
       ++inlined;
-      const std::vector<Atom> results = inline_body(
-          graph, *e.params.get<std::shared_ptr<const Graph>>("jaxpr"), inputs, prim, eqns, inlined);
+      const std::vector<Atom> results =
+          inline_body(graph, *e.params.get<std::shared_ptr<const Graph>>(param), inputs, prim,
+                      param, eqns, inlined);
       for (std::size_t k = 0; k < e.outputs.size(); ++k)
         env[static_cast<std::size_t>(e.outputs[k])] = results[k];
       continue;
@@ -150,7 +152,7 @@ std::vector<Atom> inline_body(Graph& graph, const Graph& body, const std::vector
 
 }  // namespace
 
-int inline_calls(Graph& graph, const Primitive& prim) {
+int inline_calls(Graph& graph, const Primitive& prim, const std::string& body) {
   int inlined = 0;
   std::vector<Eqn> eqns;
   // A call's results become other atoms: every later read goes through `rename`.
@@ -170,8 +172,9 @@ int inline_calls(Graph& graph, const Primitive& prim) {
       continue;
     }
     ++inlined;
-    const std::vector<Atom> results = inline_body(
-        graph, *e.params.get<std::shared_ptr<const Graph>>("jaxpr"), e.inputs, prim, eqns, inlined);
+    const std::vector<Atom> results =
+        inline_body(graph, *e.params.get<std::shared_ptr<const Graph>>(body), e.inputs, prim,
+                    body, eqns, inlined);
     for (std::size_t k = 0; k < e.outputs.size(); ++k)
       rename[static_cast<std::size_t>(e.outputs[k])] = results[k];
   }

@@ -15,6 +15,7 @@
 #include "flaxpp/core/precision.hpp"
 #include "flaxpp/ir/passes.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
+#include "flaxpp/transforms/custom_vjp.hpp"
 #include "flaxpp/transforms/trace.hpp"
 #include "transforms/step_recording.hpp"
 
@@ -299,9 +300,14 @@ struct Jitted::State {
     pass([&] { ir::cse(g); });
     // Checkpoint regions (a remat'd model's backward pass) join the step's equations once cse
     // can no longer merge their recomputation away, so that their gradients are scheduled with
-    // the updates that read them.
-    pass([&] { ir::inline_calls(g, checkpoint_p); });
+    // the updates that read them; custom_vjp calls (relu) are differentiated already.
+    pass([&] { ir::inline_calls(g, checkpoint_p, "jaxpr"); });
+    pass([&] { ir::inline_calls(g, custom_vjp_call_p, "call"); });
     pass([&] { ir::dce(g); });
+    if (options.fuse_elementwise) {
+      pass([&] { ir::fuse_elementwise(g); });
+      pass([&] { ir::dce(g); });  // scalars' broadcasts the fused programs no longer read
+    }
     const Device device = device_of(args);
     s->device = device;
     // On the CPU each leaf's update runs as soon as its gradient is final, so that the

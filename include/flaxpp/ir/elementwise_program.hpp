@@ -15,9 +15,12 @@ namespace flaxpp::ir {
 
 struct ElementwiseProgram {
   // The operations, with the semantics of the lax primitive of the same name (and the same
-  // kernels/elementwise.hpp functor); lt gives 1 or 0 in the arrays' dtype; select(c, a, b)
-  // is a where c != 0, else b.
-  enum class Op : std::uint8_t { add, sub, mul, div, neg, sqrt, rsqrt, integer_pow, lt, select };
+  // kernels/elementwise.hpp functor); the comparisons (lt, le, gt, ge, eq, ne) give 1 or 0 in
+  // the arrays' dtype; select(c, a, b) is a where c != 0, else b.
+  enum class Op : std::uint8_t {
+    add, sub, mul, div, neg, sqrt, rsqrt, integer_pow, lt, select,
+    max, min, exp, log, log1p, abs, le, gt, ge, eq, ne
+  };
   struct Instr {
     Op op = Op::add;
     std::uint8_t dst = 0, a = 0, b = 0, c = 0;  // registers

@@ -5,6 +5,8 @@
 // Graph::verify() after each.
 #pragma once
 
+#include <cstdint>
+#include <string>
 #include <vector>
 
 #include "flaxpp/ir/graph.hpp"
@@ -22,11 +24,28 @@ void dce(Graph& graph);
 // merged (their uses read the first one's outputs; dce then drops them).
 int cse(Graph& graph);
 
-// Replaces each equation of `prim` (a call holding its body in param "jaxpr": a checkpoint
-// region) by the body's equations, recursively, so that later passes schedule them with the
-// rest; run it after cse, which must not merge a region with the code around it. Returns how
-// many were inlined.
-int inline_calls(Graph& graph, const Primitive& prim);
+// Replaces each equation of `prim` (a call holding its body in param `body`: a checkpoint
+// region's "jaxpr", a custom_vjp call's "call") by the body's equations, recursively, so that
+// later passes schedule and fuse them with the rest; run it after differentiation, and after
+// cse, which must not merge a checkpoint region with the code around it. Returns how many
+// were inlined.
+int inline_calls(Graph& graph, const Primitive& prim, const std::string& body);
+
+// Turns chains of elementwise equations over arrays of one shape and one float32/float64
+// dtype (arithmetic, max/min, exp/log, comparisons feeding select_n or a conversion to that
+// dtype; 0-d operands and literals broadcast) into fused_elementwise equations, XLA's loop
+// fusion: one pass over memory, one CUDA launch, the intermediates never stored, the same
+// bits. Each fused equation stands where its first equation stood and may write into
+// operands it reads last; its param "fused_eqns" says how many equations it replaced. Returns
+// how many fused equations it made.
+int fuse_elementwise(Graph& graph);
+
+// How many primitives running `graph` executes, and how many it would without
+// fuse_elementwise (each fused equation counted as the equations it replaced).
+struct OpCounts {
+  std::int64_t executed = 0, unfused = 0;
+};
+OpCounts op_counts(const Graph& graph);
 
 // Splits each fused_elementwise equation over several groups (an optimiser's update of every
 // leaf of a dtype) into one equation per group, so that each leaf's update can run as soon as

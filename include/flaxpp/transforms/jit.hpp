@@ -36,6 +36,9 @@ struct JitOptions {
   // donate_argnums. The caller's arrays of a donated argument are invalidated by the call:
   // reading one afterwards is a clear error.
   std::vector<int> donate_argnums;
+  // Chains of elementwise operations become one fused_elementwise pass each (ir/passes.hpp's
+  // fuse_elementwise; the same bits). Off: every primitive runs on its own.
+  bool fuse_elementwise = true;
 };
 
 // A function of trees; an Array argument or result is a one-leaf Tree.

@@ -1,0 +1,325 @@
+// fuse_elementwise: chains of elementwise equations over arrays of one shape and floating
+// dtype become one fused_elementwise equation (XLA's loop fusion), so that their
+// intermediates never reach memory and a backend runs one pass (one CUDA kernel) instead of
+// one per operation. Every instruction applies the same kernels/elementwise.hpp functor to
+// the same element type as the primitive it replaces, so results keep their bits.
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <vector>
+
+#include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ir/passes.hpp"
+
+namespace flaxpp::ir {
+namespace {
+
+using Op = ElementwiseProgram::Op;
+
+// The program operation of an elementwise primitive (select_n, convert_element_type and
+// integer_pow are handled apart).
+std::optional<Op> op_of(const Primitive* p) {
+  static const std::map<const Primitive*, Op> ops = {
+      {&lax::add_p, Op::add},     {&lax::sub_p, Op::sub},     {&lax::mul_p, Op::mul},
+      {&lax::div_p, Op::div},     {&lax::max_p, Op::max},     {&lax::min_p, Op::min},
+      {&lax::neg_p, Op::neg},     {&lax::exp_p, Op::exp},     {&lax::log_p, Op::log},
+      {&lax::log1p_p, Op::log1p}, {&lax::abs_p, Op::abs},     {&lax::sqrt_p, Op::sqrt},
+      {&lax::rsqrt_p, Op::rsqrt}, {&lax::lt_p, Op::lt},       {&lax::le_p, Op::le},
+      {&lax::gt_p, Op::gt},       {&lax::ge_p, Op::ge},       {&lax::eq_p, Op::eq},
+      {&lax::ne_p, Op::ne},       {&lax::integer_pow_p, Op::integer_pow}};
+  const auto it = ops.find(p);
+  if (it == ops.end()) return std::nullopt;
+  return it->second;
+}
+
+bool is_comparison(Op op) {
+  return op == Op::lt || op == Op::le || op == Op::gt || op == Op::ge || op == Op::eq ||
+         op == Op::ne;
+}
+
+bool fusible_dtype(DType d) {
+  // float32 and float64: a 16-bit value rounds after every primitive, which one fused pass
+  // computing in float32 would not.
+  return d == DType::f32 || d == DType::f64;
+}
+
+struct Cluster {
+  AVal aval;              // every full-shape value's
+  std::size_t first = 0;  // its first equation, where the fused one goes
+  std::vector<std::size_t> eqns;
+};
+
+class Fuser {
+ public:
+  explicit Fuser(Graph& g) : g_(g) {}
+  int run();
+
+ private:
+  // The aval of the cluster equation `e` would form or join (its result's, or for a
+  // comparison its operands'), if `e` can be fused at all.
+  std::optional<AVal> fusible(const Eqn& e) const;
+  // Whether `a` can be read by a cluster over `aval`: a literal or variable of its dtype, of
+  // its shape or 0-d.
+  bool operand_fits(const Atom& a, const AVal& aval) const;
+  bool bool_consumers_fusible(VarId v, DType d) const;
+  // A value that is a 0-d operand broadcast to a shape (full_like, zeros_like) reads as that
+  // operand: a fused program broadcasts scalars itself.
+  Atom through_broadcast(const Atom& a) const;
+  void build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool>& drop);
+
+  Graph& g_;
+  std::vector<std::ptrdiff_t> producer_;               // per variable: its equation, or -1
+  std::vector<std::vector<std::size_t>> consumers_;    // per variable
+  std::vector<bool> graph_output_;
+};
+
+Atom Fuser::through_broadcast(const Atom& a) const {
+  if (a.is_literal()) return a;
+  const std::ptrdiff_t p = producer_[static_cast<std::size_t>(a.var)];
+  if (p < 0) return a;
+  const Eqn& e = g_.eqns[static_cast<std::size_t>(p)];
+  if (e.prim != &lax::broadcast_in_dim_p || g_.aval(e.inputs[0]).shape.rank() != 0 ||
+      g_.aval(e.inputs[0]).dtype != g_.aval(a).dtype)
+    return a;
+  return e.inputs[0];
+}
+
+bool Fuser::operand_fits(const Atom& a, const AVal& aval) const {
+  const AVal got = g_.aval(a);
+  if (got.dtype != aval.dtype) return false;
+  if (a.is_literal()) return got.shape.rank() == 0;
+  return got.shape == aval.shape || got.shape.rank() == 0;
+}
+
+bool Fuser::bool_consumers_fusible(VarId v, DType d) const {
+  if (graph_output_[static_cast<std::size_t>(v)]) return false;
+  for (const std::size_t k : consumers_[static_cast<std::size_t>(v)]) {
+    const Eqn& c = g_.eqns[k];
+    const bool as_which = c.prim == &lax::select_n_p && c.inputs.size() == 3 &&
+                          !c.inputs[0].is_literal() && c.inputs[0].var == v &&
+                          std::none_of(c.inputs.begin() + 1, c.inputs.end(), [&](const Atom& a) {
+                            return !a.is_literal() && a.var == v;
+                          });
+    const bool as_value = c.prim == &lax::convert_element_type_p &&
+                          g_.aval(c.outputs[0]).dtype == d;
+    if (!as_which && !as_value) return false;
+  }
+  return true;
+}
+
+std::optional<AVal> Fuser::fusible(const Eqn& e) const {
+  if (e.outputs.size() != 1) return std::nullopt;
+  const AVal out = g_.aval(e.outputs[0]);
+  if (e.prim == &lax::select_n_p) {
+    // select_n(which, case0, case1) with `which` a fused comparison's bool (checked on joining).
+    if (e.inputs.size() != 3 || e.inputs[0].is_literal() || !fusible_dtype(out.dtype))
+      return std::nullopt;
+    if (!operand_fits(e.inputs[1], out) || !operand_fits(e.inputs[2], out)) return std::nullopt;
+    return out;
+  }
+  if (e.prim == &lax::convert_element_type_p) {
+    // bool -> float of a fused comparison: the comparison's 1 or 0 itself.
+    if (e.inputs[0].is_literal() || g_.aval(e.inputs[0]).dtype != DType::bool_ ||
+        !fusible_dtype(out.dtype))
+      return std::nullopt;
+    return out;
+  }
+  const std::optional<Op> op = op_of(e.prim);
+  if (!op) return std::nullopt;
+  const AVal aval = is_comparison(*op) ? AVal{out.shape, g_.aval(e.inputs[0]).dtype} : out;
+  if (!fusible_dtype(aval.dtype)) return std::nullopt;
+  for (const Atom& a : e.inputs)
+    if (!operand_fits(a, aval)) return std::nullopt;
+  if (is_comparison(*op) && !bool_consumers_fusible(e.outputs[0], aval.dtype))
+    return std::nullopt;
+  return aval;
+}
+
+int Fuser::run() {
+  const std::size_t num_vars = g_.num_vars();
+  producer_.assign(num_vars, -1);
+  consumers_.assign(num_vars, {});
+  graph_output_.assign(num_vars, false);
+  for (std::size_t i = 0; i < g_.eqns.size(); ++i) {
+    for (const VarId v : g_.eqns[i].outputs)
+      producer_[static_cast<std::size_t>(v)] = static_cast<std::ptrdiff_t>(i);
+    for (const Atom& a : g_.eqns[i].inputs)
+      if (!a.is_literal()) consumers_[static_cast<std::size_t>(a.var)].push_back(i);
+  }
+  for (const Atom& a : g_.outvars)
+    if (!a.is_literal()) graph_output_[static_cast<std::size_t>(a.var)] = true;
+
+  // Greedy, in program order: an equation joins the cluster of an operand's producer when
+  // every other operand it reads from outside that cluster exists before the cluster's first
+  // equation (so the fused equation can stand there); else it starts a cluster of its own.
+  std::vector<Cluster> clusters;
+  std::vector<std::ptrdiff_t> cluster_of(g_.eqns.size(), -1);
+  for (std::size_t i = 0; i < g_.eqns.size(); ++i) {
+    const Eqn& e = g_.eqns[i];
+    const std::optional<AVal> aval = fusible(e);
+    if (!aval) continue;
+    const auto in_cluster = [&](const Atom& a, std::ptrdiff_t c) {
+      if (a.is_literal()) return false;
+      const std::ptrdiff_t p = producer_[static_cast<std::size_t>(a.var)];
+      return p >= 0 && cluster_of[static_cast<std::size_t>(p)] == c;
+    };
+    const auto can_join = [&](std::ptrdiff_t c) {
+      const Cluster& cl = clusters[static_cast<std::size_t>(c)];
+      if (cl.aval != *aval) return false;
+      for (const Atom& operand : e.inputs) {
+        const Atom a = in_cluster(operand, c) ? operand : through_broadcast(operand);
+        if (a.is_literal() || in_cluster(a, c)) continue;
+        const std::ptrdiff_t p = producer_[static_cast<std::size_t>(a.var)];
+        if (p >= static_cast<std::ptrdiff_t>(cl.first)) return false;
+      }
+      return true;
+    };
+    // select_n and convert read a comparison's bool: only inside that comparison's cluster.
+    const bool needs_bool = e.prim == &lax::select_n_p || e.prim == &lax::convert_element_type_p;
+    std::ptrdiff_t joined = -1;
+    if (needs_bool) {
+      const std::ptrdiff_t p = producer_[static_cast<std::size_t>(e.inputs[0].var)];
+      const std::ptrdiff_t c = p >= 0 ? cluster_of[static_cast<std::size_t>(p)] : -1;
+      if (c < 0 || !can_join(c)) continue;
+      joined = c;
+    } else {
+      for (const Atom& a : e.inputs) {
+        if (a.is_literal()) continue;
+        const std::ptrdiff_t p = producer_[static_cast<std::size_t>(a.var)];
+        if (p < 0 || cluster_of[static_cast<std::size_t>(p)] < 0) continue;
+        if (can_join(cluster_of[static_cast<std::size_t>(p)])) {
+          joined = cluster_of[static_cast<std::size_t>(p)];
+          break;
+        }
+      }
+    }
+    if (joined < 0) {
+      joined = static_cast<std::ptrdiff_t>(clusters.size());
+      clusters.push_back({*aval, i, {}});
+    }
+    clusters[static_cast<std::size_t>(joined)].eqns.push_back(i);
+    cluster_of[i] = joined;
+  }
+
+  std::vector<Eqn> replaced(g_.eqns.size());  // per first equation: the fused one
+  std::vector<bool> drop(g_.eqns.size(), false);
+  int fused = 0;
+  for (const Cluster& c : clusters) {
+    if (c.eqns.size() < 2) continue;
+    build(c, replaced, drop);
+    fused += replaced[c.first].prim != nullptr ? 1 : 0;
+  }
+  if (fused == 0) return 0;
+  std::vector<Eqn> eqns;
+  for (std::size_t i = 0; i < g_.eqns.size(); ++i) {
+    if (replaced[i].prim != nullptr) {
+      eqns.push_back(std::move(replaced[i]));
+    } else if (!drop[i]) {
+      eqns.push_back(std::move(g_.eqns[i]));
+    }
+  }
+  g_.eqns = std::move(eqns);
+  return fused;
+}
+
+void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool>& drop) {
+  std::vector<bool> member(g_.eqns.size(), false);
+  for (const std::size_t i : c.eqns)
+    member[i] = true;
+  const auto read_outside = [&](VarId v) {
+    const auto& readers = consumers_[static_cast<std::size_t>(v)];
+    return graph_output_[static_cast<std::size_t>(v)] ||
+           std::any_of(readers.begin(), readers.end(), [&](std::size_t k) { return !member[k]; });
+  };
+  // A comparison whose bool is also read outside stays an equation of its own too (a program
+  // has results of its dtype only); the cluster computes it again as 1 or 0.
+  std::vector<bool> kept(g_.eqns.size(), false);
+  for (const std::size_t i : c.eqns)
+    if (g_.aval(g_.eqns[i].outputs[0]).dtype == DType::bool_ && read_outside(g_.eqns[i].outputs[0]))
+      kept[i] = true;
+  for (const std::size_t i : c.eqns)
+    if (kept[i]) member[i] = false;
+  // The cluster's results: values read outside it (kept comparisons included) or by the graph.
+  std::vector<VarId> outputs;
+  for (const std::size_t i : c.eqns) {
+    const VarId v = g_.eqns[i].outputs[0];
+    if (!kept[i] && g_.aval(v).dtype != DType::bool_ && read_outside(v)) outputs.push_back(v);
+  }
+  if (outputs.empty()) return;
+
+  ElementwiseBuilder b;
+  std::map<VarId, EValue> value;
+  std::vector<Atom> scalars, inputs;
+  const auto operand = [&](const Atom& given) -> EValue {
+    if (!given.is_literal() && value.count(given.var) != 0) return value.at(given.var);
+    const Atom a = through_broadcast(given);
+    if (a.is_literal()) {
+      const Array& lit = a.literal;
+      return b.constant(lit.dtype() == DType::f32 ? static_cast<double>(lit.item<float>())
+                                                  : lit.item<double>());
+    }
+    if (const auto it = value.find(a.var); it != value.end()) return it->second;
+    const bool scalar = g_.aval(a.var).shape.rank() == 0 && c.aval.shape.rank() != 0;
+    const EValue v = scalar ? b.scalar() : b.input();
+    (scalar ? scalars : inputs).push_back(a);
+    value.emplace(a.var, v);
+    return v;
+  };
+  for (const std::size_t i : c.eqns) {
+    const Eqn& e = g_.eqns[i];
+    EValue out;
+    if (e.prim == &lax::select_n_p) {
+      // select_n picks case1 where `which` is true.
+      out = select(operand(e.inputs[0]), operand(e.inputs[2]), operand(e.inputs[1]));
+    } else if (e.prim == &lax::convert_element_type_p) {
+      out = operand(e.inputs[0]);
+    } else {
+      const Op op = *op_of(e.prim);
+      const EValue x = operand(e.inputs[0]);
+      if (op == Op::integer_pow) {
+        out = b.apply(op, x, {}, {}, static_cast<std::int32_t>(e.params.get<std::int64_t>("y")));
+      } else if (ElementwiseProgram::arity(op) == 1) {
+        out = b.apply(op, x);
+      } else {
+        out = b.apply(op, x, operand(e.inputs[1]));
+      }
+    }
+    value[e.outputs[0]] = out;
+  }
+  if (inputs.empty()) return;  // a program needs one per-array operand for its shape
+  for (const VarId v : outputs)
+    b.output(value.at(v));
+  std::shared_ptr<const ElementwiseProgram> program;
+  try {
+    program = b.finish();
+  } catch (const ValueError&) {  // more registers than a program may have: left unfused
+    return;
+  }
+  Eqn f{&lax::fused_elementwise_p, scalars, outputs, {}};
+  f.inputs.insert(f.inputs.end(), inputs.begin(), inputs.end());
+  f.params.set("program", std::move(program));
+  f.params.set("donate", true);
+  const auto replaced_eqns = static_cast<std::int64_t>(c.eqns.size()) -
+                            std::count(kept.begin(), kept.end(), true);
+  f.params.set("fused_eqns", replaced_eqns);
+  replaced[c.first] = std::move(f);
+  for (const std::size_t i : c.eqns)
+    drop[i] = !kept[i];
+}
+
+}  // namespace
+
+int fuse_elementwise(Graph& graph) {
+  return Fuser(graph).run();
+}
+
+OpCounts op_counts(const Graph& graph) {
+  OpCounts n;
+  for (const Eqn& e : graph.eqns) {
+    ++n.executed;
+    n.unfused += e.params.has("fused_eqns") ? e.params.get<std::int64_t>("fused_eqns") : 1;
+  }
+  return n;
+}
+
+}  // namespace flaxpp::ir
