@@ -55,31 +55,15 @@ inline FusedParams fused_params(const ir::Params& params) {
 }
 
 // For each result of one fused_elementwise group (all of the group's aval), the index of the
-// group input whose buffer it takes over, or -1 for a new buffer. With `donate`, each input no
-// other Array shares (its owner gave it up) serves one result: first the results the program
-// aliases to an input take that input, then the others take the remaining ones in order. Safe
-// because every element's inputs are read before its results are written, at the same index.
+// group input whose buffer it takes over, or -1 for a new buffer: with `donate`, the inputs no
+// other Array shares (their owner gave them up) serve as ElementwiseProgram::donations says.
 inline std::vector<int> donated_inputs(std::span<const Array> group_inputs,
                                        const ir::ElementwiseProgram& program, bool donate) {
-  std::vector<int> from(program.outputs.size(), -1);
-  if (!donate) return from;
-  std::vector<bool> taken(group_inputs.size(), false);
-  auto free_input = [&](std::size_t j) { return !taken[j] && group_inputs[j].buffer_unshared(); };
-  for (std::size_t k = 0; k < program.aliases.size(); ++k)
-    if (const int j = program.aliases[k]; j >= 0 && free_input(static_cast<std::size_t>(j))) {
-      from[k] = j;
-      taken[static_cast<std::size_t>(j)] = true;
-    }
-  std::size_t next = 0;
-  for (std::size_t k = 0; k < from.size(); ++k) {
-    if (from[k] >= 0) continue;
-    while (next < group_inputs.size() && !free_input(next))
-      ++next;
-    if (next == group_inputs.size()) break;
-    from[k] = static_cast<int>(next);
-    taken[next++] = true;
-  }
-  return from;
+  if (!donate) return std::vector<int>(program.outputs.size(), -1);
+  std::vector<bool> free(group_inputs.size());
+  for (std::size_t j = 0; j < free.size(); ++j)
+    free[j] = group_inputs[j].buffer_unshared();
+  return program.donations(free);
 }
 
 // The elements of a concrete array whose dtype has storage type T (std::uint8_t for bool).

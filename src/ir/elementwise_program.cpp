@@ -81,6 +81,27 @@ int ElementwiseProgram::arity(Op op) {
   }
 }
 
+std::vector<int> ElementwiseProgram::donations(const std::vector<bool>& free) const {
+  std::vector<int> from(outputs.size(), -1);
+  std::vector<bool> taken(free.size(), false);
+  const auto available = [&](std::size_t j) { return !taken[j] && free[j]; };
+  for (std::size_t k = 0; k < aliases.size() && k < from.size(); ++k)
+    if (const int j = aliases[k]; j >= 0 && available(static_cast<std::size_t>(j))) {
+      from[k] = j;
+      taken[static_cast<std::size_t>(j)] = true;
+    }
+  std::size_t next = 0;
+  for (std::size_t k = 0; k < from.size(); ++k) {
+    if (from[k] >= 0) continue;
+    while (next < free.size() && !available(next))
+      ++next;
+    if (next == free.size()) break;
+    from[k] = static_cast<int>(next);
+    taken[next++] = true;
+  }
+  return from;
+}
+
 std::string ElementwiseProgram::str() const {
   std::string out = detail::str("{scalars=", num_scalars, " inputs=", num_inputs, " constants=(");
   for (std::size_t i = 0; i < constants.size(); ++i)

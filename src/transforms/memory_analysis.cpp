@@ -14,29 +14,6 @@ std::int64_t bytes_of(const AVal& a) {
   return a.shape.size() * static_cast<std::int64_t>(itemsize(a.dtype));
 }
 
-// For each result of one donating fused_elementwise group, the group operand whose buffer it
-// takes (or -1): backend_impl::donated_inputs on what is unshared when the equation runs.
-std::vector<int> takes(const ir::ElementwiseProgram& program, const std::vector<bool>& unshared) {
-  std::vector<int> from(program.outputs.size(), -1);
-  std::vector<bool> taken(unshared.size(), false);
-  const auto free_input = [&](std::size_t j) { return !taken[j] && unshared[j]; };
-  for (std::size_t k = 0; k < program.aliases.size(); ++k)
-    if (const int j = program.aliases[k]; j >= 0 && free_input(static_cast<std::size_t>(j))) {
-      from[k] = j;
-      taken[static_cast<std::size_t>(j)] = true;
-    }
-  std::size_t next = 0;
-  for (std::size_t k = 0; k < from.size(); ++k) {
-    if (from[k] >= 0) continue;
-    while (next < unshared.size() && !free_input(next))
-      ++next;
-    if (next == unshared.size()) break;
-    from[k] = static_cast<int>(next);
-    taken[next++] = true;
-  }
-  return from;
-}
-
 }  // namespace
 
 std::string MemoryAnalysis::str() const {
@@ -128,7 +105,7 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
           std::vector<bool> free(per_group);
           for (std::size_t j = 0; j < per_group; ++j)
             free[j] = unshared(e.inputs[scalars + g * per_group + j]);
-          const std::vector<int> from = takes(program, free);
+          const std::vector<int> from = program.donations(free);
           for (std::size_t k = 0; k < per_output; ++k)
             if (from[k] >= 0) {
               const std::size_t op = scalars + g * per_group + static_cast<std::size_t>(from[k]);

@@ -47,6 +47,13 @@ struct ElementwiseProgram {
   // call, as a replayed CUDA graph needs. Empty: -1 for every result.
   std::vector<std::int8_t> aliases;
 
+  // For each result of one group, the group input whose buffer it takes (or -1 for a new
+  // buffer), given which inputs may be given up (`free[j]`: donated and held by nothing else):
+  // first the results aliased to a free input take it, then the others take the remaining
+  // free ones in order. Safe because every element's inputs are read before its results are
+  // written, at the same index.
+  std::vector<int> donations(const std::vector<bool>& free) const;
+
   int first_constant() const { return num_scalars + num_inputs; }
   int first_temporary() const { return first_constant() + static_cast<int>(constants.size()); }
   // "{scalars=0 inputs=2 constants=(0.9); r3=mul(r2, r0); r3=add(r3, r1); -> r3@in1}" for
