@@ -196,7 +196,6 @@ std::vector<Tree> CompiledStep::operator()(std::vector<Tree> args) const {
   // taken from the caller (whose arrays become unusable) and handed over, so the graph holds
   // the only reference and frees or reuses each at its last use.
   std::vector<Array> leaves;
-  std::vector<Array> results;
   if (s.recording != nullptr && s.graphs->load()) {
     for (const Tree& t : args)
       for (Array& a : t.leaves())

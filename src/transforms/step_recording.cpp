@@ -101,7 +101,7 @@ std::optional<std::vector<Array>> StepRecording::run(const std::vector<Array>& l
   if (!recordable_) return std::nullopt;
   std::vector<Array> results;
   if (!record(leaves, results)) return std::nullopt;
-  ++replays_;
+  if (device_graph_ != nullptr) ++replays_;  // else it ran eagerly, the recording refused
   return results;
 }
 

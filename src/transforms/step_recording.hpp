@@ -45,6 +45,9 @@ class StepRecording {
   std::int64_t replays() const;
 
  private:
+  // Records and launches the step; where the recording fails after the donated arguments were
+  // taken, runs it eagerly instead. False (results untouched, leaves too) where nothing was
+  // done: the caller runs the step eagerly.
   bool record(const std::vector<Array>& leaves, std::vector<Array>& results);
   std::vector<Array> launch(const std::vector<Array>& leaves);
   // Copies `leaf` into the recording's buffer for input i.
