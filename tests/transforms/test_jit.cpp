@@ -15,6 +15,9 @@
 #include "flaxpp/ir/elementwise_program.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ir/passes.hpp"
+#include "flaxpp/nn/dense.hpp"
+#include "flaxpp/nn/dropout.hpp"
+#include "flaxpp/nn/layer_norm.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/nn/remat.hpp"
 #include "flaxpp/nn/scope.hpp"
@@ -198,6 +201,60 @@ TEST_CASE("jit: memory_analysis predicts the measured peak; on the CPU a leaf's 
     for (const ir::Eqn& e : compiled.graph().eqns)
       updates += e.prim == &lax::fused_elementwise_p && e.outputs.size() == 3;
     CHECK(updates == static_cast<std::int64_t>(params.leaves().size()));
+  }
+}
+
+namespace {
+
+// Dense -> LayerNorm -> relu -> Dropout -> Dense: LayerNorm's own primitives and dropout's
+// random mask, which a remat'd backward pass must draw again with the same key.
+struct NormedDropout {
+  static constexpr const char* name = "NormedDropout";
+  Array operator()(nn::Scope& s, Array x) const {
+    x = relu(s(nn::LayerNorm{}, s(nn::Dense{.features = 16}, x)));
+    return s(nn::Dense{.features = 10}, s(nn::Dropout{.rate = 0.3}, x));
+  }
+};
+
+}  // namespace
+
+TEST_CASE("jit: LayerNorm and dropout (its mask drawn again in the recomputation) keep the "
+          "eager step's bits under every policy") {
+  const optim::GradientTransformation tx = optim::adam(0.01);
+  const nn::RngStreams rngs{{"dropout", random::key(11)}};
+  for (const std::optional<PolicyPtr>& policy :
+       {std::optional<PolicyPtr>{}, std::optional<PolicyPtr>{cp::nothing_saveable()},
+        std::optional<PolicyPtr>{cp::dots_with_no_batch_dims_saveable()}}) {
+    CAPTURE(policy ? (*policy)->str() : std::string("none"));
+    const auto step_fn = [&](std::span<const Tree> a) {
+      auto [loss, grads] = value_and_grad([&](const Tree& p) {
+        const nn::Variables v{{"params", p}};
+        const Array logits =
+            policy ? remat<NormedDropout>(*policy)(NormedDropout{}).apply_with_rngs(v, rngs,
+                                                                                    a[2].array())
+                   : nn::Model(NormedDropout{}).apply_with_rngs(v, rngs, a[2].array());
+        return mean(optim::softmax_cross_entropy_with_integer_labels(logits, a[3].array()));
+      })(a[0]);
+      auto [params, state] = optim::apply_gradients(tx, std::move(grads), a[1], a[0]);
+      return std::vector<Tree>{params, state, Tree(loss)};
+    };
+    const Tree init = nn::Model(NormedDropout{}).init(random::key(5), batch_x(4, 1))["params"];
+    Tree eager_params = init, eager_state = tx.init(init);
+    Tree jit_params = init, jit_state = tx.init(init);
+    const Jitted step = jit(step_fn, {.donate_argnums = {0, 1}});
+    for (int i = 0; i < 3; ++i) {
+      const Array x = batch_x(16, 50 + i), y = batch_y(16);
+      const std::vector<Tree> eager =
+          step_fn(std::vector<Tree>{eager_params, eager_state, x, y});
+      std::vector<Tree> jitted = step({std::move(jit_params), std::move(jit_state), x, y});
+      CHECK(jitted[2].array().to_vector<float>() == eager[2].array().to_vector<float>());
+      eager_params = eager[0];
+      eager_state = eager[1];
+      jit_params = std::move(jitted[0]);
+      jit_state = std::move(jitted[1]);
+    }
+    testing::check_same_bits(jit_params, eager_params);
+    testing::check_same_bits(jit_state, eager_state);
   }
 }
 
