@@ -113,8 +113,10 @@ TEST_CASE("jit: every optimiser, chain and schedule gives the eager step's bits"
        o::chain({o::clip_by_global_norm(0.5),
                  o::adam(o::polynomial_schedule(0.01, 0.001, 1.5, 4))})},
   };
-  for (const auto& [label, tx] : optimisers) {
-    const std::string name = label;  // a copy: clang's CAPTURE cannot take a structured binding
+  for (const auto& entry : optimisers) {
+    // Named copies: clang 14's lambdas (CAPTURE's too) cannot capture a structured binding.
+    const std::string name = entry.first;
+    const o::GradientTransformation& tx = entry.second;
     CAPTURE(name);
     const Tree init = nn::Model(kMlp).init(random::key(2), batch_x(4, 1))["params"];
     Tree eager_params = init, eager_state = tx.init(init);
