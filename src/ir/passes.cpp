@@ -266,7 +266,10 @@ int schedule_early_frees(Graph& graph, const std::vector<bool>& donated) {
     bool has_subgraph = false;
     for_each_subgraph(e, [&](const std::string&, const Graph&) { has_subgraph = true; });
     std::ptrdiff_t after = static_cast<std::ptrdiff_t>(order.size()) - 1;
-    if (!has_subgraph && (freed > made || scalars_only)) {
+    // A collective (an all_reduce of gradients) moves up as soon as it frees what it makes:
+    // each bucket is reduced once its gradients are final, and the updates that read it follow.
+    const bool collective = e.params.has("collective") && freed >= made;
+    if (!has_subgraph && (freed > made || scalars_only || collective)) {
       // Right after the latest definition of an operand and the latest other reader of an
       // operand it frees.
       after = -1;

@@ -1,6 +1,8 @@
 // TrainState and the classifier step, jitted.
 #include "flaxpp/train/train_state.hpp"
 
+#include <algorithm>
+
 #include "flaxpp/dist/all_reduce.hpp"
 #include "flaxpp/dist/communicator.hpp"
 #include "flaxpp/ops/numpy.hpp"
@@ -70,6 +72,33 @@ Array across_shards(const Array& value, const Array* weight) {
   return dist::all_reduce(astype(value * *weight, value.dtype()), dist::ReduceOp::sum);
 }
 
+// DDP's gradient buckets: consecutive leaves of up to this many bytes are reduced by one
+// collective.
+constexpr std::int64_t kBucketBytes = std::int64_t{25} << 20;
+
+// across_shards of every gradient, in buckets taken from the last leaf backwards (the last
+// layer's gradients are final first); jit's schedule then reduces each bucket as soon as its
+// gradients exist, and each leaf's update follows its bucket.
+Tree gradients_across_shards(const Tree& grads, const Array* weight) {
+  if (weight == nullptr) return grads;
+  std::vector<Array> leaves = grads.leaves();
+  for (Array& g : leaves)
+    g = astype(g * *weight, g.dtype());
+  std::vector<Array> reduced(leaves.size());
+  std::size_t end = leaves.size();
+  while (end > 0) {
+    std::size_t begin = end - 1;
+    std::int64_t bytes = leaves[begin].nbytes();
+    while (begin > 0 && bytes + leaves[begin - 1].nbytes() <= kBucketBytes)
+      bytes += leaves[--begin].nbytes();
+    const std::vector<Array> bucket = dist::all_reduce(
+        std::span<const Array>(leaves).subspan(begin, end - begin), dist::ReduceOp::sum);
+    std::copy(bucket.begin(), bucket.end(), reduced.begin() + static_cast<std::ptrdiff_t>(begin));
+    end = begin;
+  }
+  return grads.with_leaves(reduced);
+}
+
 // `t` with every leaf that someone else also holds replaced by a copy on its device, so that
 // donating the tree's buffers invalidates nothing of theirs.
 Tree own_leaves(Tree t) {
@@ -107,7 +136,7 @@ Jitted ClassifierStep::make_step() const {
         auto [loss, grads] = value_and_grad([&](const Tree& params) {
           return mean(optim::softmax_cross_entropy_with_integer_labels(apply(params, x), y));
         })(a[0]);
-        grads = tree_map(grads, [&](const Array& g) { return across_shards(g, weight); });
+        grads = gradients_across_shards(grads, weight);
         auto [params, opt_state] = optim::apply_gradients(tx, std::move(grads), a[1], a[0]);
         return std::vector<Tree>{std::move(params), std::move(opt_state),
                                  Tree(across_shards(loss, weight))};

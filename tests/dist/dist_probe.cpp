@@ -100,6 +100,25 @@ int collectives() {
   const Array root_value = Array::full(Shape{2, 2}, r == 0 ? 42.0 : -1.0, DType::f32, Device::cpu());
   expect(c.broadcast(root_value, 0).to_vector<float>() == std::vector<float>(4, 42.0f),
          "broadcast from 0");
+  // A bucket: several arrays of two dtypes reduced together equal each reduced alone.
+  {
+    const Array a = Array::from_vector(std::vector<float>{0.1f * static_cast<float>(r), 3.0f},
+                                       Shape{2}, Device::cpu());
+    const Array b = Array::full(Shape{2, 3}, 1.5 * (r + 1), DType::f32, Device::cpu());
+    const Array k = Array::full(Shape{4}, r + 2, DType::i32, Device::cpu());
+    const std::vector<Array> together =
+        dist::all_reduce(std::vector<Array>{a, k, b}, dist::ReduceOp::sum);
+    expect(together.size() == 3 && together[1].dtype() == DType::i32 &&
+               together[2].shape() == Shape{2, 3},
+           "bucket: one result per array, each of its aval");
+    expect(together[0].to_vector<float>() == c.all_reduce(a, dist::ReduceOp::sum).to_vector<float>(),
+           "bucket f32 (first)");
+    expect(together[2].to_vector<float>() == c.all_reduce(b, dist::ReduceOp::sum).to_vector<float>(),
+           "bucket f32 (second)");
+    expect(together[1].to_vector<std::int32_t>() ==
+               c.all_reduce(k, dist::ReduceOp::sum).to_vector<std::int32_t>(),
+           "bucket i32");
+  }
   const Array g = c.all_gather(Array::full(Shape{2}, r, DType::i32, Device::cpu()));
   expect(g.shape() == Shape{n, 2}, "all_gather shape");
   expect(g.to_vector<std::int32_t>()[2 * (n - 1)] == n - 1, "all_gather order");

@@ -14,6 +14,7 @@
 #include "flaxpp/dist/process_group.hpp"
 #include "flaxpp/dist/replicated.hpp"
 #include "flaxpp/ir/graph.hpp"
+#include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/jit.hpp"
@@ -83,6 +84,42 @@ TEST_CASE("dist::all_reduce: a primitive that traces, differentiates and jits") 
   });
   CHECK(ir::count_eqns(f.lower(std::vector<Tree>{Tree(x)}).graph(), dist::all_reduce_p) == 1);
   CHECK(f(std::vector<Tree>{Tree(x)})[0].array().to_vector<float>() == x.to_vector<float>());
+}
+
+TEST_CASE("dist::all_reduce of several arrays: one equation, differentiable, and in a jitted "
+          "step scheduled as soon as its operands are final") {
+  const Array x = Array::from_vector(std::vector<float>{1.0f, -2.0f, 3.0f}, Shape{3});
+  const Array y = Array::from_vector(std::vector<float>{0.5f, 4.0f}, Shape{2});
+  const std::vector<Array> both = dist::all_reduce(std::vector<Array>{x, y}, dist::ReduceOp::sum);
+  CHECK(both[0].to_vector<float>() == x.to_vector<float>());
+  CHECK(both[1].to_vector<float>() == y.to_vector<float>());
+  // d/dx sum(r0^2) + sum(r1^3): the VJP reduces both cotangents together.
+  const auto loss = [](std::span<const Tree> a) {
+    const std::vector<Array> r =
+        dist::all_reduce(std::vector<Array>{a[0].array(), a[1].array()}, dist::ReduceOp::sum);
+    return sum(square(r[0])) + sum(power(r[1], 3));
+  };
+  const ValueAndGrad vg = value_and_grad(loss, std::vector<Tree>{Tree(x), Tree(y)},
+                                         std::vector<int>{0, 1});
+  CHECK(vg.grads[0].array().to_vector<float>() == std::vector<float>{2.0f, -4.0f, 6.0f});
+  CHECK(vg.grads[1].array().to_vector<float>() == std::vector<float>{0.75f, 48.0f});
+  // In a jitted function the bucket's all_reduce comes right after the later of its operands,
+  // before work that does not need it.
+  const Jitted f = jit([](std::span<const Tree> a) {
+    const Array g0 = exp(a[0].array()), g1 = a[1].array() * 2.0;
+    const Array other = matmul(a[2].array(), a[2].array());
+    const std::vector<Array> r = dist::all_reduce(std::vector<Array>{g0, g1}, dist::ReduceOp::sum);
+    return std::vector<Tree>{Tree(other), Tree(r[0]), Tree(r[1])};
+  });
+  const Array m = Array::full(Shape{4, 4}, 0.5, DType::f32);
+  const ir::Graph& g = f.lower(std::vector<Tree>{Tree(x), Tree(y), Tree(m)}).graph();
+  CHECK(ir::count_eqns(g, dist::all_reduce_p) == 1);
+  std::size_t at = 0, product = 0;
+  for (std::size_t i = 0; i < g.eqns.size(); ++i) {
+    if (g.eqns[i].prim == &dist::all_reduce_p) at = i;
+    if (g.eqns[i].prim == &lax::dot_general_p) product = i;
+  }
+  CHECK(at < product);
 }
 
 TEST_CASE("dist::shard_bounds: contiguous shards in rank order, the first ones a row longer") {

@@ -4,6 +4,9 @@
 // cotangent for sum and mean (an all-reduce is its own transpose); max has none.
 #pragma once
 
+#include <span>
+#include <vector>
+
 #include "flaxpp/dist/communicator.hpp"
 #include "flaxpp/ir/primitive.hpp"
 
@@ -12,5 +15,10 @@ namespace flaxpp::dist {
 extern const ir::Primitive all_reduce_p;
 
 Array all_reduce(const Array& x, ReduceOp op);
+// Several arrays reduced together (DDP's gradient buckets): one collective per dtype and
+// device, the arrays packed into one flat buffer for it, each result an array of its own.
+// With two processes the results equal reducing each array alone, bit for bit; with more, the
+// transport may sum a larger buffer in another order.
+std::vector<Array> all_reduce(std::span<const Array> xs, ReduceOp op);
 
 }  // namespace flaxpp::dist

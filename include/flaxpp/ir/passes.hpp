@@ -58,7 +58,8 @@ int split_fused_groups(Graph& graph);
 // last still: right after their definitions and every other reader of them. Memory then only
 // falls in the span it moved over. Equations with only 0-d results move up too (a few bytes
 // held longer), so that what depends on them can: optax's count and bias corrections, ahead
-// of the update. A leaf's update moves up to its gradient, which then never coexists with
+// of the update; so do collectives (param "collective") that free as much as they make, a
+// gradient bucket's all_reduce. A leaf's update moves up to its gradient, which then never coexists with
 // the other leaves' gradients. `donated[i]` says
 // whether input i is the graph's to free (jit's donated arguments); constants never are.
 // Equations holding sub-graphs stay where they are. Returns how many moved.
