@@ -64,6 +64,31 @@ std::vector<Tree> train_step(const optim::GradientTransformation& tx, std::optio
   return {params, state, Tree(loss)};
 }
 
+// `steps` steps of `step_fn` ((params, opt_state, x, y) -> (params, opt_state, loss)) from
+// the same start, eagerly and jitted with parameters and state donated, on batches of 16 rows
+// (seeds seed, seed + 1, ...): the losses are equal at every step, the final parameters and
+// state bit for bit, and the step traced once. Returns the jitted final state.
+Tree check_jit_matches_eager(const TreeFn& step_fn, const Tree& params, const Tree& opt_state,
+                             int steps, unsigned seed) {
+  Tree eager_params = params, eager_state = opt_state;
+  Tree jit_params = params, jit_state = opt_state;
+  const Jitted step = jit(step_fn, {.donate_argnums = {0, 1}});
+  for (int i = 0; i < steps; ++i) {
+    const Array x = batch_x(16, seed + static_cast<unsigned>(i)), y = batch_y(16);
+    const std::vector<Tree> eager = step_fn(std::vector<Tree>{eager_params, eager_state, x, y});
+    std::vector<Tree> jitted = step({std::move(jit_params), std::move(jit_state), x, y});
+    CHECK(jitted[2].array().to_vector<float>() == eager[2].array().to_vector<float>());
+    eager_params = eager[0];
+    eager_state = eager[1];
+    jit_params = std::move(jitted[0]);
+    jit_state = std::move(jitted[1]);
+  }
+  testing::check_same_bits(jit_params, eager_params);
+  testing::check_same_bits(jit_state, eager_state);
+  CHECK(step.num_traces() == 1);
+  return jit_state;
+}
+
 }  // namespace
 
 TEST_CASE("jit: a jitted train step gives the eager step's bits, traced once per signature") {
@@ -119,25 +144,9 @@ TEST_CASE("jit: every optimiser, chain and schedule gives the eager step's bits"
     const o::GradientTransformation& tx = entry.second;
     CAPTURE(name);
     const Tree init = nn::Model(kMlp).init(random::key(2), batch_x(4, 1))["params"];
-    Tree eager_params = init, eager_state = tx.init(init);
-    Tree jit_params = init, jit_state = tx.init(init);
-    const Jitted step = jit(
-        [&](std::span<const Tree> a) { return train_step(tx, std::nullopt, a); },
-        {.donate_argnums = {0, 1}});
-    for (int i = 0; i < 5; ++i) {
-      const Array x = batch_x(16, 30 + i), y = batch_y(16);
-      const std::vector<Tree> eager =
-          train_step(tx, std::nullopt, std::vector<Tree>{eager_params, eager_state, x, y});
-      std::vector<Tree> jitted = step({std::move(jit_params), std::move(jit_state), x, y});
-      CHECK(jitted[2].array().to_vector<float>() == eager[2].array().to_vector<float>());
-      eager_params = eager[0];
-      eager_state = eager[1];
-      jit_params = std::move(jitted[0]);
-      jit_state = std::move(jitted[1]);
-    }
-    testing::check_same_bits(jit_params, eager_params);
-    testing::check_same_bits(jit_state, eager_state);
-    CHECK(step.num_traces() == 1);
+    const Tree jit_state = check_jit_matches_eager(
+        [&](std::span<const Tree> a) { return train_step(tx, std::nullopt, a); }, init,
+        tx.init(init), 5, 30);
     for (const auto& [path, leaf] : jit_state.flatten())
       if (path.ends_with("count")) CHECK(leaf.to_vector<std::int32_t>() == std::vector{5});
   }
@@ -241,22 +250,7 @@ TEST_CASE("jit: LayerNorm and dropout (its mask drawn again in the recomputation
       return std::vector<Tree>{params, state, Tree(loss)};
     };
     const Tree init = nn::Model(NormedDropout{}).init(random::key(5), batch_x(4, 1))["params"];
-    Tree eager_params = init, eager_state = tx.init(init);
-    Tree jit_params = init, jit_state = tx.init(init);
-    const Jitted step = jit(step_fn, {.donate_argnums = {0, 1}});
-    for (int i = 0; i < 3; ++i) {
-      const Array x = batch_x(16, 50 + i), y = batch_y(16);
-      const std::vector<Tree> eager =
-          step_fn(std::vector<Tree>{eager_params, eager_state, x, y});
-      std::vector<Tree> jitted = step({std::move(jit_params), std::move(jit_state), x, y});
-      CHECK(jitted[2].array().to_vector<float>() == eager[2].array().to_vector<float>());
-      eager_params = eager[0];
-      eager_state = eager[1];
-      jit_params = std::move(jitted[0]);
-      jit_state = std::move(jitted[1]);
-    }
-    testing::check_same_bits(jit_params, eager_params);
-    testing::check_same_bits(jit_state, eager_state);
+    (void)check_jit_matches_eager(step_fn, init, tx.init(init), 3, 50);
   }
 }
 
