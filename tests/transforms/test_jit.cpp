@@ -254,6 +254,34 @@ TEST_CASE("jit: LayerNorm and dropout (its mask drawn again in the recomputation
   }
 }
 
+TEST_CASE("jit, typed: a function of Trees and Arrays is called with them, one trace per "
+          "signature, donation included") {
+  const Tree params = nn::Model(kMlp).init(random::key(4), batch_x(4, 1))["params"];
+  const auto predict = jit([](const Tree& p, const Array& x) {
+    return nn::Model(kMlp).apply(nn::Variables{{"params", p}}, x);
+  });
+  const Array x = batch_x(8, 61);
+  const Array y = predict(params, x);
+  CHECK(y.to_vector<float>() ==
+        nn::Model(kMlp).apply(nn::Variables{{"params", params}}, x).to_vector<float>());
+  (void)predict(params, batch_x(8, 62));
+  CHECK(predict.num_traces() == 1);
+  (void)predict(params, batch_x(3, 63));  // a new batch size: traced again
+  CHECK(predict.num_traces() == 2);
+  // A Tree result, and a donated Array argument.
+  const auto halves = jit([](const Array& v) { return Tree{{"a", v * 0.5}, {"b", v + 1.0}}; });
+  const Tree h = halves(Array::full(Shape{2}, 4.0, DType::f32));
+  CHECK(h["a"].array().to_vector<float>() == std::vector<float>{2.0f, 2.0f});
+  CHECK(h["b"].array().to_vector<float>() == std::vector<float>{5.0f, 5.0f});
+  const auto sgd = jit([](const Array& w, const Array& g) { return w - 0.5 * g; },
+                       {.donate_argnums = {0}});
+  const Array w = Array::full(Shape{3}, 1.0, DType::f32), g = Array::full(Shape{3}, 2.0, DType::f32);
+  CHECK(sgd(w, g).to_vector<float>() == std::vector<float>{0.0f, 0.0f, 0.0f});
+  CHECK(w.donated());
+  CHECK_THROWS_WITH_AS((void)w.to_vector<float>(), doctest::Contains("donated"), ValueError);
+  CHECK(g.to_vector<float>() == std::vector<float>{2.0f, 2.0f, 2.0f});
+}
+
 TEST_CASE("jit: donated arguments give their buffers to the step; reading them is an error") {
   const optim::GradientTransformation tx = optim::sgd(0.1);
   const Tree init = nn::Model(kMlp).init(random::key(2), batch_x(4, 1))["params"];

@@ -20,9 +20,15 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <tuple>
+#include <type_traits>
+#include <typeindex>
+#include <utility>
 #include <vector>
 
 #include "flaxpp/core/tree.hpp"
@@ -92,5 +98,90 @@ class Jitted {
 };
 
 Jitted jit(TreeFn f, JitOptions options = {});
+
+// The typed form, for a function of Arrays and Trees that returns an Array, a Tree or a
+// std::vector<Tree>:
+//   auto predict = jit([](const Tree& params, const Array& x) { return model.apply(...); });
+//   Array y = predict(params, x);
+// It is the Tree form underneath (the arguments in order, donate_argnums counting them), one
+// Jitted per combination of argument types.
+template <class F>
+  requires(!std::is_invocable_v<const F&, std::span<const Tree>>)
+class TypedJitted {
+ public:
+  TypedJitted(F f, JitOptions options)
+      : f_(std::move(f)), options_(std::move(options)), state_(std::make_shared<State>()) {}
+
+  template <class... Xs>
+  auto operator()(const Xs&... xs) const {
+    static_assert(((std::is_same_v<Xs, Array> || std::is_same_v<Xs, Tree>) && ...),
+                  "flaxpp: a typed jit function takes Arrays and Trees; use the Tree form "
+                  "(TreeFn) for other arguments");
+    using Result = std::invoke_result_t<const F&, const Xs&...>;
+    static_assert(std::is_same_v<Result, Array> || std::is_same_v<Result, Tree> ||
+                      std::is_same_v<Result, std::vector<Tree>>,
+                  "flaxpp: a typed jit function returns an Array, a Tree or a std::vector<Tree>");
+    std::vector<Tree> out = jitted<Xs...>()(std::vector<Tree>{Tree(xs)...});
+    if constexpr (std::is_same_v<Result, Array>) {
+      return out[0].array();
+    } else if constexpr (std::is_same_v<Result, Tree>) {
+      return out[0];
+    } else {
+      return out;
+    }
+  }
+  // Signatures traced so far, over every combination of argument types.
+  std::size_t num_traces() const {
+    std::lock_guard lock(state_->mutex);
+    std::size_t n = 0;
+    for (const auto& [types, j] : state_->by_types)
+      n += j.num_traces();
+    return n;
+  }
+
+ private:
+  struct State {
+    mutable std::mutex mutex;
+    std::map<std::type_index, Jitted> by_types;
+  };
+
+  // An argument as the function takes it.
+  template <class X>
+  static X as(const Tree& t) {
+    if constexpr (std::is_same_v<X, Array>) {
+      return t.array();
+    } else {
+      return t;
+    }
+  }
+
+  template <class... Xs>
+  Jitted jitted() const {
+    std::lock_guard lock(state_->mutex);
+    const std::type_index key(typeid(std::tuple<Xs...>));
+    if (auto it = state_->by_types.find(key); it != state_->by_types.end()) return it->second;
+    TreeFn body = [f = f_](std::span<const Tree> a) {
+      return [&]<std::size_t... I>(std::index_sequence<I...>) {
+        auto r = f(as<Xs>(a[I])...);
+        if constexpr (std::is_same_v<decltype(r), std::vector<Tree>>) {
+          return r;
+        } else {
+          return std::vector<Tree>{Tree(std::move(r))};
+        }
+      }(std::index_sequence_for<Xs...>{});
+    };
+    return state_->by_types.emplace(key, jit(std::move(body), options_)).first->second;
+  }
+
+  F f_;
+  JitOptions options_;
+  std::shared_ptr<State> state_;
+};
+
+template <class F>
+  requires(!std::is_invocable_v<const F&, std::span<const Tree>>)
+TypedJitted<F> jit(F f, JitOptions options = {}) {
+  return TypedJitted<F>(std::move(f), std::move(options));
+}
 
 }  // namespace flaxpp
