@@ -287,3 +287,29 @@ TEST_CASE(
   CHECK(got[0].to_vector<double>() == std::vector<double>{5.0, -7.0});
   CHECK(got[1].to_vector<double>() == std::vector<double>{1.0});
 }
+
+TEST_CASE("value_and_grad and grad, typed: a function of Trees and Arrays, differentiated with "
+          "respect to its first argument as JAX's argnums=0") {
+  const Tree params{{"w", Array::from_vector(std::vector<double>{0.5, -1.0, 2.0}, Shape{3})},
+                    {"b", Array::from_vector(std::vector<double>{0.25}, Shape{1})}};
+  const Array x = random_f64(Shape{4, 3}, 31);
+  const auto loss = [](const Tree& p, const Array& v) {
+    return sum(square(matmul(v, p["w"].array()) + p["b"].array()));
+  };
+  const auto [value, g] = value_and_grad(loss)(params, x);
+  const ValueAndGrad want = value_and_grad(
+      [&](std::span<const Tree> a) { return loss(a[0], a[1].array()); },
+      std::vector<Tree>{params, Tree(x)}, std::vector<int>{0});
+  CHECK(value.to_vector<double>() == want.value.to_vector<double>());
+  CHECK(g["w"].array().to_vector<double>() == want.grads[0]["w"].array().to_vector<double>());
+  CHECK(g["b"].array().to_vector<double>() == want.grads[0]["b"].array().to_vector<double>());
+  // An Array first argument gives an Array gradient; the others are held constant.
+  const Array gx = grad([](const Array& v, const Tree& p) {
+    return sum(square(matmul(v, p["w"].array())));
+  })(x, params);
+  CHECK(gx.shape() == x.shape());
+  CHECK(gx.to_vector<double>() ==
+        value_and_grad([&](std::span<const Tree> a) {
+          return sum(square(matmul(a[0].array(), params["w"].array())));
+        }, std::vector<Tree>{Tree(x)}, std::vector<int>{0}).grads[0].array().to_vector<double>());
+}

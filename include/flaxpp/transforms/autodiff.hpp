@@ -98,56 +98,51 @@ ValueAndGrad value_and_grad(const TreeLossFn& f, std::span<const Tree> args,
                             std::span<const int> argnums);
 
 namespace detail {
-// The (decayed) parameter type of a one-argument callable.
-template <class M>
-struct sole_arg;
-template <class R, class C, class A>
-struct sole_arg<R (C::*)(A) const> {
-  using type = std::remove_cvref_t<A>;
-};
-template <class R, class C, class A>
-struct sole_arg<R (C::*)(A)> {
-  using type = std::remove_cvref_t<A>;
-};
-
-template <class Arg>
-std::pair<Array, Arg> value_and_grad_one(const std::function<Array(const Arg&)>& f, const Arg& x) {
-  const Tree args[] = {Tree(x)};
-  const int argnums[] = {0};
-  ValueAndGrad r = value_and_grad(
-      [&f](std::span<const Tree> a) {
-        if constexpr (std::is_same_v<Arg, Tree>) {
-          return f(a[0]);
-        } else {
-          return f(a[0].array());
-        }
-      },
-      args, argnums);
-  if constexpr (std::is_same_v<Arg, Tree>) {
-    return {std::move(r.value), std::move(r.grads[0])};
+// An argument as a typed function takes it.
+template <class X>
+X tree_as(const Tree& t) {
+  if constexpr (std::is_same_v<X, Array>) {
+    return t.array();
   } else {
-    return {std::move(r.value), r.grads[0].array()};
+    return t;
   }
 }
 }  // namespace detail
 
-// The common one-argument forms, returning callables as JAX does; the argument is an Array
-// or a Tree, and the gradient has the same type:
-//   auto [loss, g] = value_and_grad([&](const Tree& p) { return ...; })(params);
+// The typed forms, returning callables as JAX does: a function of Arrays and Trees returning a
+// scalar loss, differentiated with respect to its first argument (JAX's argnums=0); the
+// gradient has that argument's type:
+//   auto [loss, g] = value_and_grad([&](const Tree& p, const Array& x) { return ...; })(params, x);
 //   Array g = grad([](const Array& x) { return sum(square(x)); })(x);
 template <class F>
+  requires(!std::is_invocable_v<const F&, std::span<const Tree>>)
 auto value_and_grad(F f) {
-  using Arg = typename detail::sole_arg<decltype(&F::operator())>::type;
-  static_assert(std::is_same_v<Arg, Array> || std::is_same_v<Arg, Tree>,
-                "value_and_grad(f): f must take one const Array& or const Tree&");
-  return [f = std::function<Array(const Arg&)>(std::move(f))](const Arg& x) {
-    return detail::value_and_grad_one<Arg>(f, x);
+  return [f = std::move(f)]<class X0, class... Xs>(const X0& x0, const Xs&... xs) {
+    static_assert(((std::is_same_v<X0, Array> || std::is_same_v<X0, Tree>) && ... &&
+                   (std::is_same_v<Xs, Array> || std::is_same_v<Xs, Tree>)),
+                  "value_and_grad(f)(args...): the arguments are Arrays and Trees; use the "
+                  "TreeLossFn form for others");
+    const std::vector<Tree> args{Tree(x0), Tree(xs)...};
+    const int argnums[] = {0};
+    ValueAndGrad r = value_and_grad(
+        [&f](std::span<const Tree> a) {
+          return [&]<std::size_t... I>(std::index_sequence<I...>) {
+            return Array(f(detail::tree_as<X0>(a[0]), detail::tree_as<Xs>(a[I + 1])...));
+          }(std::index_sequence_for<Xs...>{});
+        },
+        args, argnums);
+    if constexpr (std::is_same_v<X0, Tree>) {
+      return std::pair<Array, Tree>{std::move(r.value), std::move(r.grads[0])};
+    } else {
+      return std::pair<Array, Array>{std::move(r.value), r.grads[0].array()};
+    }
   };
 }
 
 template <class F>
+  requires(!std::is_invocable_v<const F&, std::span<const Tree>>)
 auto grad(F f) {
-  return [vg = value_and_grad(std::move(f))](const auto& x) { return vg(x).second; };
+  return [vg = value_and_grad(std::move(f))](const auto&... xs) { return vg(xs...).second; };
 }
 
 }  // namespace flaxpp
