@@ -313,3 +313,27 @@ TEST_CASE("value_and_grad and grad, typed: a function of Trees and Arrays, diffe
           return sum(square(matmul(a[0].array(), params["w"].array())));
         }, std::vector<Tree>{Tree(x)}, std::vector<int>{0}).grads[0].array().to_vector<double>());
 }
+
+TEST_CASE("vjp, typed: f(Tree, Array) gives its value and a backward function returning a tuple "
+          "of cotangents of the arguments' types") {
+  const Tree params{{"w", Array::from_vector(std::vector<double>{0.5, -1.0, 2.0}, Shape{3})},
+                    {"b", Array::from_vector(std::vector<double>{0.25}, Shape{1})}};
+  const Array x = random_f64(Shape{4, 3}, 32);
+  const auto f = [](const Tree& p, const Array& v) {
+    return tanh(matmul(v, p["w"].array()) + p["b"].array());
+  };
+  const auto [y, back] = vjp(f, params, x);
+  CHECK(y.to_vector<double>() == f(params, x).to_vector<double>());
+  const Array ct = random_f64(Shape{4}, 33);
+  const auto [dp, dx] = back(ct);
+  // The span form on the flattened arguments (b, w, x: the tree's leaves in key order).
+  const VjpResult want = vjp(
+      [&](std::span<const Array> a) {
+        return std::vector<Array>{f(Tree{{"b", a[0]}, {"w", a[1]}}, a[2])};
+      },
+      std::vector<Array>{params["b"].array(), params["w"].array(), x});
+  const std::vector<Array> cts = want.backward(std::span<const Array>(&ct, 1));
+  CHECK(dp["b"].array().to_vector<double>() == cts[0].to_vector<double>());
+  CHECK(dp["w"].array().to_vector<double>() == cts[1].to_vector<double>());
+  CHECK(dx.to_vector<double>() == cts[2].to_vector<double>());
+}

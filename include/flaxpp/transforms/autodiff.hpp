@@ -11,6 +11,7 @@
 #include <ostream>
 #include <span>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -43,6 +44,58 @@ struct VjpResult {
 
 // jax.vjp(f, *primals).
 VjpResult vjp(const ArrayFn& f, std::span<const Array> primals);
+
+// The typed form: jax.vjp(f, *primals) for a function of Arrays and Trees returning an Array.
+// Returns f's value and the backward function, which maps the output's cotangent to a tuple
+// of the arguments' cotangents, each of its argument's type:
+//   auto [y, back] = vjp([](const Tree& p, const Array& x) { return ...; }, params, x);
+//   auto [dparams, dx] = back(ones_like(y));
+template <class F, class... Xs>
+  requires(sizeof...(Xs) > 0 &&
+           ((std::is_same_v<Xs, Array> || std::is_same_v<Xs, Tree>) && ...))
+auto vjp(F f, const Xs&... xs) {
+  const std::tuple<Xs...> structures{xs...};
+  std::vector<std::size_t> counts{Tree(xs).leaves().size()...};
+  std::vector<Array> primals;
+  (..., [&](const Tree& t) {
+    for (Array& a : t.leaves())
+      primals.push_back(std::move(a));
+  }(Tree(xs)));
+  const ArrayFn flat = [f, structures, counts](std::span<const Array> in) {
+    std::size_t next = 0;
+    const auto rebuild = [&]<class X>(const X& like, std::size_t count) {
+      const std::span<const Array> leaves = in.subspan(next, count);
+      next += count;
+      if constexpr (std::is_same_v<X, Array>) {
+        return leaves[0];
+      } else {
+        return like.with_leaves(leaves);
+      }
+    };
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      const std::tuple<Xs...> args{rebuild(std::get<I>(structures), counts[I])...};
+      return std::vector<Array>{Array(f(std::get<I>(args)...))};
+    }(std::index_sequence_for<Xs...>{});
+  };
+  VjpResult r = vjp(flat, primals);
+  auto back = [backward = r.backward, structures, counts](const Array& ct) {
+    const std::vector<Array> cts = backward(std::span<const Array>(&ct, 1));
+    std::size_t next = 0;
+    const auto rebuild = [&]<class X>(const X& like, std::size_t count) {
+      const std::span<const Array> leaves = std::span<const Array>(cts).subspan(next, count);
+      next += count;
+      if constexpr (std::is_same_v<X, Array>) {
+        return leaves[0];
+      } else {
+        return like.with_leaves(leaves);
+      }
+    };
+    return [&]<std::size_t... I>(std::index_sequence<I...>) {
+      return std::tuple<Xs...>{rebuild(std::get<I>(structures), counts[I])...};
+    }(std::index_sequence_for<Xs...>{});
+  };
+  return std::pair{std::move(r.outputs[0]), std::move(back)};
+}
 
 struct Linearized;
 // f's forward and backward graphs, traced once for the given input avals and replayed by
