@@ -102,6 +102,13 @@ Array Array::to(Device target) const {
   return from_host_bytes(staging.data(), shape_, dtype_, target);
 }
 
+Array Array::copy() const {
+  Backend& be = buffer().backend();
+  std::shared_ptr<Buffer> out = be.allocate(nbytes());
+  be.copy(buffer(), *out, nbytes());
+  return Array(std::move(out), shape_, dtype_);
+}
+
 void Array::check_count(std::size_t values, const Shape& shape) {
   if (static_cast<std::int64_t>(values) != shape.size())
     throw ValueError(detail::str("Array::from_vector: shape ", shape, " needs ", shape.size(),

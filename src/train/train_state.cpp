@@ -65,11 +65,16 @@ double shard_weight(dist::Communicator* comm, std::int64_t rows) {
   return static_cast<double>(rows) / static_cast<double>(total);
 }
 
+// A shard's mean weighted by its share of the global batch, in the mean's dtype.
+Array weighted(const Array& value, const Array& weight) {
+  return astype(value * weight, value.dtype());
+}
+
 // The global batch's mean from each process's shard mean: the sum over processes of
 // value * weight (the identity for one process).
 Array across_shards(const Array& value, const Array* weight) {
   if (weight == nullptr) return value;
-  return dist::all_reduce(astype(value * *weight, value.dtype()), dist::ReduceOp::sum);
+  return dist::all_reduce(weighted(value, *weight), dist::ReduceOp::sum);
 }
 
 // DDP's gradient buckets: consecutive leaves of up to this many bytes are reduced by one
@@ -83,7 +88,7 @@ Tree gradients_across_shards(const Tree& grads, const Array* weight) {
   if (weight == nullptr) return grads;
   std::vector<Array> leaves = grads.leaves();
   for (Array& g : leaves)
-    g = astype(g * *weight, g.dtype());
+    g = weighted(g, *weight);
   std::vector<Array> reduced(leaves.size());
   std::size_t end = leaves.size();
   while (end > 0) {
@@ -105,13 +110,8 @@ Tree own_leaves(Tree t) {
   std::vector<Array> leaves = t.leaves();
   const Tree structure = t.with_leaves(std::vector<Array>(leaves.size()));
   t = Tree();  // `leaves` now holds the tree's references alone
-  for (Array& a : leaves) {
-    if (a.buffer_unshared()) continue;
-    Backend& be = a.buffer().backend();
-    std::shared_ptr<Buffer> copy = be.allocate(a.nbytes());
-    be.copy(a.buffer(), *copy, a.nbytes());
-    a = Array(std::move(copy), a.shape(), a.dtype());
-  }
+  for (Array& a : leaves)
+    if (!a.buffer_unshared()) a = a.copy();
   return structure.with_leaves(leaves);
 }
 

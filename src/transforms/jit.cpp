@@ -180,6 +180,11 @@ std::vector<Tree> CompiledStep::operator()(std::vector<Tree> args) const {
             d, ". Call the jitted function itself, which traces each new signature"));
     }
   }
+  return run(std::move(args));
+}
+
+std::vector<Tree> CompiledStep::run(std::vector<Tree> args) const {
+  const Impl& s = *impl_;
   // Host leaves of a GPU step go to the GPU first, as jax.jit puts its arguments (an optax
   // count made by init on the host): the step then computes on one device only.
   if (s.device.kind != DeviceKind::cpu)
@@ -250,10 +255,11 @@ struct Jitted::State {
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<const CompiledStep::Impl>> steps;
 
-  std::shared_ptr<const CompiledStep::Impl> compile(std::span<const Tree> args) {
+  std::shared_ptr<const CompiledStep::Impl> compile(std::span<const Tree> args,
+                                                    std::string signature) {
     auto s = std::make_shared<CompiledStep::Impl>();
-    s->signature = signature_of(args);
-    const Device step_device = device_of(args);
+    s->signature = std::move(signature);
+    const Device device = device_of(args);
     std::vector<AVal> avals;
     for (std::size_t i = 0; i < args.size(); ++i) {
       const std::vector<Array> leaves = args[i].leaves();
@@ -261,7 +267,7 @@ struct Jitted::State {
       std::vector<LeafSig> sigs;
       for (const Array& a : leaves) {
         avals.push_back(a.aval());
-        sigs.push_back({a.aval(), placed(a, step_device)});
+        sigs.push_back({a.aval(), placed(a, device)});
       }
       s->leaf_sigs.push_back(std::move(sigs));
       s->examples.push_back(structure_of(args[i]));
@@ -307,7 +313,6 @@ struct Jitted::State {
       pass([&] { ir::fuse_elementwise(g); });
       pass([&] { ir::dce(g); });  // scalars' broadcasts the fused programs no longer read
     }
-    const Device device = device_of(args);
     s->device = device;
     // On the CPU each leaf's update runs as soon as its gradient is final, so that the
     // gradients never all exist at once; a GPU keeps one fused launch per dtype.
@@ -337,7 +342,7 @@ struct Jitted::State {
       if (auto it = steps.find(key); it != steps.end()) return it->second;
     }
     // Traced outside the lock: f may itself call jitted functions.
-    std::shared_ptr<const CompiledStep::Impl> step = compile(args);
+    std::shared_ptr<const CompiledStep::Impl> step = compile(args, key);
     std::lock_guard lock(mutex);
     return steps.emplace(key, std::move(step)).first->second;
   }
@@ -350,8 +355,8 @@ Jitted::Jitted(TreeFn f, JitOptions options) : state_(std::make_shared<State>())
 }
 
 std::vector<Tree> Jitted::operator()(std::vector<Tree> args) const {
-  const CompiledStep step(state_->find_or_compile(args));
-  return step(std::move(args));
+  // find_or_compile matched the signature already.
+  return CompiledStep(state_->find_or_compile(args)).run(std::move(args));
 }
 
 CompiledStep Jitted::lower(std::span<const Tree> args) const {

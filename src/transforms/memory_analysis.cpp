@@ -78,17 +78,15 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
       const auto& body = *e.params.get<std::shared_ptr<const ir::Graph>>("jaxpr");
       const MemoryAnalysis inner =
           analyze_memory(body, std::vector<bool>(body.invars.size(), false));
+      for (const ir::VarId v : e.outputs)
+        made += bytes(v);
       std::int64_t extra = inner.peak_bytes - inner.argument_bytes;
       if (e.prim == &scan_p) {
         // The stacked results exist from the first iteration on, beside one iteration's body.
         m.exact = false;
-        for (const ir::VarId v : e.outputs)
-          made += bytes(v);
         extra += made;
       } else {
         m.exact = m.exact && inner.exact;
-        for (const ir::VarId v : e.outputs)
-          made += bytes(v);
       }
       m.peak_bytes = std::max(m.peak_bytes, live + extra);
       live += made;

@@ -22,14 +22,6 @@ const void* address(const Array& a) {
   return a.buffer().data();
 }
 
-// A copy of `a` in a new buffer of its device, queued after the work that wrote it.
-Array copy_of(const Array& a) {
-  Backend& be = a.buffer().backend();
-  std::shared_ptr<Buffer> out = be.allocate(a.nbytes());
-  be.copy(a.buffer(), *out, a.nbytes());
-  return Array(std::move(out), a.shape(), a.dtype());
-}
-
 // `leaf`'s allocation as a new Buffer the step owns; the caller's arrays of it are donated.
 Array take(const Array& leaf) {
   return Array(leaf.buffer().backend().take(leaf.buffer()), leaf.shape(), leaf.dtype());
@@ -119,7 +111,7 @@ bool StepRecording::record(const std::vector<Array>& leaves, std::vector<Array>&
   try {
     for (std::size_t i = 0; i < leaves.size(); ++i) {
       if (alias_of_input_[i] >= 0) {
-        backup[i] = copy_of(leaves[i]);
+        backup[i] = leaves[i].copy();
         continue;
       }
       staged_[i] = be.allocate(leaves[i].nbytes());
@@ -190,7 +182,7 @@ bool StepRecording::record(const std::vector<Array>& leaves, std::vector<Array>&
   backup.clear();
   results.assign(num_outputs_, Array());
   for (std::size_t k = 0; k < num_outputs_; ++k)
-    results[k] = alias_of_output_[k] >= 0 ? std::move(outs[k]) : copy_of(kept_[k]);
+    results[k] = alias_of_output_[k] >= 0 ? std::move(outs[k]) : kept_[k].copy();
   return true;
 }
 
@@ -208,7 +200,7 @@ std::vector<Array> StepRecording::launch(const std::vector<Array>& leaves) {
   std::vector<Array> results(num_outputs_);
   for (std::size_t k = 0; k < num_outputs_; ++k) {
     const std::ptrdiff_t i = alias_of_output_[k];
-    results[k] = i >= 0 ? taken[static_cast<std::size_t>(i)] : copy_of(kept_[k]);
+    results[k] = i >= 0 ? taken[static_cast<std::size_t>(i)] : kept_[k].copy();
   }
   return results;
 }

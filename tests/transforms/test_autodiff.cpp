@@ -288,10 +288,17 @@ TEST_CASE(
   CHECK(got[1].to_vector<double>() == std::vector<double>{1.0});
 }
 
+namespace {
+// The parameters of the typed-transform tests' linear map: w f64[3], b f64[1].
+Tree linear_params() {
+  return Tree{{"w", Array::from_vector(std::vector<double>{0.5, -1.0, 2.0}, Shape{3})},
+              {"b", Array::from_vector(std::vector<double>{0.25}, Shape{1})}};
+}
+}  // namespace
+
 TEST_CASE("value_and_grad and grad, typed: a function of Trees and Arrays, differentiated with "
           "respect to its first argument as JAX's argnums=0") {
-  const Tree params{{"w", Array::from_vector(std::vector<double>{0.5, -1.0, 2.0}, Shape{3})},
-                    {"b", Array::from_vector(std::vector<double>{0.25}, Shape{1})}};
+  const Tree params = linear_params();
   const Array x = random_f64(Shape{4, 3}, 31);
   const auto loss = [](const Tree& p, const Array& v) {
     return sum(square(matmul(v, p["w"].array()) + p["b"].array()));
@@ -316,8 +323,7 @@ TEST_CASE("value_and_grad and grad, typed: a function of Trees and Arrays, diffe
 
 TEST_CASE("vjp, typed: f(Tree, Array) gives its value and a backward function returning a tuple "
           "of cotangents of the arguments' types") {
-  const Tree params{{"w", Array::from_vector(std::vector<double>{0.5, -1.0, 2.0}, Shape{3})},
-                    {"b", Array::from_vector(std::vector<double>{0.25}, Shape{1})}};
+  const Tree params = linear_params();
   const Array x = random_f64(Shape{4, 3}, 32);
   const auto f = [](const Tree& p, const Array& v) {
     return tanh(matmul(v, p["w"].array()) + p["b"].array());

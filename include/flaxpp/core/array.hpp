@@ -84,6 +84,9 @@ class Array {
 
   // The same values on another device (the same array when already there).
   Array to(Device device) const;
+  // A new buffer on the same device holding the same elements (jnp.copy), queued after the
+  // work that writes this array.
+  Array copy() const;
   // The values copied to host memory; T must match dtype() exactly.
   template <class T>
   std::vector<T> to_vector() const;

@@ -8,6 +8,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -65,6 +66,27 @@ class Tree {
   Array leaf_;
   std::vector<std::pair<std::string, Tree>> items_;  // sorted by key when a dict
 };
+
+namespace detail {
+// For the typed transforms (jit, value_and_grad, vjp over Arrays and Trees): an argument of
+// type X (Array or Tree) from its tree, and one of like's structure from `leaves`.
+template <class X>
+X tree_as(const Tree& t) {
+  if constexpr (std::is_same_v<X, Array>) {
+    return t.array();
+  } else {
+    return t;
+  }
+}
+template <class X>
+X with_leaves_like(const X& like, std::span<const Array> leaves) {
+  if constexpr (std::is_same_v<X, Array>) {
+    return leaves[0];
+  } else {
+    return like.with_leaves(leaves);
+  }
+}
+}  // namespace detail
 
 // jax.tree.map over the leaves of one tree, or of several trees of the same structure.
 Tree tree_map(const Tree& tree, const std::function<Array(const Array&)>& fn);

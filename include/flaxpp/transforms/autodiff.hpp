@@ -55,44 +55,30 @@ template <class F, class... Xs>
            ((std::is_same_v<Xs, Array> || std::is_same_v<Xs, Tree>) && ...))
 auto vjp(F f, const Xs&... xs) {
   const std::tuple<Xs...> structures{xs...};
-  std::vector<std::size_t> counts{Tree(xs).leaves().size()...};
+  const std::vector<std::size_t> counts{Tree(xs).leaves().size()...};
   std::vector<Array> primals;
   (..., [&](const Tree& t) {
     for (Array& a : t.leaves())
       primals.push_back(std::move(a));
   }(Tree(xs)));
-  const ArrayFn flat = [f, structures, counts](std::span<const Array> in) {
+  // The arguments of f rebuilt from flat leaves: counts[i] of them for argument i.
+  const auto unflatten = [structures, counts](std::span<const Array> leaves) {
     std::size_t next = 0;
-    const auto rebuild = [&]<class X>(const X& like, std::size_t count) {
-      const std::span<const Array> leaves = in.subspan(next, count);
+    const auto one = [&]<class X>(const X& like, std::size_t count) {
+      const std::span<const Array> mine = leaves.subspan(next, count);
       next += count;
-      if constexpr (std::is_same_v<X, Array>) {
-        return leaves[0];
-      } else {
-        return like.with_leaves(leaves);
-      }
+      return detail::with_leaves_like(like, mine);
     };
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      const std::tuple<Xs...> args{rebuild(std::get<I>(structures), counts[I])...};
-      return std::vector<Array>{Array(f(std::get<I>(args)...))};
+      return std::tuple<Xs...>{one(std::get<I>(structures), counts[I])...};
     }(std::index_sequence_for<Xs...>{});
   };
+  const ArrayFn flat = [f, unflatten](std::span<const Array> in) {
+    return std::vector<Array>{Array(std::apply(f, unflatten(in)))};
+  };
   VjpResult r = vjp(flat, primals);
-  auto back = [backward = r.backward, structures, counts](const Array& ct) {
-    const std::vector<Array> cts = backward(std::span<const Array>(&ct, 1));
-    std::size_t next = 0;
-    const auto rebuild = [&]<class X>(const X& like, std::size_t count) {
-      const std::span<const Array> leaves = std::span<const Array>(cts).subspan(next, count);
-      next += count;
-      if constexpr (std::is_same_v<X, Array>) {
-        return leaves[0];
-      } else {
-        return like.with_leaves(leaves);
-      }
-    };
-    return [&]<std::size_t... I>(std::index_sequence<I...>) {
-      return std::tuple<Xs...>{rebuild(std::get<I>(structures), counts[I])...};
-    }(std::index_sequence_for<Xs...>{});
+  auto back = [backward = r.backward, unflatten](const Array& ct) {
+    return unflatten(backward(std::span<const Array>(&ct, 1)));
   };
   return std::pair{std::move(r.outputs[0]), std::move(back)};
 }
@@ -150,18 +136,6 @@ struct ValueAndGrad {
 ValueAndGrad value_and_grad(const TreeLossFn& f, std::span<const Tree> args,
                             std::span<const int> argnums);
 
-namespace detail {
-// An argument as a typed function takes it.
-template <class X>
-X tree_as(const Tree& t) {
-  if constexpr (std::is_same_v<X, Array>) {
-    return t.array();
-  } else {
-    return t;
-  }
-}
-}  // namespace detail
-
 // The typed forms, returning callables as JAX does: a function of Arrays and Trees returning a
 // scalar loss, differentiated with respect to its first argument (JAX's argnums=0); the
 // gradient has that argument's type:
@@ -184,11 +158,7 @@ auto value_and_grad(F f) {
           }(std::index_sequence_for<Xs...>{});
         },
         args, argnums);
-    if constexpr (std::is_same_v<X0, Tree>) {
-      return std::pair<Array, Tree>{std::move(r.value), std::move(r.grads[0])};
-    } else {
-      return std::pair<Array, Array>{std::move(r.value), r.grads[0].array()};
-    }
+    return std::pair<Array, X0>{std::move(r.value), detail::tree_as<X0>(r.grads[0])};
   };
 }
 

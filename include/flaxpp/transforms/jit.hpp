@@ -71,6 +71,8 @@ class CompiledStep {
 
  private:
   friend class Jitted;
+  // operator() once the arguments are known to have the traced signature.
+  std::vector<Tree> run(std::vector<Tree> args) const;
   std::vector<Tree> assemble(std::vector<Array> results) const;
   explicit CompiledStep(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
@@ -145,16 +147,6 @@ class TypedJitted {
     std::map<std::type_index, Jitted> by_types;
   };
 
-  // An argument as the function takes it.
-  template <class X>
-  static X as(const Tree& t) {
-    if constexpr (std::is_same_v<X, Array>) {
-      return t.array();
-    } else {
-      return t;
-    }
-  }
-
   template <class... Xs>
   Jitted jitted() const {
     std::lock_guard lock(state_->mutex);
@@ -162,7 +154,7 @@ class TypedJitted {
     if (auto it = state_->by_types.find(key); it != state_->by_types.end()) return it->second;
     TreeFn body = [f = f_](std::span<const Tree> a) {
       return [&]<std::size_t... I>(std::index_sequence<I...>) {
-        auto r = f(as<Xs>(a[I])...);
+        auto r = f(detail::tree_as<Xs>(a[I])...);
         if constexpr (std::is_same_v<decltype(r), std::vector<Tree>>) {
           return r;
         } else {
