@@ -5,8 +5,8 @@
 //   kNum, kFp, kAny                      the dtype families of numeric, floating and any ops
 //   kName                                its name in errors ("CPU", "CUDA")
 //   binary<kAllowed, Op>, select_n, convert_element_type,
-//   reduce_sum, reduce_max, dot_general, layer_norm, layer_norm_dx, layer_norm_dscale,
-//   iota, take, scatter_add              EvalFns
+//   reduce_sum, reduce_max, dot_general, dot_general_bias, layer_norm, layer_norm_dx,
+//   layer_norm_dscale, iota, take, scatter_add   EvalFns
 //   fused_elementwise(prim, inputs, params, out_avals)  its several results
 //   gather(prim, x, copy, out)           the result of a StridedCopy of x
 //   map_unary<kAllowed>(prim, x, out, op)  out[i] = op(x[i]) (the unary families, integer_pow)
@@ -107,6 +107,7 @@ const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
       {&lax::reshape_p, reshape<B>},
       {&lax::transpose_p, transpose<B>},
       {&lax::dot_general_p, B::dot_general},
+      {&lax::dot_general_bias_p, B::dot_general_bias},
       {&lax::layer_norm_p, B::layer_norm},
       {&lax::layer_norm_dx_p, B::layer_norm_dx},
       {&lax::layer_norm_dscale_p, B::layer_norm_dscale},

@@ -192,6 +192,19 @@ int Fuser::run() {
           break;
         }
       }
+      // A comparison of a value an earlier cluster reads too (relu's mask of a product that
+      // its max reads) joins that cluster: its bool is then taken where the value is made and
+      // the value need not live on to the mask's readers (a remat'd backward pass's
+      // select_n), as when the comparison joins its operand's producer.
+      if (joined < 0 && is_comparison(*op_of(e.prim)))
+        for (const Atom& a : e.inputs) {
+          if (a.is_literal() || joined >= 0) continue;
+          for (const std::size_t k : consumers_[static_cast<std::size_t>(a.var)])
+            if (k < i && cluster_of[k] >= 0 && can_join(cluster_of[k])) {
+              joined = cluster_of[k];
+              break;
+            }
+        }
     }
     if (joined < 0) {
       joined = static_cast<std::ptrdiff_t>(clusters.size());

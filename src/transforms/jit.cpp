@@ -309,6 +309,7 @@ struct Jitted::State {
     pass([&] { ir::inline_calls(g, checkpoint_p, "jaxpr"); });
     pass([&] { ir::inline_calls(g, custom_vjp_call_p, "call"); });
     pass([&] { ir::dce(g); });
+    if (options.fuse_dot_bias) pass([&] { ir::fuse_dot_bias(g); });
     if (options.fuse_elementwise) {
       pass([&] { ir::fuse_elementwise(g); });
       pass([&] { ir::dce(g); });  // scalars' broadcasts the fused programs no longer read

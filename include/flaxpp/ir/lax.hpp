@@ -47,6 +47,12 @@ extern const ir::Primitive convert_element_type_p;
 // Param "dimension_numbers" (DotDimensionNumbers) and optional "preferred_element_type".
 // Result dims: batch dims (lhs order), then lhs free dims, then rhs free dims.
 extern const ir::Primitive dot_general_p;
+// dot_general(lhs, rhs) + bias for a float32/float64 product without batch dims, the bias of
+// the rhs free axes' shape added along them (broadcast over the lhs free axes). Made only by
+// jit's fuse_dot_bias pass (ir/passes.hpp), so that a GPU adds the bias in the product's
+// cuBLASLt epilogue and the CPU in one pass over the fresh product; the same bits as the
+// product and the add. No VJP.
+extern const ir::Primitive dot_general_bias_p;
 // Identity whose gradient is zero.
 extern const ir::Primitive stop_gradient_p;
 // checkpoint_name's primitive: identity tagging its value with param "name" for remat policies.

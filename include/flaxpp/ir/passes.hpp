@@ -40,6 +40,15 @@ int inline_calls(Graph& graph, const Primitive& prim, const std::string& body);
 // how many fused equations it made.
 int fuse_elementwise(Graph& graph);
 
+// Turns each float32/float64 dot_general without batch dims whose one reader adds a bias
+// broadcast along its rhs free axes (nn.Dense's kernel product and bias) into
+// dot_general_bias: the bias in cuBLASLt's epilogue on a GPU, one pass over the fresh product
+// on the CPU, the same bits. A product and its recomputation under remat (the same operands
+// and params) are both fused or neither. Run it before fuse_elementwise, which would take the
+// add. Returns how many it fused; each fused equation's param "fused_eqns" counts the
+// equations it replaced.
+int fuse_dot_bias(Graph& graph);
+
 // How many primitives running `graph` executes, and how many it would without
 // fuse_elementwise (each fused equation counted as the equations it replaced).
 struct OpCounts {

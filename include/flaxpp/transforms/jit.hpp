@@ -45,6 +45,9 @@ struct JitOptions {
   // Chains of elementwise operations become one fused_elementwise pass each (ir/passes.hpp's
   // fuse_elementwise; the same bits). Off: every primitive runs on its own.
   bool fuse_elementwise = true;
+  // A product's bias add joins the product (ir/passes.hpp's fuse_dot_bias: cuBLASLt's bias
+  // epilogue on a GPU, one pass over the fresh product on the CPU; the same bits).
+  bool fuse_dot_bias = true;
 };
 
 // A function of trees; an Array argument or result is a one-leaf Tree.

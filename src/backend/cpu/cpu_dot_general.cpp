@@ -1,11 +1,13 @@
 // CPU evaluation of dot_general through BLAS (sgemm/dgemm, one call per batch element) for
-// any dimension numbers. f32 accumulates in f32, as JAX's CPU backend does.
+// any dimension numbers. f32 accumulates in f32, as JAX's CPU backend does. dot_general_bias
+// adds its bias to the fresh product.
 #include <algorithm>
 #include <climits>
 
 #include "backend/cpu/cpu_blas.hpp"
 #include "backend/cpu/cpu_eval_impl.hpp"
 #include "flaxpp/core/error.hpp"
+#include "kernels/elementwise.hpp"
 
 namespace flaxpp::cpu {
 namespace {
@@ -77,6 +79,24 @@ Array Families::dot_general(const ir::Primitive& prim, std::span<const Array> in
   const auto& dn = params.get<ir::DotDimensionNumbers>("dimension_numbers");
   return visit_dtype<kFloat>(
       prim, lhs.dtype(), [&]<class T>(TypeTag<T>) { return dot_general_t<T>(lhs, rhs, dn, out); });
+}
+
+// The product, then the bias added to each of its rows in place while the product is fresh
+// (the add's functor, so the bits of dot_general and add): no broadcast bias is made.
+Array Families::dot_general_bias(const ir::Primitive& prim, std::span<const Array> inputs,
+                                 const ir::Params& params, const AVal& out) {
+  const Array product = dot_general(prim, inputs.first(2), params, out);
+  const Array& bias = inputs[2];
+  visit_dtype<kFloat, void>(prim, product.dtype(), [&]<class T>(TypeTag<T>) {
+    T* y = const_cast<T*>(in_data<T>(product));  // fresh: held by nothing else
+    const T* b = in_data<T>(bias);
+    const std::int64_t n = bias.size();
+    const std::int64_t rows = n == 0 ? 0 : product.size() / n;
+    for (std::int64_t r = 0; r < rows; ++r, y += n)
+      for (std::int64_t j = 0; j < n; ++j)
+        y[j] = kernels::Add{}(y[j], b[j]);
+  });
+  return product;
 }
 
 }  // namespace flaxpp::cpu

@@ -46,8 +46,9 @@ void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::
                     void* out);
 
 // The CPU's evaluation families (eval_table.hpp): the elementwise ones in cpu_eval.cpp,
-// gather in cpu_layout.cpp, reductions in cpu_reduce.cpp, dot_general in cpu_dot_general.cpp,
-// LayerNorm in cpu_layer_norm.cpp, the index primitives in cpu_indexing.cpp.
+// gather in cpu_layout.cpp, reductions in cpu_reduce.cpp, dot_general and dot_general_bias in
+// cpu_dot_general.cpp, LayerNorm in cpu_layer_norm.cpp, the index primitives in
+// cpu_indexing.cpp.
 struct Families {
   static constexpr unsigned kNum = kNumeric, kFp = kFloat, kAny = kAll;
   static constexpr const char* kName = "CPU";
@@ -67,6 +68,8 @@ struct Families {
                           const ir::Params& params, const AVal& out);
   static Array dot_general(const ir::Primitive& prim, std::span<const Array> in,
                            const ir::Params& params, const AVal& out);
+  static Array dot_general_bias(const ir::Primitive& prim, std::span<const Array> in,
+                                const ir::Params& params, const AVal& out);
   static Array layer_norm(const ir::Primitive& prim, std::span<const Array> in,
                           const ir::Params& params, const AVal& out);
   static Array layer_norm_dx(const ir::Primitive& prim, std::span<const Array> in,

@@ -44,6 +44,11 @@ class CudaBackend final : public Backend {
   // This device's cuBLAS handle, bound to stream() with its own workspace; created on first
   // use, which cannot be inside a recording.
   cublasHandle_t blas();
+  // The workspace blas() set (kBlasWorkspaceBytes), which cuBLASLt calls take explicitly.
+  void* blas_workspace() {
+    blas();
+    return blas_workspace_;
+  }
   // Orders work queued next on stream() after any side-stream copy still reading or writing
   // `ptr`: call it before writing an existing buffer in place (a donated operand).
   void before_write(const void* ptr) const { wait_for_copy(ptr); }

@@ -2,14 +2,20 @@
 // dimension numbers, planned by layout_plan.hpp's plan_dot exactly as on the CPU. float32 is
 // true float32 unless the equation's precision parameter opts into TF32; float64 in float64;
 // bf16/f16 operands accumulate in float32 and give bf16/f16 or, with
-// preferred_element_type=f32, float32 results.
+// preferred_element_type=f32, float32 results. dot_general_bias adds its bias in cuBLASLt's
+// epilogue (CUBLASLT_EPILOGUE_BIAS), or after the product where cuBLASLt has no algorithm
+// for it.
+#include <cublasLt.h>
+
 #include <climits>
+#include <memory>
 
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_eval_impl.hpp"
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/core/precision.hpp"
 #include "flaxpp/ir/lax.hpp"
+#include "kernels/add_bias.hpp"
 
 namespace flaxpp::cuda {
 namespace {
@@ -52,10 +58,106 @@ DeviceMatrices as_matrices(const Array& x, const backend_impl::MatrixOperand& pl
   return {data, std::move(storage)};
 }
 
-}  // namespace
 
-Array Families::dot_general(const ir::Primitive& prim, std::span<const Array> inputs,
-                            const ir::Params& params, const AVal& out) {
+// Owners of cuBLASLt's descriptors.
+struct LtDeleter {
+  void operator()(cublasLtMatmulDescOpaque_t* p) const { (void)cublasLtMatmulDescDestroy(p); }
+  void operator()(cublasLtMatrixLayoutOpaque_t* p) const { (void)cublasLtMatrixLayoutDestroy(p); }
+  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const {
+    (void)cublasLtMatmulPreferenceDestroy(p);
+  }
+};
+template <class T>
+using LtOwned = std::unique_ptr<T, LtDeleter>;
+
+LtOwned<cublasLtMatrixLayoutOpaque_t> lt_layout(cudaDataType_t type, bool transposed,
+                                                std::int64_t rows, std::int64_t cols,
+                                                std::int64_t ld) {
+  cublasLtMatrixLayout_t layout = nullptr;
+  // A transposed operand is stored (cols, rows), column-major.
+  FLAXPP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(
+      &layout, type, static_cast<std::uint64_t>(transposed ? cols : rows),
+      static_cast<std::uint64_t>(transposed ? rows : cols), ld));
+  return LtOwned<cublasLtMatrixLayoutOpaque_t>(layout);
+}
+
+// The largest power of two (up to 256) that divides `p`'s address: what cuBLASLt's heuristic
+// may assume of a pointer (its default assumption, 256, would pick algorithms a less aligned
+// pointer fails).
+std::uint32_t alignment_of(const void* p) {
+  const auto a = reinterpret_cast<std::uintptr_t>(p);
+  std::uint32_t align = 256;
+  while (align > 1 && a % align != 0)
+    align /= 2;
+  return align;
+}
+
+// d = op(first) op(second) + bias as one cuBLASLt matmul with the BIAS epilogue: the bias has
+// one element per row of the column-major d (per rhs free element of the row-major product),
+// added in the compute type before d is stored. False, with nothing queued, when cuBLASLt has
+// no algorithm for it.
+bool matmul_bias_epilogue(CudaBackend& gpu, const backend_impl::ColumnMajorGemm& g,
+                          cudaDataType_t type, cublasComputeType_t compute, const void* first,
+                          const void* second, const void* bias, void* d) {
+  const bool f64 = type == CUDA_R_64F;
+  const cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
+  cublasLtMatmulDesc_t raw_desc = nullptr;
+  FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw_desc, compute, scale));
+  const LtOwned<cublasLtMatmulDescOpaque_t> desc(raw_desc);
+  const cublasOperation_t op_first = g.transpose_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = g.transpose_second ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+  FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA,
+                                                     &op_first, sizeof op_first));
+  FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB,
+                                                     &op_second, sizeof op_second));
+  FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE,
+                                                     &epilogue, sizeof epilogue));
+  FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                     &bias, sizeof bias));
+  const auto a = lt_layout(type, g.transpose_first, g.m, g.k, g.ld_first);
+  const auto b = lt_layout(type, g.transpose_second, g.k, g.n, g.ld_second);
+  const auto c = lt_layout(type, false, g.m, g.n, g.ld_out);
+
+  cublasLtMatmulPreference_t raw_pref = nullptr;
+  FLAXPP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
+  const LtOwned<cublasLtMatmulPreferenceOpaque_t> pref(raw_pref);
+  const std::size_t workspace_bytes = CudaBackend::kBlasWorkspaceBytes;
+  FLAXPP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
+      sizeof workspace_bytes));
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> aligned[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, first},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, second},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, d},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, d}};
+  for (const auto& [attribute, pointer] : aligned) {
+    const std::uint32_t align = alignment_of(pointer);
+    FLAXPP_CUBLAS_CHECK(
+        cublasLtMatmulPreferenceSetAttribute(pref.get(), attribute, &align, sizeof align));
+  }
+  // A cuBLAS handle is a cuBLASLt handle (cuBLAS's documentation), bound to the same stream.
+  const auto lt = reinterpret_cast<cublasLtHandle_t>(gpu.blas());
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+      lt, desc.get(), a.get(), b.get(), c.get(), c.get(), pref.get(), 1, &heuristic, &found);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0))
+    return false;
+  FLAXPP_CUBLAS_CHECK(status);
+  const float alpha_f = 1.0f, beta_f = 0.0f;
+  const double alpha_d = 1.0, beta_d = 0.0;
+  const void* alpha = f64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
+  const void* beta = f64 ? static_cast<const void*>(&beta_d) : &beta_f;
+  FLAXPP_CUBLAS_CHECK(cublasLtMatmul(lt, desc.get(), alpha, first, a.get(), second, b.get(), beta,
+                                     d, c.get(), d, c.get(), &heuristic.algo,
+                                     gpu.blas_workspace(), workspace_bytes, gpu.stream()));
+  return true;
+}
+
+// dot_general, and with `bias` dot_general_bias.
+Array product(const ir::Primitive& prim, std::span<const Array> inputs, const ir::Params& params,
+              const AVal& out, const Array* bias) {
   const Array& lhs = inputs[0];
   const Array& rhs = inputs[1];
   const DType in_dtype = lhs.dtype();
@@ -74,9 +176,22 @@ Array Families::dot_general(const ir::Primitive& prim, std::span<const Array> in
   CudaBackend& gpu = backend_of(lhs);
   const Output o(out, lhs.device());
   if (p.batch * p.m * p.n == 0) return o.array();
+  // The bias where cuBLASLt's epilogue did not take it (its shape rule made it float32 or
+  // float64, one element per column of the (m, n) row-major product).
+  const auto add_bias = [&] {
+    if (bias == nullptr) return;
+    const cudaError_t launched =
+        out.dtype == DType::f64
+            ? kernels::launch_add_bias(o.data<double>(), in_data<double>(*bias), p.m, p.n,
+                                       gpu.stream())
+            : kernels::launch_add_bias(o.data<float>(), in_data<float>(*bias), p.m, p.n,
+                                       gpu.stream());
+    check_launch(launched, prim.name().c_str());
+  };
   if (p.k == 0) {  // an empty sum: zeros (all-zero bytes in every float type)
     FLAXPP_CUDA_CHECK(cudaMemsetAsync(o.data<void>(), 0,
                                       static_cast<std::size_t>(o.array().nbytes()), gpu.stream()));
+    add_bias();
     return o.array();
   }
   const DeviceMatrices a = as_matrices(lhs, p.lhs);  // (batch, m, k)
@@ -94,6 +209,11 @@ Array Families::dot_general(const ir::Primitive& prim, std::span<const Array> in
                   ? CUBLAS_COMPUTE_32F_FAST_TF32
                   : CUBLAS_COMPUTE_32F;
   }
+  if (bias != nullptr && g.batch == 1 &&
+      matmul_bias_epilogue(gpu, g, in_type, compute, b.data, a.data, bias->buffer().data(),
+                           o.data<void>()))
+    return o.array();
+
   const float alpha_f = 1.0f, beta_f = 0.0f;
   const double alpha_d = 1.0, beta_d = 0.0;
   const bool f64 = in_dtype == DType::f64;
@@ -106,7 +226,20 @@ Array Families::dot_general(const ir::Primitive& prim, std::span<const Array> in
       blas_int(g.k), alpha, b.data, in_type, blas_int(g.ld_first), g.stride_first, a.data, in_type,
       blas_int(g.ld_second), g.stride_second, beta, o.data<void>(), out_type, blas_int(g.ld_out),
       g.stride_out, blas_int(g.batch), compute, CUBLAS_GEMM_DEFAULT));
+  add_bias();
   return o.array();  // permuted operands are freed in stream order, after the product
+}
+
+}  // namespace
+
+Array Families::dot_general(const ir::Primitive& prim, std::span<const Array> inputs,
+                            const ir::Params& params, const AVal& out) {
+  return product(prim, inputs, params, out, nullptr);
+}
+
+Array Families::dot_general_bias(const ir::Primitive& prim, std::span<const Array> inputs,
+                                 const ir::Params& params, const AVal& out) {
+  return product(prim, inputs.first(2), params, out, &inputs[2]);
 }
 
 }  // namespace flaxpp::cuda

@@ -54,8 +54,8 @@ void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::
 
 // The CUDA backend's evaluation families (eval_table.hpp), bf16 and f16 accepted throughout:
 // the elementwise ones in cuda_eval.cu, gather in cuda_layout.cu, reductions in cuda_reduce.cu,
-// dot_general in cuda_dot_general.cpp, LayerNorm in cuda_layer_norm.cu, the index primitives
-// in cuda_indexing.cu.
+// dot_general and dot_general_bias in cuda_dot_general.cpp, LayerNorm in cuda_layer_norm.cu,
+// the index primitives in cuda_indexing.cu.
 struct Families {
   static constexpr unsigned kNum = kNumeric | kHalf, kFp = kFloat | kHalf, kAny = kAll | kHalf;
   static constexpr const char* kName = "CUDA";
@@ -75,6 +75,8 @@ struct Families {
                           const ir::Params& params, const AVal& out);
   static Array dot_general(const ir::Primitive& prim, std::span<const Array> in,
                            const ir::Params& params, const AVal& out);
+  static Array dot_general_bias(const ir::Primitive& prim, std::span<const Array> in,
+                                const ir::Params& params, const AVal& out);
   static Array layer_norm(const ir::Primitive& prim, std::span<const Array> in,
                           const ir::Params& params, const AVal& out);
   static Array layer_norm_dx(const ir::Primitive& prim, std::span<const Array> in,

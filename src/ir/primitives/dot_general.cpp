@@ -154,6 +154,34 @@ const ir::Primitive dot_general_p("dot_general", dot_general_rule, [](const ir::
                             transpose_lhs(g, y.aval(), xg, precision, swapped, true, preferred)};
 });
 
+namespace {
+
+// dot_general_bias: the product with its bias added, as fuse_dot_bias makes it from a
+// dot_general and the add of a bias broadcast over the product's leading axes.
+std::vector<AVal> dot_general_bias_rule(std::span<const AVal> in, const ir::Params& p) {
+  const char* const name = "dot_general_bias";
+  rules::expect_arity(name, in, 3);
+  std::vector<AVal> out = dot_general_rule(in.first(2), p);
+  const auto& d = p.get<DotDimensionNumbers>("dimension_numbers");
+  if (!d.lhs_batch.empty())
+    rules::fail(name, "takes a product without batch dimensions (one matrix product)");
+  // A 16-bit product rounds before its bias is added; fused, it would round once.
+  if (out[0].dtype != DType::f32 && out[0].dtype != DType::f64)
+    rules::fail(name, detail::str("takes float32 or float64 products, got ", out[0]));
+  const AVal& bias = in[2];
+  const std::int64_t free = in[1].shape.rank() - static_cast<std::int64_t>(d.rhs_contracting.size());
+  const auto& dims = out[0].shape.dims();
+  const Shape expected(std::vector<std::int64_t>(dims.end() - free, dims.end()));
+  if (bias.dtype != out[0].dtype || bias.shape != expected)
+    rules::fail(name, detail::str("the bias must be ", AVal{expected, out[0].dtype},
+                                  " (the product's rhs free axes), got ", bias));
+  return out;
+}
+
+}  // namespace
+
+const ir::Primitive dot_general_bias_p("dot_general_bias", dot_general_bias_rule);
+
 MatmulPrecision dot_precision(const ir::Params& params) {
   return params.has("precision") ? matmul_precision_from_name(params.get<std::string>("precision"))
                                  : MatmulPrecision::float32;
