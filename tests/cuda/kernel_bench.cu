@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/add_bias.hpp"
 #include "kernels/elementwise.hpp"
 #include "kernels/elementwise_kernels.cuh"
 #include "kernels/fill.hpp"
@@ -148,6 +149,22 @@ void elementwise(std::int64_t big) {
                 [&](cudaStream_t s) { return k::launch_unary(k::Exp{}, bx.p, bo.p, big, s); });
     time_launch("convert f32->bf16", std::to_string(big), 6.0 * big,
                 [&](cudaStream_t s) { return k::launch_convert(bx.p, bh.p, big, s); });
+  }
+  {  // a product's bias added to each row in place
+    const std::int64_t rows = 30, n = 37;
+    const std::vector<float> a = values(rows * n, 4), b = values(n, 5);
+    Device<float> y(a), bias(b);
+    check_cuda(k::launch_add_bias(y.p, bias.p, rows, n, nullptr), "add_bias");
+    std::vector<float> want(a.size());
+    for (std::int64_t i = 0; i < rows * n; ++i)
+      want[static_cast<std::size_t>(i)] = a[static_cast<std::size_t>(i)] + b[static_cast<std::size_t>(i % n)];
+    expect_close("add_bias", y.host(), want, 0);
+    const std::int64_t width = 1024;
+    Device<float> by(big), bb(width);
+    time_launch("add_bias f32", std::to_string(big / width) + "x" + std::to_string(width),
+                8.0 * big, [&](cudaStream_t s) {
+                  return k::launch_add_bias(by.p, bb.p, big / width, width, s);
+                });
   }
 }
 
