@@ -28,6 +28,7 @@ struct FusedLaunch {
   const S* scalars[kFusedMaxScalars];
   std::uint8_t outputs[ir::ElementwiseProgram::kMaxRegisters];
   int num_code, num_scalars, num_inputs, num_constants, num_outputs, num_groups;
+  std::uint32_t masks;  // bit k: input k is a bool array (its pointer holds bytes), read as 1 or 0
   std::int64_t offsets[kFusedMaxGroups + 1];  // group g's elements are [offsets[g], offsets[g+1])
   const S* in[kFusedMaxPointers];             // group g's inputs at g * num_inputs
   S* out[kFusedMaxPointers];                  // group g's outputs at g * num_outputs
@@ -59,8 +60,12 @@ __global__ void fused_elementwise_kernel(const __grid_constant__ FusedLaunch<S> 
     while (e >= p.offsets[g + 1])
       ++g;  // the stride only moves forward, so the group does too
     const std::int64_t i = e - p.offsets[g];
-    for (int k = 0; k < p.num_inputs; ++k)
-      r[p.num_scalars + k] = static_cast<C>(p.in[g * p.num_inputs + k][i]);
+    for (int k = 0; k < p.num_inputs; ++k) {
+      const S* in = p.in[g * p.num_inputs + k];
+      r[p.num_scalars + k] = (p.masks >> k & 1u) != 0
+                                 ? (reinterpret_cast<const std::uint8_t*>(in)[i] != 0 ? C(1) : C(0))
+                                 : static_cast<C>(in[i]);
+    }
     for (int k = 0; k < p.num_code; ++k) {
       const ir::ElementwiseProgram::Instr& in = p.code[k];
       visit_instr(in.op, in.y,

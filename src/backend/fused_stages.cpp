@@ -39,7 +39,7 @@ std::vector<Array> run_in_stages(const ir::ElementwiseProgram& program,
         stage_in.push_back(src.made ? made[g].at(static_cast<std::size_t>(src.index))
                                     : groups[g * num_inputs + static_cast<std::size_t>(src.index)]);
       stage_out.insert(stage_out.end(), stage.program->outputs.size(),
-                       groups[g * num_inputs].aval());
+                       AVal{groups[g * num_inputs].shape(), out[0].dtype});
     }
     const std::vector<Array> results = run(*stage.program, stage_in, stage_out);
     const std::size_t per_group = stage.program->outputs.size();

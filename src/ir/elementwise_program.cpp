@@ -84,7 +84,9 @@ int ElementwiseProgram::arity(Op op) {
 std::vector<int> ElementwiseProgram::donations(const std::vector<bool>& free) const {
   std::vector<int> from(outputs.size(), -1);
   std::vector<bool> taken(free.size(), false);
-  const auto available = [&](std::size_t j) { return !taken[j] && free[j]; };
+  const auto available = [&](std::size_t j) {
+    return !taken[j] && free[j] && !is_mask(static_cast<int>(j));
+  };
   for (std::size_t k = 0; k < aliases.size() && k < from.size(); ++k)
     if (const int j = aliases[k]; j >= 0 && available(static_cast<std::size_t>(j))) {
       from[k] = j;
@@ -103,7 +105,18 @@ std::vector<int> ElementwiseProgram::donations(const std::vector<bool>& free) co
 }
 
 std::string ElementwiseProgram::str() const {
-  std::string out = detail::str("{scalars=", num_scalars, " inputs=", num_inputs, " constants=(");
+  std::string out = detail::str("{scalars=", num_scalars, " inputs=", num_inputs);
+  if (!masks.empty()) {
+    out += " masks=(";
+    bool first = true;
+    for (int i = 0; i < num_inputs; ++i)
+      if (is_mask(i)) {
+        out += detail::str(first ? "" : ", ", i);
+        first = false;
+      }
+    out += ")";
+  }
+  out += " constants=(";
   for (std::size_t i = 0; i < constants.size(); ++i)
     out += detail::str(i ? ", " : "", constants[i]);
   out += ")";
@@ -134,6 +147,11 @@ void ElementwiseProgram::validate() const {
     fail(detail::str(outputs.size(), " outputs; a program has at most ", kMaxRegisters));
   for (const std::uint8_t r : outputs)
     if (r >= num_registers) fail(detail::str("output register r", int(r), " does not exist"));
+  if (!masks.empty() && masks.size() != static_cast<std::size_t>(num_inputs))
+    fail(detail::str(masks.size(), " mask flags for ", num_inputs, " inputs"));
+  for (std::size_t k = 0; k < aliases.size(); ++k)
+    if (is_mask(aliases[k]))
+      fail(detail::str("output ", k, " aliases mask operand ", int(aliases[k])));
   if (!aliases.empty() && aliases.size() != outputs.size())
     fail(detail::str(aliases.size(), " aliases for ", outputs.size(), " outputs"));
   for (std::size_t k = 0; k < aliases.size(); ++k) {
@@ -176,6 +194,12 @@ ElementwiseBuilder::Value ElementwiseBuilder::scalar() {
 }
 
 ElementwiseBuilder::Value ElementwiseBuilder::input() {
+  masks_.push_back(false);
+  return add_node({.kind = Kind::input, .index = num_inputs_++});
+}
+
+ElementwiseBuilder::Value ElementwiseBuilder::mask_input() {
+  masks_.push_back(true);
   return add_node({.kind = Kind::input, .index = num_inputs_++});
 }
 
@@ -206,7 +230,7 @@ int ElementwiseBuilder::output(Value v, Value in_place_of) {
   std::int8_t alias = -1;
   if (in_place_of.valid()) {
     const Node& n = nodes_[static_cast<std::size_t>(check(in_place_of))];
-    if (n.kind != Kind::input)
+    if (n.kind != Kind::input || masks_[static_cast<std::size_t>(n.index)])
       throw ValueError("an elementwise program result can replace an input() only");
     alias = static_cast<std::int8_t>(n.index);
     if (std::find(aliases_.begin(), aliases_.end(), alias) != aliases_.end())
@@ -293,6 +317,7 @@ std::shared_ptr<const ElementwiseProgram> ElementwiseBuilder::finish() const {
     program->outputs.push_back(static_cast<std::uint8_t>(reg[static_cast<std::size_t>(o)]));
   if (std::any_of(aliases_.begin(), aliases_.end(), [](std::int8_t a) { return a >= 0; }))
     program->aliases = aliases_;
+  if (std::find(masks_.begin(), masks_.end(), true) != masks_.end()) program->masks = masks_;
   program->validate();
   return program;
 }

@@ -95,7 +95,7 @@ ElementwiseStage build_stage(const ElementwiseProgram& p, const Values& v, int b
         break;
       case Val::Kind::input:
         stage.inputs.push_back({false, x.index});
-        out = b.input();
+        out = p.is_mask(x.index) ? b.mask_input() : b.input();
         break;
       case Val::Kind::constant:
         out = b.constant(p.constants[static_cast<std::size_t>(x.index)]);
@@ -136,7 +136,7 @@ ElementwiseStage build_stage(const ElementwiseProgram& p, const Values& v, int b
   // A stage of 0-d operands and constants alone still needs an array to run over.
   if (stage.inputs.empty()) {
     stage.inputs.push_back({false, 0});
-    (void)b.input();
+    (void)(p.is_mask(0) ? b.mask_input() : b.input());
   }
   stage.program = b.finish();  // a ValueError when the registers do not suffice
   made = std::move(next);

@@ -174,15 +174,21 @@ int Fuser::run() {
       }
       return true;
     };
-    // select_n and convert read a comparison's bool: only inside that comparison's cluster.
+    // select_n and convert read a bool: computed in its comparison's cluster where they can
+    // join it, else read from memory as a mask operand (relu's mask of the forward pass, read
+    // by the backward pass's select).
     const bool needs_bool = e.prim == &lax::select_n_p || e.prim == &lax::convert_element_type_p;
     std::ptrdiff_t joined = -1;
     if (needs_bool) {
       const std::ptrdiff_t p = producer_[static_cast<std::size_t>(e.inputs[0].var)];
       const std::ptrdiff_t c = p >= 0 ? cluster_of[static_cast<std::size_t>(p)] : -1;
-      if (c < 0 || !can_join(c)) continue;
-      joined = c;
-    } else {
+      if (c >= 0 && can_join(c)) {
+        joined = c;
+      } else if (g_.aval(e.inputs[0]).shape != aval->shape) {
+        continue;  // a 0-d bool from memory: no mask operand
+      }
+    }
+    if (joined < 0) {
       for (const Atom& a : e.inputs) {
         if (a.is_literal()) continue;
         const std::ptrdiff_t p = producer_[static_cast<std::size_t>(a.var)];
@@ -196,7 +202,7 @@ int Fuser::run() {
       // its max reads) joins that cluster: its bool is then taken where the value is made and
       // the value need not live on to the mask's readers (a remat'd backward pass's
       // select_n), as when the comparison joins its operand's producer.
-      if (joined < 0 && is_comparison(*op_of(e.prim)))
+      if (joined < 0 && !needs_bool && is_comparison(*op_of(e.prim)))
         for (const Atom& a : e.inputs) {
           if (a.is_literal() || joined >= 0) continue;
           for (const std::size_t k : consumers_[static_cast<std::size_t>(a.var)])
@@ -218,7 +224,6 @@ int Fuser::run() {
   std::vector<bool> drop(g_.eqns.size(), false);
   int fused = 0;
   for (const Cluster& c : clusters) {
-    if (c.eqns.size() < 2) continue;
     build(c, replaced, drop);
     fused += replaced[c.first].prim != nullptr ? 1 : 0;
   }
@@ -263,9 +268,15 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
   ElementwiseBuilder b;
   std::map<VarId, EValue> value;
   std::vector<Atom> scalars, inputs;
-  const auto operand = [&](const Atom& given) -> EValue {
+  bool floating_input = false;
+  std::vector<VarId> absorbed;  // broadcasts of 0-d values the program reads as those values
+  // An operand's value: computed in the cluster, or read (a bool from memory as a mask).
+  const auto operand = [&](const Atom& given, bool bool_value = false) -> EValue {
     if (!given.is_literal() && value.count(given.var) != 0) return value.at(given.var);
     const Atom a = through_broadcast(given);
+    if (!given.is_literal() && (a.is_literal() || a.var != given.var) &&
+        std::find(absorbed.begin(), absorbed.end(), given.var) == absorbed.end())
+      absorbed.push_back(given.var);
     if (a.is_literal()) {
       const Array& lit = a.literal;
       return b.constant(lit.dtype() == DType::f32 ? static_cast<double>(lit.item<float>())
@@ -273,8 +284,9 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
     }
     if (const auto it = value.find(a.var); it != value.end()) return it->second;
     const bool scalar = g_.aval(a.var).shape.rank() == 0 && c.aval.shape.rank() != 0;
-    const EValue v = scalar ? b.scalar() : b.input();
+    const EValue v = scalar ? b.scalar() : bool_value ? b.mask_input() : b.input();
     (scalar ? scalars : inputs).push_back(a);
+    floating_input = floating_input || (!scalar && !bool_value);
     value.emplace(a.var, v);
     return v;
   };
@@ -283,9 +295,9 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
     EValue out;
     if (e.prim == &lax::select_n_p) {
       // select_n picks case1 where `which` is true.
-      out = select(operand(e.inputs[0]), operand(e.inputs[2]), operand(e.inputs[1]));
+      out = select(operand(e.inputs[0], true), operand(e.inputs[2]), operand(e.inputs[1]));
     } else if (e.prim == &lax::convert_element_type_p) {
-      out = operand(e.inputs[0]);
+      out = operand(e.inputs[0], true);
     } else {
       const Op op = *op_of(e.prim);
       const EValue x = operand(e.inputs[0]);
@@ -299,7 +311,15 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
     }
     value[e.outputs[0]] = out;
   }
-  if (inputs.empty()) return;  // a program needs one per-array operand for its shape
+  // A program needs a per-array operand for its shape, and a floating one for its dtype.
+  if (inputs.empty() || (!floating_input && scalars.empty())) return;
+  // Broadcasts the program reads through that nothing else reads: they go with the cluster.
+  const auto dropped = static_cast<std::int64_t>(
+      std::count_if(absorbed.begin(), absorbed.end(), [&](VarId v) { return !read_outside(v); }));
+  const auto replaced_eqns = static_cast<std::int64_t>(c.eqns.size()) -
+                             std::count(kept.begin(), kept.end(), true);
+  // One equation alone is worth a program only when it takes a broadcast along.
+  if (replaced_eqns < 2 && dropped == 0) return;
   for (const VarId v : outputs)
     b.output(value.at(v));
   std::shared_ptr<const ElementwiseProgram> program;
@@ -312,9 +332,7 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
   f.inputs.insert(f.inputs.end(), inputs.begin(), inputs.end());
   f.params.set("program", std::move(program));
   f.params.set("donate", true);
-  const auto replaced_eqns = static_cast<std::int64_t>(c.eqns.size()) -
-                            std::count(kept.begin(), kept.end(), true);
-  f.params.set("fused_eqns", replaced_eqns);
+  f.params.set("fused_eqns", replaced_eqns + dropped);
   replaced[c.first] = std::move(f);
   for (const std::size_t i : c.eqns)
     drop[i] = !kept[i];

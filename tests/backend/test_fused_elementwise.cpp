@@ -5,9 +5,11 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "flaxpp/core/array.hpp"
+#include "flaxpp/core/device.hpp"
 #include "flaxpp/ir/elementwise_program.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/numpy.hpp"
@@ -174,6 +176,52 @@ TEST_CASE("fused_elementwise: operands that do not fit the program are clear err
   const Array pair[] = {x, y};
   CHECK_THROWS_WITH_AS(lax::fused_elementwise(b2.finish(), {}, pair),
                        doctest::Contains("the arrays of a group must have one shape"), ValueError);
+}
+
+TEST_CASE("fused_elementwise: a mask operand (a bool array) reads as 1 or 0 and keeps its buffer") {
+  // relu's backward pass: select_n(mask, zeros, g), and the mask as a value.
+  ElementwiseBuilder b;
+  const EValue g = b.input(), mask = b.mask_input();
+  b.output(ir::select(mask, g, b.constant(0.0)));
+  b.output(mask * 2.0 + g);
+  const auto program = b.finish();
+  CHECK(program->is_mask(1));
+  CHECK(!program->is_mask(0));
+  CHECK(program->str().find("masks=(1)") != std::string::npos);
+  CHECK(program->donations({true, true}) == std::vector<int>{0, -1});  // never the mask's bytes
+  const std::vector<float> gv{1.5f, -2.0f, 3.0f, -0.5f, 7.0f};
+  const std::vector<std::uint8_t> bits{1, 0, 0, 1, 1};
+  for (const DType dtype : {DType::f32, DType::f64}) {
+    CAPTURE(dtype_name(dtype));
+    const Array garr = astype(Array::from_vector(gv, Shape{5}), dtype);
+    const Array marr = Array::from_host_bytes(bits.data(), Shape{5}, DType::bool_, default_device());
+    const Array zeros = lax::full_like(garr, 0.0);
+    const Array cases[] = {zeros, garr};
+    const Array want0 = lax::select_n(marr, cases);
+    const Array want1 = lax::convert_element_type(marr, dtype) * 2.0 + garr;
+    std::vector<Array> donated{astype(Array::from_vector(gv, Shape{5}), dtype), marr};
+    const std::vector<Array> got = lax::fused_elementwise_donated(program, {}, std::move(donated));
+    REQUIRE(got.size() == 2);
+    CHECK(got[0].dtype() == dtype);
+    CHECK(astype(got[0], DType::f64).to_vector<double>() == astype(want0, DType::f64).to_vector<double>());
+    CHECK(astype(got[1], DType::f64).to_vector<double>() == astype(want1, DType::f64).to_vector<double>());
+    // The mask is read, not written.
+    CHECK(astype(marr, DType::f32).to_vector<float>() == std::vector<float>{1, 0, 0, 1, 1});
+  }
+  // A mask must be bool; a program needs a floating operand for its dtype.
+  const Array x = Array::from_vector(std::vector<float>{1.0f, 2.0f}, Shape{2});
+  const Array two_floats[] = {x, x};
+  CHECK_THROWS_WITH_AS(lax::fused_elementwise(program, {}, two_floats),
+                       doctest::Contains("operand 1 is a mask and must be bool"), ValueError);
+  ElementwiseBuilder masks_only;
+  masks_only.output(masks_only.mask_input() * 3.0);
+  const Array m = Array::from_host_bytes(bits.data(), Shape{5}, DType::bool_, default_device());
+  CHECK_THROWS_WITH_AS(lax::fused_elementwise(masks_only.finish(), {}, std::span(&m, 1)),
+                       doctest::Contains("reads masks only"), ValueError);
+  ElementwiseBuilder aliased;
+  const EValue mi = aliased.mask_input();
+  CHECK_THROWS_WITH_AS(aliased.output(mi * 2.0, mi), doctest::Contains("can replace an input() only"),
+                       ValueError);
 }
 
 TEST_CASE("fused_elementwise_donated: results take the buffers of inputs nothing else holds") {

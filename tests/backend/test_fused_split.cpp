@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "flaxpp/core/array.hpp"
+#include "flaxpp/core/device.hpp"
 #include "flaxpp/ir/elementwise_split.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "src/backend/fused_stages.hpp"
@@ -162,4 +163,26 @@ TEST_CASE("fused_elementwise: a program over CUDA's launch limits gives the bits
   REQUIRE(program->code.size() > 256);
   check_staged_equals_whole<float>(*program, ir::split_program(*program, {64, 4}),
                                   operands<float>({Shape{7, 33}, Shape{5}}));
+}
+
+TEST_CASE("split_program: mask operands stay masks in every stage") {
+  ElementwiseBuilder b;
+  const EValue x = b.input(), mask = b.mask_input();
+  EValue v = x;
+  for (int i = 0; i < 6; ++i)
+    v = ir::select(mask, v * 0.5 + 1.0, -v);
+  b.output(v);
+  const auto program = b.finish();
+  const ir::SplitProgram split = ir::split_program(*program, {2, 1});
+  REQUIRE(split.stages.size() > 1);
+  for (const ir::ElementwiseStage& stage : split.stages)
+    for (std::size_t j = 0; j < stage.inputs.size(); ++j)
+      if (!stage.inputs[j].made)
+        CHECK(stage.program->is_mask(static_cast<int>(j)) ==
+              program->is_mask(stage.inputs[j].index));
+  const std::vector<std::uint8_t> bits{1, 0, 1, 1, 0, 0, 1};
+  const std::vector<Array> in{
+      Array::from_vector(std::vector<float>{1, -2, 3, -4, 5, -6, 7}, Shape{7}).to(default_device()),
+      Array::from_host_bytes(bits.data(), Shape{7}, DType::bool_, default_device())};
+  check_staged_equals_whole<float>(*program, split, in);
 }

@@ -46,6 +46,13 @@ struct ElementwiseProgram {
   // a new value with the old one it replaces keeps each array at one address from call to
   // call, as a replayed CUDA graph needs. Empty: -1 for every result.
   std::vector<std::int8_t> aliases;
+  // Per per-array operand: whether it is a bool array (a comparison's mask made elsewhere, as
+  // relu's in the forward pass for the backward pass's select), read as 1 or 0 of the
+  // arrays' dtype. Empty: none is. A mask never gives its buffer to a result.
+  std::vector<bool> masks;
+  bool is_mask(int input) const {
+    return static_cast<std::size_t>(input) < masks.size() && masks[static_cast<std::size_t>(input)];
+  }
 
   // For each result of one group, the group input whose buffer it takes (or -1 for a new
   // buffer), given which inputs may be given up (`free[j]`: donated and held by nothing else):
@@ -101,6 +108,9 @@ class ElementwiseBuilder {
   Value scalar();
   // The element of the next per-array operand.
   Value input();
+  // The element of the next per-array operand, a bool array read as 1 or 0
+  // (ElementwiseProgram::masks).
+  Value mask_input();
   Value constant(double value);
   Value apply(ElementwiseProgram::Op op, Value a, Value b = {}, Value c = {}, std::int32_t y = 0);
   // Adds a result; returns its index among the outputs. With `in_place_of` (an input()),
@@ -128,6 +138,7 @@ class ElementwiseBuilder {
   std::vector<double> constants_;
   std::vector<int> outputs_;          // node ids
   std::vector<std::int8_t> aliases_;  // per output: an input's number, or -1
+  std::vector<bool> masks_;           // per input
   int num_scalars_ = 0, num_inputs_ = 0;
 };
 

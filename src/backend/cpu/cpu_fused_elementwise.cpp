@@ -1,8 +1,8 @@
 // CPU evaluation of fused_elementwise: the program runs over chunks of each group's elements,
 // one instruction at a time across the chunk (a plain loop per instruction, which vectorises),
 // with every temporary a chunk-sized row that stays in the L1 cache; instructions read the
-// inputs in place. A chunk's results are written after its code has run, so donated inputs
-// take results in place.
+// inputs in place (a bool mask is converted into its row). A chunk's results are written
+// after its code has run, so donated inputs take results in place.
 #include <algorithm>
 #include <vector>
 
@@ -65,6 +65,14 @@ std::vector<Array> run(const ir::ElementwiseProgram& p, bool donate, std::span<c
       // An input that is itself a result is copied first: another result may take its buffer.
       for (int i = 0; i < p.num_inputs; ++i) {
         const int r = p.num_scalars + i;
+        if (p.is_mask(i)) {  // a bool array: its row holds 1 or 0
+          const std::uint8_t* bits =
+              in_data<std::uint8_t>(inputs[static_cast<std::size_t>(i)]) + start;
+          T* d = row(r);
+          for (std::int64_t k = 0; k < m; ++k)
+            d[k] = bits[k] != 0 ? T(1) : T(0);
+          continue;
+        }
         const T* data = in_data<T>(inputs[static_cast<std::size_t>(i)]) + start;
         if (is_result[static_cast<std::size_t>(r)])
           std::copy_n(data, m, row(r));
@@ -95,7 +103,7 @@ std::vector<Array> Families::fused_elementwise(const ir::Primitive& prim, std::s
                                                std::span<const AVal> out) {
   if (out.empty()) return {};
   const backend_impl::FusedParams fused = backend_impl::fused_params(params);
-  return visit_dtype<kFloat, std::vector<Array>>(prim, in[0].dtype(), [&]<class T>(TypeTag<T>) {
+  return visit_dtype<kFloat, std::vector<Array>>(prim, out[0].dtype, [&]<class T>(TypeTag<T>) {
     return run<T>(fused.program, fused.donate, in, out);
   });
 }

@@ -54,6 +54,10 @@ std::vector<Array> run(const ir::Primitive& prim, const ir::ElementwiseProgram& 
   for (int s = 0; s < program.num_scalars; ++s)
     p->scalars[s] = in_data<S>(in[static_cast<std::size_t>(s)]);
   p->num_inputs = num_inputs;
+  static_assert(ir::ElementwiseProgram::kMaxRegisters <= 32, "a mask bit per input");
+  p->masks = 0;
+  for (int i = 0; i < num_inputs; ++i)
+    if (program.is_mask(i)) p->masks |= 1u << i;
   p->num_constants = static_cast<int>(program.constants.size());
   for (int c = 0; c < p->num_constants; ++c)
     p->constants[c] = constant_as<S>(program.constants[static_cast<std::size_t>(c)]);
@@ -74,9 +78,11 @@ std::vector<Array> run(const ir::Primitive& prim, const ir::ElementwiseProgram& 
         (p->num_groups + 1) * std::max(num_inputs, num_outputs) > kernels::kFusedMaxPointers)
       launch();
     const int k = p->num_groups;
-    for (int i = 0; i < num_inputs; ++i)
-      p->in[k * num_inputs + i] = in_data<S>(
-          groups[g * static_cast<std::size_t>(num_inputs) + static_cast<std::size_t>(i)]);
+    for (int i = 0; i < num_inputs; ++i)  // a mask's bytes travel as an S pointer
+      p->in[k * num_inputs + i] = static_cast<const S*>(
+          groups[g * static_cast<std::size_t>(num_inputs) + static_cast<std::size_t>(i)]
+              .buffer()
+              .data());
     const std::span<const Array> group_inputs = groups.subspan(
         g * static_cast<std::size_t>(num_inputs), static_cast<std::size_t>(num_inputs));
     const std::vector<int> from = backend_impl::donated_inputs(group_inputs, program, donate);
@@ -108,7 +114,7 @@ std::vector<Array> Families::fused_elementwise(const ir::Primitive& prim, std::s
   if (out.empty()) return {};
   const auto [program, donate] = backend_impl::fused_params(params);
   return visit_dtype<Families::kFp, std::vector<Array>>(
-      prim, in[0].dtype(), in[0].device(), [&]<class S>(TypeTag<S>) {
+      prim, out[0].dtype, in[0].device(), [&]<class S>(TypeTag<S>) {
         if (ir::fits(program, kLimits)) return run<S>(prim, program, donate, in, out);
         // Longer than a launch carries: in stages, which do not donate.
         return backend_impl::run_in_stages(

@@ -20,12 +20,26 @@ std::vector<AVal> shape_rule(std::span<const AVal> in, const ir::Params& params)
                             per_group, " arrays; got ", in.size(), " operands"));
   std::vector<AVal> out;
   if (in.empty()) return out;
-  const DType dtype = in[0].dtype;
+  // A mask operand is bool; every other one has the program's floating dtype.
+  const auto is_mask = [&](std::size_t i) {
+    return i >= scalars && program->is_mask(static_cast<int>((i - scalars) % per_group));
+  };
+  std::size_t first = 0;
+  while (first < in.size() && is_mask(first))
+    ++first;
+  if (first == in.size())
+    rules::fail(kName, "the program reads masks only; it needs a floating operand for its dtype");
+  const DType dtype = in[first].dtype;
   for (std::size_t i = 0; i < in.size(); ++i) {
+    if (is_mask(i)) {
+      if (in[i].dtype != DType::bool_)
+        rules::fail(kName, detail::str("operand ", i, " is a mask and must be bool, got ", in[i]));
+      continue;
+    }
     rules::expect_floating(kName, in[i]);
     if (in[i].dtype != dtype)
-      rules::fail(kName, detail::str("all operands must have one dtype; operand ", i, " is ", in[i],
-                                     ", operand 0 is ", in[0]));
+      rules::fail(kName, detail::str("all operands but masks must have one dtype; operand ", i,
+                                     " is ", in[i], ", operand ", first, " is ", in[first]));
     if (i < scalars && in[i].shape.rank() != 0)
       rules::fail(kName, detail::str("operand ", i, " must be 0-d (a scalar), got ", in[i]));
   }
@@ -34,7 +48,7 @@ std::vector<AVal> shape_rule(std::span<const AVal> in, const ir::Params& params)
       if (in[i].shape != in[g].shape)
         rules::fail(kName, detail::str("the arrays of a group must have one shape; operand ", i,
                                        " is ", in[i], ", operand ", g, " is ", in[g]));
-    out.insert(out.end(), program->outputs.size(), in[g]);
+    out.insert(out.end(), program->outputs.size(), AVal{in[g].shape, dtype});
   }
   return out;
 }
