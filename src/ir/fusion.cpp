@@ -318,8 +318,9 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
       std::count_if(absorbed.begin(), absorbed.end(), [&](VarId v) { return !read_outside(v); }));
   const auto replaced_eqns = static_cast<std::int64_t>(c.eqns.size()) -
                              std::count(kept.begin(), kept.end(), true);
-  // One equation alone is worth a program only when it takes a broadcast along.
-  if (replaced_eqns < 2 && dropped == 0) return;
+  // One equation alone is worth a program only when it reads a broadcast through (relu's
+  // backward select and its zeros, which go once every reader of them is fused).
+  if (replaced_eqns < 2 && absorbed.empty()) return;
   for (const VarId v : outputs)
     b.output(value.at(v));
   std::shared_ptr<const ElementwiseProgram> program;

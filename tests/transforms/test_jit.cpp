@@ -384,6 +384,21 @@ TEST_CASE("jit passes: elementwise chains fuse into one pass with the same bits"
     CHECK(ra[i].array().to_vector<float>() == rb[i].array().to_vector<float>());
 }
 
+TEST_CASE("jit passes: an MLP step's relu backward reads the forward mask in a fused pass") {
+  const Tree init = nn::Model(kMlp).init(random::key(1), batch_x(4, 1))["params"];
+  const optim::GradientTransformation tx = optim::sgd(0.1);
+  const Jitted step = jit([&](std::span<const Tree> a) { return train_step(tx, std::nullopt, a); });
+  const std::vector<Tree> args{init, tx.init(init), batch_x(16, 1), batch_y(16)};
+  const CompiledStep s = step.lower(args);
+  CAPTURE(s.graph().str());
+  CHECK(ir::count_eqns(s.graph(), lax::select_n_p) == 0);
+  int masked = 0;
+  for (const ir::Eqn& e : s.graph().eqns)
+    if (e.prim == &lax::fused_elementwise_p)
+      masked += !e.params.get<std::shared_ptr<const ir::ElementwiseProgram>>("program")->masks.empty();
+  CHECK(masked >= 2);  // the two hidden layers' masks
+}
+
 TEST_CASE("jit passes: common subexpressions merge, dead code goes, remat still recomputes") {
   const Jitted f = jit([](std::span<const Tree> a) {
     const Array x = a[0].array();
