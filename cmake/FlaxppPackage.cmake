@@ -2,7 +2,10 @@
 # work after `cmake --install`.
 include(CMakePackageConfigHelpers)
 
-install(TARGETS flaxpp EXPORT flaxppTargets
+# flaxpp::flaxpp is an interface target over one library per layer (src/CMakeLists.txt).
+install(TARGETS flaxpp flaxpp_core flaxpp_random flaxpp_ir flaxpp_backend flaxpp_transforms
+                flaxpp_ops flaxpp_nn flaxpp_optim flaxpp_data flaxpp_dist flaxpp_train flaxpp_io
+        EXPORT flaxppTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})

@@ -174,4 +174,14 @@ class Backend {
 // compiled in, no GPU, index out of range), saying which devices are.
 Backend& backend(Device device);
 
+// How the backends layer makes a device kind's backends known to core (backend/registry.hpp
+// registers the built-in ones as the program starts): how many devices of the kind are
+// visible, and the backend of one of them, made on first use and never destroyed.
+struct BackendProvider {
+  int (*device_count)() = nullptr;
+  Backend& (*get)(int index) = nullptr;
+};
+// Registers (or replaces) the provider of `kind`. Not thread-safe with backend() calls.
+void register_backend_provider(DeviceKind kind, BackendProvider provider);
+
 }  // namespace flaxpp

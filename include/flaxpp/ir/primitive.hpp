@@ -1,6 +1,7 @@
 // flaxpp/ir/primitive.hpp — a primitive operation (named as in jax.lax) and its rules, all
 // given at its one definition site: the shape/dtype rule, and the VJP rule written with
-// flaxpp operations (so it traces into the backward graph). Backends implement evaluation.
+// flaxpp operations (so it traces into the backward graph). Backends implement evaluation and
+// register it here.
 #pragma once
 
 #include <functional>
@@ -69,10 +70,23 @@ std::vector<Array> bind(const Primitive& prim, std::span<const Array> inputs,
                         const Params& params = {});
 Array bind1(const Primitive& prim, std::span<const Array> inputs, const Params& params = {});
 
-// Eager evaluation of one primitive on concrete arrays, implemented by the backends layer
-// (src/backend/eval.cpp) — the one place where the ir layer reaches a backend.
+// Eager evaluation of one primitive on concrete arrays: the shape rule, the device (the GPU
+// of any GPU input, else the CPU; host inputs are copied there), then the implementation
+// registered for the primitive on that device kind, else that kind's evaluator.
 std::vector<Array> eval_primitive(const Primitive& prim, std::span<const Array> inputs,
                                   const Params& params);
+
+// How primitives are evaluated on a device kind: `inputs` are concrete arrays on one device of
+// that kind, accepted by the shape rule, whose results are `out_avals`.
+using Evaluator = std::vector<Array> (*)(const Primitive& prim, std::span<const Array> inputs,
+                                         const Params& params, std::span<const AVal> out_avals);
+// The evaluator of every primitive on `kind`: the backends layer registers its built-in
+// backends' as the program starts (backend/registry.cpp).
+void register_evaluator(DeviceKind kind, Evaluator evaluator);
+// One primitive's implementation on `kind`, before the kind's evaluator: how a primitive
+// defined outside flaxpp's table gets its CPU and CUDA kernels (docs/EXTENDING.md). Register
+// before evaluating the primitive; not thread-safe with evaluation.
+void register_impl(const Primitive& prim, DeviceKind kind, Evaluator impl);
 
 // The trace side of bind: implemented by the transforms layer's traces.
 class TraceBase {
