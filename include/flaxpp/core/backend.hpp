@@ -121,6 +121,10 @@ class Backend {
   // Waits until all work queued on this backend has finished (a no-op on the CPU, which
   // computes eagerly). Timing code calls it before reading the clock.
   virtual void synchronize() const {}
+  // The native queue the backend orders its work on, for kernels of one's own
+  // (ir::register_impl): a CUDA backend's cudaStream_t, nullptr on the CPU. Work queued there
+  // is ordered with flaxpp's allocations, frees, copies and recordings.
+  virtual void* stream_handle() const { return nullptr; }
 
   // Records the device work `work` queues into a DeviceGraph instead of running it (CUDA
   // stream capture). Buffers `work` allocates and keeps become the recording's: their values

@@ -33,6 +33,7 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override;
 
   cudaStream_t stream() const { return stream_; }
+  void* stream_handle() const override { return stream_; }
   // The device's memory in bytes (larger requests are out of memory at once).
   std::size_t total_memory() const { return total_memory_; }
   // Whether work queued now is being recorded into a CUDA graph (capture()).
