@@ -1,15 +1,13 @@
-// kernels/elementwise_program.hpp — the instructions of an ir::ElementwiseProgram as the
-// elementwise.hpp functors, for the CPU loops and the CUDA kernel alike: visit_instr hands a
-// functor of three operands (the unused ones ignored) to the caller's loop.
+// kernels/elementwise_program.hpp — the instructions of program.hpp (an ir::ElementwiseProgram's)
+// as the elementwise.hpp functors, for the CPU loops and the CUDA kernel alike: visit_instr
+// hands a functor of three operands (the unused ones ignored) to the caller's loop.
 #pragma once
 
 #include "elementwise.hpp"
-#include "flaxpp/ir/elementwise_program.hpp"
 #include "hd.hpp"
+#include "program.hpp"
 
 namespace flaxpp::kernels {
-
-using ProgramOp = ir::ElementwiseProgram::Op;
 
 // Each functor takes (a, b, c) and applies the lax primitive's functor to the operands the
 // instruction has.

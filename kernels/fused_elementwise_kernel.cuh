@@ -23,10 +23,10 @@ inline constexpr int kFusedMaxPointers = 1024;  // inputs (and outputs) of all g
 template <class S>
 struct FusedLaunch {
   using C = compute_t<S>;
-  ir::ElementwiseProgram::Instr code[kFusedMaxCode];
-  C constants[ir::ElementwiseProgram::kMaxRegisters];
+  ProgramInstr code[kFusedMaxCode];
+  C constants[kProgramRegisters];
   const S* scalars[kFusedMaxScalars];
-  std::uint8_t outputs[ir::ElementwiseProgram::kMaxRegisters];
+  std::uint8_t outputs[kProgramRegisters];
   int num_code, num_scalars, num_inputs, num_constants, num_outputs, num_groups;
   std::uint32_t masks;  // bit k: input k is a bool array (its pointer holds bytes), read as 1 or 0
   std::int64_t offsets[kFusedMaxGroups + 1];  // group g's elements are [offsets[g], offsets[g+1])
@@ -48,7 +48,7 @@ __device__ __forceinline__ C round_to_storage(C v) {
 template <class S>
 __global__ void fused_elementwise_kernel(const __grid_constant__ FusedLaunch<S> p) {
   using C = compute_t<S>;
-  C r[ir::ElementwiseProgram::kMaxRegisters];
+  C r[kProgramRegisters];
   for (int s = 0; s < p.num_scalars; ++s)
     r[s] = static_cast<C>(p.scalars[s][0]);
   const int first_constant = p.num_scalars + p.num_inputs;
@@ -67,7 +67,7 @@ __global__ void fused_elementwise_kernel(const __grid_constant__ FusedLaunch<S> 
                                  : static_cast<C>(in[i]);
     }
     for (int k = 0; k < p.num_code; ++k) {
-      const ir::ElementwiseProgram::Instr& in = p.code[k];
+      const ProgramInstr& in = p.code[k];
       visit_instr(in.op, in.y,
                   [&](auto f) { r[in.dst] = round_to_storage<S>(f(r[in.a], r[in.b], r[in.c])); });
     }

@@ -1,18 +1,12 @@
 // Private to the backends: the table from each lax primitive to its evaluation, written once
 // for every backend, so that the list of primitives — and which functor of
 // kernels/elementwise.hpp each elementwise primitive applies — cannot differ between them.
-// A backend supplies its families as the static members of a type B (its `Families`):
-//   kNum, kFp, kAny                      the dtype families of numeric, floating and any ops
-//   kName                                its name in errors ("CPU", "CUDA")
-//   binary<kAllowed, Op>, select_n, convert_element_type,
-//   reduce_sum, reduce_max, dot_general, dot_general_bias, layer_norm, layer_norm_dx,
-//   layer_norm_dscale, iota, take, scatter_add   EvalFns
-//   fused_elementwise(prim, inputs, params, out_avals)  its several results
-//   gather(prim, x, copy, out)           the result of a StridedCopy of x
-//   map_unary<kAllowed>(prim, x, out, op)  out[i] = op(x[i]) (the unary families, integer_pow)
-// The layout primitives are built here from B::gather and layout_plan.hpp's plans.
+// A backend supplies its evaluation families as the static members of a type (its
+// `Families`), which the concept EvalFamilies states once. The layout primitives are built
+// here from B::gather and layout_plan.hpp's plans.
 #pragma once
 
+#include <concepts>
 #include <unordered_map>
 #include <vector>
 
@@ -23,6 +17,38 @@
 #include "kernels/elementwise.hpp"
 
 namespace flaxpp::backend_impl {
+
+// What a backend's Families type provides: its dtype families (kNum for numeric ops, kFp for
+// floating ones, kAny for comparisons and selects) and name in errors, and the evaluation of
+// each family of primitives. binary<kAllowed, Op> and map_unary<kAllowed>(prim, x, out, op)
+// apply an elementwise.hpp functor to the dtypes in kAllowed; gather writes a StridedCopy of
+// x (every layout primitive); fused_elementwise returns its several results.
+template <class B>
+concept EvalFamilies = requires(const ir::Primitive& prim, std::span<const Array> in,
+                                const ir::Params& params, const AVal& out,
+                                std::span<const AVal> outs, const Array& x,
+                                const StridedCopy& copy) {
+  { B::kNum } -> std::convertible_to<unsigned>;
+  { B::kFp } -> std::convertible_to<unsigned>;
+  { B::kAny } -> std::convertible_to<unsigned>;
+  { B::kName } -> std::convertible_to<const char*>;
+  { B::template binary<B::kNum, kernels::Add>(prim, in, params, out) } -> std::same_as<Array>;
+  { B::template map_unary<B::kFp>(prim, x, out, kernels::Exp{}) } -> std::same_as<Array>;
+  { B::select_n(prim, in, params, out) } -> std::same_as<Array>;
+  { B::convert_element_type(prim, in, params, out) } -> std::same_as<Array>;
+  { B::reduce_sum(prim, in, params, out) } -> std::same_as<Array>;
+  { B::reduce_max(prim, in, params, out) } -> std::same_as<Array>;
+  { B::dot_general(prim, in, params, out) } -> std::same_as<Array>;
+  { B::dot_general_bias(prim, in, params, out) } -> std::same_as<Array>;
+  { B::layer_norm(prim, in, params, out) } -> std::same_as<Array>;
+  { B::layer_norm_dx(prim, in, params, out) } -> std::same_as<Array>;
+  { B::layer_norm_dscale(prim, in, params, out) } -> std::same_as<Array>;
+  { B::iota(prim, in, params, out) } -> std::same_as<Array>;
+  { B::take(prim, in, params, out) } -> std::same_as<Array>;
+  { B::scatter_add(prim, in, params, out) } -> std::same_as<Array>;
+  { B::fused_elementwise(prim, in, params, outs) } -> std::same_as<std::vector<Array>>;
+  { B::gather(prim, x, copy, out) } -> std::same_as<Array>;
+};
 
 // stop_gradient and name: the value itself (arrays are immutable, so sharing is safe).
 inline Array identity(const ir::Primitive& /*prim*/, std::span<const Array> in,
@@ -43,7 +69,7 @@ Array integer_pow(const ir::Primitive& prim, std::span<const Array> in, const ir
                                         kernels::IntegerPow{params.get<std::int64_t>("y")});
 }
 
-template <class B>
+template <EvalFamilies B>
 Array broadcast_in_dim(const ir::Primitive& prim, std::span<const Array> in,
                        const ir::Params& params, const AVal& out) {
   const auto& bdims = params.get<std::vector<std::int64_t>>("broadcast_dimensions");
@@ -52,20 +78,20 @@ Array broadcast_in_dim(const ir::Primitive& prim, std::span<const Array> in,
 
 // Row-major order is kept, so the bytes are the operand's (copied: Array offers no way to
 // share its buffer under a new shape).
-template <class B>
+template <EvalFamilies B>
 Array reshape(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& /*params*/,
               const AVal& out) {
   return B::gather(prim, in[0], StridedCopy{{in[0].size()}, {1}}, out);
 }
 
-template <class B>
+template <EvalFamilies B>
 Array transpose(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
                 const AVal& out) {
   const auto& perm = params.get<std::vector<std::int64_t>>("permutation");
   return B::gather(prim, in[0], transpose_copy(in[0].shape().dims(), perm), out);
 }
 
-template <class B>
+template <EvalFamilies B>
 const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
   namespace k = kernels;
   constexpr unsigned kNum = B::kNum, kFp = B::kFp, kAny = B::kAny;
@@ -120,7 +146,7 @@ const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
 
 // Evaluates `prim` through B's table; ValueError for a primitive B has no entry for.
 // fused_elementwise, the one primitive with several results, is B::fused_elementwise.
-template <class B>
+template <EvalFamilies B>
 std::vector<Array> eval_with(const ir::Primitive& prim, std::span<const Array> inputs,
                              const ir::Params& params, std::span<const AVal> out_avals) {
   if (&prim == &lax::fused_elementwise_p)

@@ -11,24 +11,16 @@
 #include <string>
 #include <vector>
 
+#include "flaxpp/kernels/program.hpp"
+
 namespace flaxpp::ir {
 
 struct ElementwiseProgram {
-  // The operations, with the semantics of the lax primitive of the same name (and the same
-  // kernels/elementwise.hpp functor); the comparisons (lt, le, gt, ge, eq, ne) give 1 or 0 in
-  // the arrays' dtype; select(c, a, b) is a where c != 0, else b.
-  enum class Op : std::uint8_t {
-    add, sub, mul, div, neg, sqrt, rsqrt, integer_pow, lt, select,
-    max, min, exp, log, log1p, abs, le, gt, ge, eq, ne
-  };
-  struct Instr {
-    Op op = Op::add;
-    std::uint8_t dst = 0, a = 0, b = 0, c = 0;  // registers
-    std::int32_t y = 0;                         // integer_pow's exponent
-    bool operator==(const Instr&) const = default;
-  };
-  // Backends keep every register of a running element in registers or local memory.
-  static constexpr int kMaxRegisters = 32;
+  // The operations and instructions of kernels/program.hpp, which the backends' loops and
+  // kernels run.
+  using Op = kernels::ProgramOp;
+  using Instr = kernels::ProgramInstr;
+  static constexpr int kMaxRegisters = kernels::kProgramRegisters;
   // How many operands (a, b, c) an operation reads.
   static int arity(Op op);
 
