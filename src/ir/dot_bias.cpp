@@ -8,6 +8,7 @@
 
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ir/passes.hpp"
+#include "ir/def_use.hpp"
 
 namespace flaxpp::ir {
 namespace {
@@ -20,18 +21,7 @@ struct Match {
 
 class DotBiasFuser {
  public:
-  explicit DotBiasFuser(Graph& g) : g_(g) {
-    producer_.assign(g.num_vars(), -1);
-    readers_.assign(g.num_vars(), {});
-    for (std::size_t i = 0; i < g.eqns.size(); ++i) {
-      for (const VarId v : g.eqns[i].outputs)
-        producer_[static_cast<std::size_t>(v)] = static_cast<std::ptrdiff_t>(i);
-      for (const Atom& a : g.eqns[i].inputs)
-        if (!a.is_literal()) readers_[static_cast<std::size_t>(a.var)].push_back(i);
-    }
-    for (const Atom& a : g.outvars)
-      if (!a.is_literal()) readers_[static_cast<std::size_t>(a.var)].push_back(g.eqns.size());
-  }
+  explicit DotBiasFuser(Graph& g) : g_(g), uses_(g) {}
 
   int run();
 
@@ -43,8 +33,7 @@ class DotBiasFuser {
   bool twins(std::size_t i, std::size_t j) const;
 
   Graph& g_;
-  std::vector<std::ptrdiff_t> producer_;         // per variable: its equation, or -1
-  std::vector<std::vector<std::size_t>> readers_;  // per variable; eqns.size() = graph output
+  DefUse uses_;
 };
 
 std::optional<Match> DotBiasFuser::match(std::size_t i) const {
@@ -53,13 +42,13 @@ std::optional<Match> DotBiasFuser::match(std::size_t i) const {
   const VarId product = dot.outputs[0];
   const AVal out = g_.aval(product);
   if (!dn.lhs_batch.empty() || (out.dtype != DType::f32 && out.dtype != DType::f64)) return {};
-  const auto& readers = readers_[static_cast<std::size_t>(product)];
-  if (readers.size() != 1 || readers[0] == g_.eqns.size()) return {};
+  const auto& readers = uses_.readers[static_cast<std::size_t>(product)];
+  if (readers.size() != 1 || uses_.output[static_cast<std::size_t>(product)]) return {};
   const Eqn& add = g_.eqns[readers[0]];
   if (add.prim != &lax::add_p) return {};
   const Atom& other = add.inputs[add.inputs[0].is_literal() || add.inputs[0].var != product ? 0 : 1];
   if (other.is_literal() || other.var == product) return {};
-  const std::ptrdiff_t b = producer_[static_cast<std::size_t>(other.var)];
+  const std::ptrdiff_t b = uses_.producer[static_cast<std::size_t>(other.var)];
   if (b < 0 || g_.eqns[static_cast<std::size_t>(b)].prim != &lax::broadcast_in_dim_p) return {};
   const Eqn& broadcast = g_.eqns[static_cast<std::size_t>(b)];
   // The bias: the rhs free axes' shape, broadcast along the product's trailing axes.
@@ -74,7 +63,8 @@ std::optional<Match> DotBiasFuser::match(std::size_t i) const {
   for (std::int64_t k = 0; k < free; ++k)
     trailing[static_cast<std::size_t>(k)] = out.shape.rank() - free + k;
   if (bias_aval.dtype != out.dtype || bias_aval.shape != expected || bdims != trailing) return {};
-  const bool drops = readers_[static_cast<std::size_t>(other.var)].size() == 1;
+  const bool drops = uses_.readers[static_cast<std::size_t>(other.var)].size() == 1 &&
+                     !uses_.output[static_cast<std::size_t>(other.var)];
   return Match{i, readers[0], bias, drops};
 }
 

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ir/passes.hpp"
+#include "ir/def_use.hpp"
 
 namespace flaxpp::ir {
 namespace {
@@ -136,18 +138,10 @@ std::optional<AVal> Fuser::fusible(const Eqn& e) const {
 }
 
 int Fuser::run() {
-  const std::size_t num_vars = g_.num_vars();
-  producer_.assign(num_vars, -1);
-  consumers_.assign(num_vars, {});
-  graph_output_.assign(num_vars, false);
-  for (std::size_t i = 0; i < g_.eqns.size(); ++i) {
-    for (const VarId v : g_.eqns[i].outputs)
-      producer_[static_cast<std::size_t>(v)] = static_cast<std::ptrdiff_t>(i);
-    for (const Atom& a : g_.eqns[i].inputs)
-      if (!a.is_literal()) consumers_[static_cast<std::size_t>(a.var)].push_back(i);
-  }
-  for (const Atom& a : g_.outvars)
-    if (!a.is_literal()) graph_output_[static_cast<std::size_t>(a.var)] = true;
+  DefUse uses(g_);
+  producer_ = std::move(uses.producer);
+  consumers_ = std::move(uses.readers);
+  graph_output_ = std::move(uses.output);
 
   // Greedy, in program order: an equation joins the cluster of an operand's producer when
   // every other operand it reads from outside that cluster exists before the cluster's first
