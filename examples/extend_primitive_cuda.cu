@@ -31,7 +31,7 @@ void launch(const Array& x, const Buffer& out, Squareplus f) {
   const auto stream = static_cast<cudaStream_t>(backend(x.device()).stream_handle());
   const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((n + 255) / 256, 4096));
   squareplus_kernel<T><<<blocks, 256, 0, stream>>>(static_cast<const T*>(x.buffer().data()),
-                                                  static_cast<T*>(out.data()), n, f);
+                                                   static_cast<T*>(out.data()), n, f);
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     throw DeviceError(std::string("squareplus kernel: ") + cudaGetErrorString(e));
 }

@@ -14,8 +14,7 @@ __global__ void add_bias_kernel(T* out, const T* bias, std::int64_t total, std::
 }
 
 template <class T>
-cudaError_t launch(T* out, const T* bias, std::int64_t rows, std::int64_t n,
-                   cudaStream_t stream) {
+cudaError_t launch(T* out, const T* bias, std::int64_t rows, std::int64_t n, cudaStream_t stream) {
   const std::int64_t total = rows * n;
   if (total == 0) return cudaSuccess;
   add_bias_kernel<T><<<grid_blocks(total), kBlockThreads, 0, stream>>>(out, bias, total, n);

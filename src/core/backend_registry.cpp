@@ -58,12 +58,12 @@ Backend& backend(Device device) {
   }
   const int count = p.device_count();
   if (device.index < 0 || device.index >= count)
-    throw DeviceError(detail::str(
-        "device ", device, " requested, but ",
-        device.kind != DeviceKind::cuda ? detail::str(count, " such device(s) exist")
-        : count == 0                    ? std::string("no CUDA GPU is visible")
-                                        : detail::str(count, " CUDA GPU(s) are visible"),
-        "; available devices: ", available_devices()));
+    throw DeviceError(detail::str("device ", device, " requested, but ",
+                                  device.kind != DeviceKind::cuda
+                                      ? detail::str(count, " such device(s) exist")
+                                  : count == 0 ? std::string("no CUDA GPU is visible")
+                                               : detail::str(count, " CUDA GPU(s) are visible"),
+                                  "; available devices: ", available_devices()));
   return p.get(device.index);
 }
 

@@ -10,7 +10,7 @@
 namespace flaxpp::ir {
 
 struct DefUse {
-  std::vector<std::ptrdiff_t> producer;          // per variable: its equation, or -1
+  std::vector<std::ptrdiff_t> producer;           // per variable: its equation, or -1
   std::vector<std::vector<std::size_t>> readers;  // per variable: the equations reading it
   std::vector<bool> output;                       // per variable: whether the graph returns it
 

@@ -46,7 +46,8 @@ std::optional<Match> DotBiasFuser::match(std::size_t i) const {
   if (readers.size() != 1 || uses_.output[static_cast<std::size_t>(product)]) return {};
   const Eqn& add = g_.eqns[readers[0]];
   if (add.prim != &lax::add_p) return {};
-  const Atom& other = add.inputs[add.inputs[0].is_literal() || add.inputs[0].var != product ? 0 : 1];
+  const Atom& other =
+      add.inputs[add.inputs[0].is_literal() || add.inputs[0].var != product ? 0 : 1];
   if (other.is_literal() || other.var == product) return {};
   const std::ptrdiff_t b = uses_.producer[static_cast<std::size_t>(other.var)];
   if (b < 0 || g_.eqns[static_cast<std::size_t>(b)].prim != &lax::broadcast_in_dim_p) return {};
@@ -98,8 +99,10 @@ int DotBiasFuser::run() {
   for (const std::optional<Match>& m : matches) {
     if (!m) continue;
     Eqn& dot = g_.eqns[m->dot];
-    Eqn f{&lax::dot_general_bias_p, {dot.inputs[0], dot.inputs[1], m->bias},
-          g_.eqns[m->add].outputs, dot.params};
+    Eqn f{&lax::dot_general_bias_p,
+          {dot.inputs[0], dot.inputs[1], m->bias},
+          g_.eqns[m->add].outputs,
+          dot.params};
     f.params.set("fused_eqns", std::int64_t{m->drops_broadcast ? 3 : 2});
     // It stands where the add stood: the bias exists by then, and the operands did already.
     replace[m->add] = std::move(f);

@@ -52,8 +52,8 @@ Evaluator evaluator_of(const Primitive& prim, DeviceKind kind) {
       return it->second[k];
   const Evaluator e = evaluators()[k];
   // Arrays live on a device only through its backend, which registered its evaluator with it.
-  FLAXPP_ASSERT(e != nullptr, prim.name(), ": no evaluator is registered for ",
-                Device{kind, 0}, " arrays (link flaxpp::flaxpp, which registers them)");
+  FLAXPP_ASSERT(e != nullptr, prim.name(), ": no evaluator is registered for ", Device{kind, 0},
+                " arrays (link flaxpp::flaxpp, which registers them)");
   return e;
 }
 

@@ -310,8 +310,8 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
   // Broadcasts the program reads through that nothing else reads: they go with the cluster.
   const auto dropped = static_cast<std::int64_t>(
       std::count_if(absorbed.begin(), absorbed.end(), [&](VarId v) { return !read_outside(v); }));
-  const auto replaced_eqns = static_cast<std::int64_t>(c.eqns.size()) -
-                             std::count(kept.begin(), kept.end(), true);
+  const auto replaced_eqns =
+      static_cast<std::int64_t>(c.eqns.size()) - std::count(kept.begin(), kept.end(), true);
   // One equation alone is worth a program only when it reads a broadcast through (relu's
   // backward select and its zeros, which go once every reader of them is fused).
   if (replaced_eqns < 2 && absorbed.empty()) return;

@@ -194,7 +194,8 @@ TEST_CASE("fused_elementwise: a mask operand (a bool array) reads as 1 or 0 and 
   for (const DType dtype : {DType::f32, DType::f64}) {
     CAPTURE(dtype_name(dtype));
     const Array garr = astype(Array::from_vector(gv, Shape{5}), dtype);
-    const Array marr = Array::from_host_bytes(bits.data(), Shape{5}, DType::bool_, default_device());
+    const Array marr =
+        Array::from_host_bytes(bits.data(), Shape{5}, DType::bool_, default_device());
     const Array zeros = lax::full_like(garr, 0.0);
     const Array cases[] = {zeros, garr};
     const Array want0 = lax::select_n(marr, cases);
@@ -203,8 +204,10 @@ TEST_CASE("fused_elementwise: a mask operand (a bool array) reads as 1 or 0 and 
     const std::vector<Array> got = lax::fused_elementwise_donated(program, {}, std::move(donated));
     REQUIRE(got.size() == 2);
     CHECK(got[0].dtype() == dtype);
-    CHECK(astype(got[0], DType::f64).to_vector<double>() == astype(want0, DType::f64).to_vector<double>());
-    CHECK(astype(got[1], DType::f64).to_vector<double>() == astype(want1, DType::f64).to_vector<double>());
+    CHECK(astype(got[0], DType::f64).to_vector<double>() ==
+          astype(want0, DType::f64).to_vector<double>());
+    CHECK(astype(got[1], DType::f64).to_vector<double>() ==
+          astype(want1, DType::f64).to_vector<double>());
     // The mask is read, not written.
     CHECK(astype(marr, DType::f32).to_vector<float>() == std::vector<float>{1, 0, 0, 1, 1});
   }
@@ -220,8 +223,8 @@ TEST_CASE("fused_elementwise: a mask operand (a bool array) reads as 1 or 0 and 
                        doctest::Contains("reads masks only"), ValueError);
   ElementwiseBuilder aliased;
   const EValue mi = aliased.mask_input();
-  CHECK_THROWS_WITH_AS(aliased.output(mi * 2.0, mi), doctest::Contains("can replace an input() only"),
-                       ValueError);
+  CHECK_THROWS_WITH_AS(aliased.output(mi * 2.0, mi),
+                       doctest::Contains("can replace an input() only"), ValueError);
 }
 
 TEST_CASE("fused_elementwise_donated: results take the buffers of inputs nothing else holds") {

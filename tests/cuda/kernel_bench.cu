@@ -157,14 +157,14 @@ void elementwise(std::int64_t big) {
     check_cuda(k::launch_add_bias(y.p, bias.p, rows, n, nullptr), "add_bias");
     std::vector<float> want(a.size());
     for (std::int64_t i = 0; i < rows * n; ++i)
-      want[static_cast<std::size_t>(i)] = a[static_cast<std::size_t>(i)] + b[static_cast<std::size_t>(i % n)];
+      want[static_cast<std::size_t>(i)] =
+          a[static_cast<std::size_t>(i)] + b[static_cast<std::size_t>(i % n)];
     expect_close("add_bias", y.host(), want, 0);
     const std::int64_t width = 1024;
     Device<float> by(big), bb(width);
-    time_launch("add_bias f32", std::to_string(big / width) + "x" + std::to_string(width),
-                8.0 * big, [&](cudaStream_t s) {
-                  return k::launch_add_bias(by.p, bb.p, big / width, width, s);
-                });
+    time_launch(
+        "add_bias f32", std::to_string(big / width) + "x" + std::to_string(width), 8.0 * big,
+        [&](cudaStream_t s) { return k::launch_add_bias(by.p, bb.p, big / width, width, s); });
   }
 }
 

@@ -130,22 +130,22 @@ TEST_CASE("CUDA parity: dot_general_bias through cuBLASLt's bias epilogue, f32 a
   const ir::DotDimensionNumbers plain{{1}, {0}, {}, {}};
   // A Dense layer's product; the lhs read transposed; two rhs free axes (DenseGeneral) with
   // the bias over both; an odd width (unaligned rows); float64.
-  check_parity(with_bias(plain),
-               {random_f32(Shape{300, 200}, 8), random_f32(Shape{200, 250}, 9),
-                random_f32(Shape{250}, 10)},
-               2e-5);
-  check_parity(with_bias(ir::DotDimensionNumbers{{0}, {0}, {}, {}}),
-               {random_f32(Shape{200, 300}, 11), random_f32(Shape{200, 64}, 12),
-                random_f32(Shape{64}, 13)},
-               2e-5);
-  check_parity(with_bias(ir::DotDimensionNumbers{{1}, {0}, {}, {}}),
-               {random_f32(Shape{16, 40}, 14), random_f32(Shape{40, 4, 8}, 15),
-                random_f32(Shape{4, 8}, 16)},
-               2e-5);
-  check_parity(with_bias(plain),
-               {random_f32(Shape{33, 17}, 17), random_f32(Shape{17, 45}, 18),
-                random_f32(Shape{45}, 19)},
-               2e-5);
+  check_parity(
+      with_bias(plain),
+      {random_f32(Shape{300, 200}, 8), random_f32(Shape{200, 250}, 9), random_f32(Shape{250}, 10)},
+      2e-5);
+  check_parity(
+      with_bias(ir::DotDimensionNumbers{{0}, {0}, {}, {}}),
+      {random_f32(Shape{200, 300}, 11), random_f32(Shape{200, 64}, 12), random_f32(Shape{64}, 13)},
+      2e-5);
+  check_parity(
+      with_bias(ir::DotDimensionNumbers{{1}, {0}, {}, {}}),
+      {random_f32(Shape{16, 40}, 14), random_f32(Shape{40, 4, 8}, 15), random_f32(Shape{4, 8}, 16)},
+      2e-5);
+  check_parity(
+      with_bias(plain),
+      {random_f32(Shape{33, 17}, 17), random_f32(Shape{17, 45}, 18), random_f32(Shape{45}, 19)},
+      2e-5);
   check_parity(with_bias(plain),
                {testing::random_f64(Shape{64, 48}, 20), testing::random_f64(Shape{48, 24}, 21),
                 testing::random_f64(Shape{24}, 22)},

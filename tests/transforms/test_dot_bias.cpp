@@ -45,8 +45,9 @@ TreeFn loss_and_grads(std::optional<PolicyPtr> policy) {
 
 }  // namespace
 
-TEST_CASE("fuse_dot_bias: each Dense product takes its bias, recomputed products too, with the "
-          "same bits") {
+TEST_CASE(
+    "fuse_dot_bias: each Dense product takes its bias, recomputed products too, with the "
+    "same bits") {
   const Array x = astype(testing::random_f64(Shape{12, 8}, 5, -2.0, 2.0), DType::f32);
   const Tree params = nn::Model(kMlp).init(random::key(3), x)["params"];
   const std::vector<Tree> args{params, Tree(x)};
@@ -64,7 +65,9 @@ TEST_CASE("fuse_dot_bias: each Dense product takes its bias, recomputed products
     CAPTURE(c.name);
     const TreeFn f = loss_and_grads(c.policy);
     const CompiledStep fused = jit(f).lower(args);
-    const CompiledStep plain = jit(f, {.donate_argnums = {}, .fuse_elementwise = true, .fuse_dot_bias = false}).lower(args);
+    const CompiledStep plain =
+        jit(f, {.donate_argnums = {}, .fuse_elementwise = true, .fuse_dot_bias = false})
+            .lower(args);
     CAPTURE(fused.graph().str());
     CHECK(ir::count_eqns(fused.graph(), lax::dot_general_bias_p) == c.fused);
     CHECK(ir::count_eqns(plain.graph(), lax::dot_general_bias_p) == 0);
@@ -131,8 +134,9 @@ TEST_CASE("fuse_dot_bias: leaves alone what the epilogue cannot take") {
   };
   const AVal x{Shape{4, 3}, DType::f32}, w{Shape{3, 5}, DType::f32};
   // The bias along the rhs free axis: fused.
-  CHECK(fused_in([](std::span<const Array> v) { return std::vector<Array>{matmul(v[0], v[1]) + v[2]}; },
-                 {x, w, AVal{Shape{5}, DType::f32}}) == 1);
+  CHECK(fused_in(
+            [](std::span<const Array> v) { return std::vector<Array>{matmul(v[0], v[1]) + v[2]}; },
+            {x, w, AVal{Shape{5}, DType::f32}}) == 1);
   // A bias per row (along the lhs free axis) is no epilogue bias.
   CHECK(fused_in(
             [](std::span<const Array> v) {
@@ -149,8 +153,9 @@ TEST_CASE("fuse_dot_bias: leaves alone what the epilogue cannot take") {
             {x, w, AVal{Shape{5}, DType::f32}}) == 0);
   // bf16 rounds the product before the add: fused, it would round once.
   const AVal xh{Shape{4, 3}, DType::bf16}, wh{Shape{3, 5}, DType::bf16};
-  CHECK(fused_in([](std::span<const Array> v) { return std::vector<Array>{matmul(v[0], v[1]) + v[2]}; },
-                 {xh, wh, AVal{Shape{5}, DType::bf16}}) == 0);
+  CHECK(fused_in(
+            [](std::span<const Array> v) { return std::vector<Array>{matmul(v[0], v[1]) + v[2]}; },
+            {xh, wh, AVal{Shape{5}, DType::bf16}}) == 0);
   // Batched products (attention's) are not one GEMM with a bias.
   CHECK(fused_in(
             [](std::span<const Array> v) { return std::vector<Array>{matmul(v[0], v[1]) + v[2]}; },

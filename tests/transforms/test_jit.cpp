@@ -395,7 +395,8 @@ TEST_CASE("jit passes: an MLP step's relu backward reads the forward mask in a f
   int masked = 0;
   for (const ir::Eqn& e : s.graph().eqns)
     if (e.prim == &lax::fused_elementwise_p)
-      masked += !e.params.get<std::shared_ptr<const ir::ElementwiseProgram>>("program")->masks.empty();
+      masked +=
+          !e.params.get<std::shared_ptr<const ir::ElementwiseProgram>>("program")->masks.empty();
   CHECK(masked >= 2);  // the two hidden layers' masks
 }
 

@@ -78,9 +78,9 @@ extern const ir::Primitive layer_norm_p, layer_norm_dx_p, layer_norm_dscale_p;
 // param "program" (ElementwiseProgram). Operands: the program's num_scalars 0-d arrays, then
 // groups of num_inputs arrays, the arrays of a group of one shape (groups may differ); all
 // of one floating dtype but the program's masks, which are bool. Results: for each group, one
-// array per program output, of the group's shape and that dtype. A backend runs all groups in one pass (on CUDA: one kernel launch). Param
-// "donate" (optional, bool): a result may reuse the buffer of an input of its group that no
-// other Array holds. No VJP.
+// array per program output, of the group's shape and that dtype. A backend runs all groups in one
+// pass (on CUDA: one kernel launch). Param "donate" (optional, bool): a result may reuse the buffer
+// of an input of its group that no other Array holds. No VJP.
 extern const ir::Primitive fused_elementwise_p;
 
 Array add(const Array& x, const Array& y);

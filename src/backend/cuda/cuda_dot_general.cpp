@@ -42,6 +42,15 @@ int blas_int(std::int64_t v) {
   return static_cast<int>(v);
 }
 
+// cuBLAS's alpha = 1 and beta = 0 in the scale type of the product: double for float64,
+// float otherwise.
+struct UnitScale {
+  float alpha_f = 1.0f, beta_f = 0.0f;
+  double alpha_d = 1.0, beta_d = 0.0;
+  const void* alpha(bool f64) const { return f64 ? static_cast<const void*>(&alpha_d) : &alpha_f; }
+  const void* beta(bool f64) const { return f64 ? static_cast<const void*>(&beta_d) : &beta_f; }
+};
+
 // An operand as (batch, rows, cols) matrices in device memory: the array's own buffer, or a
 // permuted copy on the device when the plan needs one.
 struct DeviceMatrices {
@@ -57,7 +66,6 @@ DeviceMatrices as_matrices(const Array& x, const backend_impl::MatrixOperand& pl
   const void* data = storage->data();
   return {data, std::move(storage)};
 }
-
 
 // Owners of cuBLASLt's descriptors.
 struct LtDeleter {
@@ -123,9 +131,9 @@ bool matmul_bias_epilogue(CudaBackend& gpu, const backend_impl::ColumnMajorGemm&
   FLAXPP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
   const LtOwned<cublasLtMatmulPreferenceOpaque_t> pref(raw_pref);
   const std::size_t workspace_bytes = CudaBackend::kBlasWorkspaceBytes;
-  FLAXPP_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-      pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes,
-      sizeof workspace_bytes));
+  FLAXPP_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                           &workspace_bytes, sizeof workspace_bytes));
   const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> aligned[] = {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, first},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, second},
@@ -145,13 +153,10 @@ bool matmul_bias_epilogue(CudaBackend& gpu, const backend_impl::ColumnMajorGemm&
   if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0))
     return false;
   FLAXPP_CUBLAS_CHECK(status);
-  const float alpha_f = 1.0f, beta_f = 0.0f;
-  const double alpha_d = 1.0, beta_d = 0.0;
-  const void* alpha = f64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
-  const void* beta = f64 ? static_cast<const void*>(&beta_d) : &beta_f;
-  FLAXPP_CUBLAS_CHECK(cublasLtMatmul(lt, desc.get(), alpha, first, a.get(), second, b.get(), beta,
-                                     d, c.get(), d, c.get(), &heuristic.algo,
-                                     gpu.blas_workspace(), workspace_bytes, gpu.stream()));
+  const UnitScale unit;
+  FLAXPP_CUBLAS_CHECK(cublasLtMatmul(
+      lt, desc.get(), unit.alpha(f64), first, a.get(), second, b.get(), unit.beta(f64), d, c.get(),
+      d, c.get(), &heuristic.algo, gpu.blas_workspace(), workspace_bytes, gpu.stream()));
   return true;
 }
 
@@ -181,11 +186,10 @@ Array product(const ir::Primitive& prim, std::span<const Array> inputs, const ir
   const auto add_bias = [&] {
     if (bias == nullptr) return;
     const cudaError_t launched =
-        out.dtype == DType::f64
-            ? kernels::launch_add_bias(o.data<double>(), in_data<double>(*bias), p.m, p.n,
-                                       gpu.stream())
-            : kernels::launch_add_bias(o.data<float>(), in_data<float>(*bias), p.m, p.n,
-                                       gpu.stream());
+        out.dtype == DType::f64 ? kernels::launch_add_bias(o.data<double>(), in_data<double>(*bias),
+                                                           p.m, p.n, gpu.stream())
+                                : kernels::launch_add_bias(o.data<float>(), in_data<float>(*bias),
+                                                           p.m, p.n, gpu.stream());
     check_launch(launched, prim.name().c_str());
   };
   if (p.k == 0) {  // an empty sum: zeros (all-zero bytes in every float type)
@@ -214,18 +218,15 @@ Array product(const ir::Primitive& prim, std::span<const Array> inputs, const ir
                            o.data<void>()))
     return o.array();
 
-  const float alpha_f = 1.0f, beta_f = 0.0f;
-  const double alpha_d = 1.0, beta_d = 0.0;
   const bool f64 = in_dtype == DType::f64;
-  const void* alpha = f64 ? static_cast<const void*>(&alpha_d) : &alpha_f;
-  const void* beta = f64 ? static_cast<const void*>(&beta_d) : &beta_f;
+  const UnitScale unit;
 
   auto op = [](bool transpose) { return transpose ? CUBLAS_OP_T : CUBLAS_OP_N; };
   FLAXPP_CUBLAS_CHECK(cublasGemmStridedBatchedEx(
       gpu.blas(), op(g.transpose_first), op(g.transpose_second), blas_int(g.m), blas_int(g.n),
-      blas_int(g.k), alpha, b.data, in_type, blas_int(g.ld_first), g.stride_first, a.data, in_type,
-      blas_int(g.ld_second), g.stride_second, beta, o.data<void>(), out_type, blas_int(g.ld_out),
-      g.stride_out, blas_int(g.batch), compute, CUBLAS_GEMM_DEFAULT));
+      blas_int(g.k), unit.alpha(f64), b.data, in_type, blas_int(g.ld_first), g.stride_first, a.data,
+      in_type, blas_int(g.ld_second), g.stride_second, unit.beta(f64), o.data<void>(), out_type,
+      blas_int(g.ld_out), g.stride_out, blas_int(g.batch), compute, CUBLAS_GEMM_DEFAULT));
   add_bias();
   return o.array();  // permuted operands are freed in stream order, after the product
 }

@@ -24,8 +24,8 @@ Backend& gpu(int index) {
   // Never destroyed, as the CPU's.
   static auto* const made =
       new std::vector<std::once_flag>(static_cast<std::size_t>(visible_devices()));
-  static auto* const backends = new std::vector<std::unique_ptr<CudaBackend>>(
-      static_cast<std::size_t>(visible_devices()));
+  static auto* const backends =
+      new std::vector<std::unique_ptr<CudaBackend>>(static_cast<std::size_t>(visible_devices()));
   const auto i = static_cast<std::size_t>(index);
   std::call_once((*made)[i], [&] { (*backends)[i] = std::make_unique<CudaBackend>(index); });
   return *(*backends)[i];

@@ -169,7 +169,8 @@ std::vector<AVal> dot_general_bias_rule(std::span<const AVal> in, const ir::Para
   if (out[0].dtype != DType::f32 && out[0].dtype != DType::f64)
     rules::fail(name, detail::str("takes float32 or float64 products, got ", out[0]));
   const AVal& bias = in[2];
-  const std::int64_t free = in[1].shape.rank() - static_cast<std::int64_t>(d.rhs_contracting.size());
+  const std::int64_t free =
+      in[1].shape.rank() - static_cast<std::int64_t>(d.rhs_contracting.size());
   const auto& dims = out[0].shape.dims();
   const Shape expected(std::vector<std::int64_t>(dims.end() - free, dims.end()));
   if (bias.dtype != out[0].dtype || bias.shape != expected)
