@@ -41,7 +41,11 @@ std::optional<Match> DotBiasFuser::match(std::size_t i) const {
   const auto& dn = dot.params.get<DotDimensionNumbers>("dimension_numbers");
   const VarId product = dot.outputs[0];
   const AVal out = g_.aval(product);
-  if (!dn.lhs_batch.empty() || (out.dtype != DType::f32 && out.dtype != DType::f64)) return {};
+  // float32 or float64 operands and product (a bf16 product with float32 results is no
+  // epilogue of this kind).
+  if (!dn.lhs_batch.empty() || (out.dtype != DType::f32 && out.dtype != DType::f64) ||
+      g_.aval(dot.inputs[0]).dtype != out.dtype)
+    return {};
   const auto& readers = uses_.readers[static_cast<std::size_t>(product)];
   if (readers.size() != 1 || uses_.output[static_cast<std::size_t>(product)]) return {};
   const Eqn& add = g_.eqns[readers[0]];

@@ -156,6 +156,15 @@ TEST_CASE("fuse_dot_bias: leaves alone what the epilogue cannot take") {
   CHECK(fused_in(
             [](std::span<const Array> v) { return std::vector<Array>{matmul(v[0], v[1]) + v[2]}; },
             {xh, wh, AVal{Shape{5}, DType::bf16}}) == 0);
+  // bf16 operands with float32 results (preferred_element_type) neither.
+  CHECK(fused_in(
+            [](std::span<const Array> v) {
+              return std::vector<Array>{
+                  lax::dot_general(v[0], v[1], ir::DotDimensionNumbers{{1}, {0}, {}, {}},
+                                   DType::f32) +
+                  v[2]};
+            },
+            {xh, wh, AVal{Shape{5}, DType::f32}}) == 0);
   // Batched products (attention's) are not one GEMM with a bias.
   CHECK(fused_in(
             [](std::span<const Array> v) { return std::vector<Array>{matmul(v[0], v[1]) + v[2]}; },

@@ -166,8 +166,9 @@ std::vector<AVal> dot_general_bias_rule(std::span<const AVal> in, const ir::Para
   if (!d.lhs_batch.empty())
     rules::fail(name, "takes a product without batch dimensions (one matrix product)");
   // A 16-bit product rounds before its bias is added; fused, it would round once.
-  if (out[0].dtype != DType::f32 && out[0].dtype != DType::f64)
-    rules::fail(name, detail::str("takes float32 or float64 products, got ", out[0]));
+  if ((out[0].dtype != DType::f32 && out[0].dtype != DType::f64) || in[0].dtype != out[0].dtype)
+    rules::fail(name, detail::str("takes float32 or float64 operands and product, got ",
+                                  rules::avals_str(in.first(2)), " -> ", out[0]));
   const AVal& bias = in[2];
   const std::int64_t free =
       in[1].shape.rank() - static_cast<std::int64_t>(d.rhs_contracting.size());
