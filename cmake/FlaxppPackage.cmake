@@ -23,4 +23,6 @@ write_basic_package_version_file("${CMAKE_CURRENT_BINARY_DIR}/flaxppConfigVersio
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/flaxppConfig.cmake"
               "${CMAKE_CURRENT_BINARY_DIR}/flaxppConfigVersion.cmake"
               cmake/FindCUDNN.cmake
+              cmake/FindNCCL.cmake
+              cmake/FlaxppFindNvidiaLibrary.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/flaxpp)
