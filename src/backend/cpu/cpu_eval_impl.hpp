@@ -58,25 +58,9 @@ struct Families {
   // out[i] = op(x[i]) for x's dtype in kAllowed (the unary families and integer_pow).
   template <unsigned kAllowed, class Op>
   static Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op);
-  static Array select_n(const ir::Primitive& prim, std::span<const Array> in,
-                        const ir::Params& params, const AVal& out);
-  static Array convert_element_type(const ir::Primitive& prim, std::span<const Array> in,
-                                    const ir::Params& params, const AVal& out);
-  static Array reduce_sum(const ir::Primitive& prim, std::span<const Array> in,
-                          const ir::Params& params, const AVal& out);
-  static Array reduce_max(const ir::Primitive& prim, std::span<const Array> in,
-                          const ir::Params& params, const AVal& out);
-  static Array dot_general(const ir::Primitive& prim, std::span<const Array> in,
-                           const ir::Params& params, const AVal& out);
-  static Array dot_general_bias(const ir::Primitive& prim, std::span<const Array> in,
-                                const ir::Params& params, const AVal& out);
-  static Array layer_norm(const ir::Primitive& prim, std::span<const Array> in,
-                          const ir::Params& params, const AVal& out);
-  static Array layer_norm_dx(const ir::Primitive& prim, std::span<const Array> in,
-                             const ir::Params& params, const AVal& out);
-  static Array layer_norm_dscale(const ir::Primitive& prim, std::span<const Array> in,
-                                 const ir::Params& params, const AVal& out);
-  static backend_impl::EvalSig iota, take, scatter_add;
+  // The families of one result each, with EvalSig's signature.
+  static backend_impl::EvalSig select_n, convert_element_type, reduce_sum, reduce_max, dot_general,
+      dot_general_bias, layer_norm, layer_norm_dx, layer_norm_dscale, iota, take, scatter_add;
   static std::vector<Array> fused_elementwise(const ir::Primitive& prim, std::span<const Array> in,
                                               const ir::Params& params, std::span<const AVal> out);
   static Array gather(const ir::Primitive& prim, const Array& x,
