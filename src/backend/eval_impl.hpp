@@ -24,6 +24,25 @@ using EvalSig = Array(const ir::Primitive& prim, std::span<const Array> inputs,
                       const ir::Params& params, const AVal& out);
 using EvalFn = EvalSig*;
 
+// The members every backend's Families type declares beside its dtype families and name
+// (eval_table.hpp's concept EvalFamilies says what each does); each backend defines them in
+// its own files.
+#define FLAXPP_EVAL_FAMILIES_MEMBERS                                                           \
+  template <unsigned kAllowed, class Op>                                                      \
+  static Array binary(const ir::Primitive& prim, std::span<const Array> in,                   \
+                      const ir::Params& params, const AVal& out);                             \
+  template <unsigned kAllowed, class Op>                                                      \
+  static Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op);  \
+  static backend_impl::EvalSig select_n, convert_element_type, reduce_sum, reduce_max,        \
+      dot_general, dot_general_bias, layer_norm, layer_norm_dx, layer_norm_dscale, iota, take, \
+      scatter_add;                                                                            \
+  static std::vector<Array> fused_elementwise(const ir::Primitive& prim,                      \
+                                              std::span<const Array> in,                      \
+                                              const ir::Params& params,                       \
+                                              std::span<const AVal> out);                     \
+  static Array gather(const ir::Primitive& prim, const Array& x,                              \
+                      const backend_impl::StridedCopy& copy, const AVal& out)
+
 // A new, uninitialised buffer for one result on `device`: write it through data<T>(), then
 // wrap it.
 class Output {

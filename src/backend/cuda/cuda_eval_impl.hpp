@@ -59,19 +59,7 @@ void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::
 struct Families {
   static constexpr unsigned kNum = kNumeric | kHalf, kFp = kFloat | kHalf, kAny = kAll | kHalf;
   static constexpr const char* kName = "CUDA";
-  template <unsigned kAllowed, class Op>
-  static Array binary(const ir::Primitive& prim, std::span<const Array> in,
-                      const ir::Params& params, const AVal& out);
-  // out[i] = op(x[i]) for x's dtype in kAllowed (the unary families and integer_pow).
-  template <unsigned kAllowed, class Op>
-  static Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op);
-  // The families of one result each, with EvalSig's signature.
-  static backend_impl::EvalSig select_n, convert_element_type, reduce_sum, reduce_max, dot_general,
-      dot_general_bias, layer_norm, layer_norm_dx, layer_norm_dscale, iota, take, scatter_add;
-  static std::vector<Array> fused_elementwise(const ir::Primitive& prim, std::span<const Array> in,
-                                              const ir::Params& params, std::span<const AVal> out);
-  static Array gather(const ir::Primitive& prim, const Array& x,
-                      const backend_impl::StridedCopy& copy, const AVal& out);
+  FLAXPP_EVAL_FAMILIES_MEMBERS;
 };
 
 }  // namespace flaxpp::cuda
