@@ -155,7 +155,9 @@ std::vector<Array> eval_with(const ir::Primitive& prim, std::span<const Array> i
   const auto it = table.find(&prim);
   if (it == table.end())
     throw ValueError(
-        detail::str(prim.name(), ": the ", B::kName, " backend has no implementation of it"));
+        detail::str(prim.name(), ": the ", B::kName,
+                    " backend has no implementation of it; a primitive defined outside flaxpp "
+                    "registers one per device kind with ir::register_impl"));
   FLAXPP_ASSERT(out_avals.size() == 1, prim.name(), " has ", out_avals.size(), " results");
   return {it->second(prim, inputs, params, out_avals[0])};
 }

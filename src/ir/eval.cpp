@@ -3,6 +3,7 @@
 // for that device kind (register_evaluator, register_impl). The ir layer names no backend.
 #include <algorithm>
 #include <array>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -44,14 +45,17 @@ Device pick_device(const Primitive& prim, std::span<const Array> inputs) {
   return gpu != nullptr ? gpu->device() : Device::cpu();
 }
 
-// The implementation of `prim` on `kind`: its own, else the kind's evaluator.
+// The primitive's own implementation on `kind` (register_impl), or null.
+Evaluator own_impl(const Primitive& prim, DeviceKind kind) {
+  if (impls().empty()) return nullptr;
+  const auto it = impls().find(&prim);
+  return it != impls().end() ? it->second[static_cast<std::size_t>(kind)] : nullptr;
+}
+
+// The kind's evaluator: arrays live on a device only through its backend, which registered
+// its evaluator with it.
 Evaluator evaluator_of(const Primitive& prim, DeviceKind kind) {
-  const auto k = static_cast<std::size_t>(kind);
-  if (!impls().empty())
-    if (const auto it = impls().find(&prim); it != impls().end() && it->second[k] != nullptr)
-      return it->second[k];
-  const Evaluator e = evaluators()[k];
-  // Arrays live on a device only through its backend, which registered its evaluator with it.
+  const Evaluator e = evaluators()[static_cast<std::size_t>(kind)];
   FLAXPP_ASSERT(e != nullptr, prim.name(), ": no evaluator is registered for ", Device{kind, 0},
                 " arrays (link flaxpp::flaxpp, which registers them)");
   return e;
@@ -92,6 +96,26 @@ std::vector<Array> eval_primitive(const Primitive& prim, std::span<const Array> 
     on_device = moved;
   }
 
+  if (const Evaluator impl = own_impl(prim, device.kind)) {
+    // A registered implementation is the user's code: results that break the shape rule are
+    // its error, said plainly.
+    std::vector<Array> results = impl(prim, on_device, params, out_avals);
+    const auto fail = [&](const std::string& what) {
+      throw ValueError(detail::str(prim.name(), ": its implementation on ", device,
+                                   " (ir::register_impl) returned ", what,
+                                   "; it must return the shape rule's results"));
+    };
+    if (results.size() != out_avals.size())
+      fail(detail::str(results.size(), " results where the shape rule says ", out_avals.size()));
+    for (std::size_t i = 0; i < results.size(); ++i) {
+      if (!results[i].valid() || results[i].is_traced() || results[i].device() != device)
+        fail(detail::str("result ", i, " not as a concrete array on ", device));
+      if (results[i].aval() != out_avals[i])
+        fail(detail::str("result ", i, " as ", results[i].aval(), " where the shape rule says ",
+                         out_avals[i]));
+    }
+    return results;
+  }
   std::vector<Array> results = evaluator_of(prim, device.kind)(prim, on_device, params, out_avals);
   FLAXPP_ASSERT(results.size() == out_avals.size(), prim.name(), ": ", results.size(),
                 " results, the shape rule says ", out_avals.size());
