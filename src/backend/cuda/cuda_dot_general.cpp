@@ -103,10 +103,12 @@ std::uint32_t alignment_of(const void* p) {
 // d = op(first) op(second) + bias as one cuBLASLt matmul with the BIAS epilogue: the bias has
 // one element per row of the column-major d (per rhs free element of the row-major product),
 // added in the compute type before d is stored. False, with nothing queued, when cuBLASLt has
-// no algorithm for it.
+// no algorithm for it, or the bias is less than 16-byte aligned (the epilogue's requirement
+// as Marian found it; flaxpp's buffers are 256-byte aligned).
 bool matmul_bias_epilogue(CudaBackend& gpu, const backend_impl::ColumnMajorGemm& g,
                           cudaDataType_t type, cublasComputeType_t compute, const void* first,
                           const void* second, const void* bias, void* d) {
+  if (alignment_of(bias) < 16) return false;
   const bool f64 = type == CUDA_R_64F;
   const cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
   cublasLtMatmulDesc_t raw_desc = nullptr;
