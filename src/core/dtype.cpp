@@ -106,6 +106,25 @@ std::uint16_t round_to_float16_bits(double value) {
          static_cast<std::uint16_t>(((exponent + 15) << 10) | (static_cast<int>(mantissa) - 1024));
 }
 
+double bfloat16_bits_to_double(std::uint16_t bits) {
+  // bfloat16 is float32's upper half.
+  const std::uint32_t wide = static_cast<std::uint32_t>(bits) << 16;
+  float f = 0.0f;
+  std::memcpy(&f, &wide, sizeof f);
+  return f;
+}
+
+double float16_bits_to_double(std::uint16_t bits) {
+  const double sign = (bits & 0x8000) != 0 ? -1.0 : 1.0;
+  const int exponent = (bits >> 10) & 0x1F;
+  const int mantissa = bits & 0x3FF;
+  if (exponent == 0x1F)
+    return mantissa != 0 ? std::numeric_limits<double>::quiet_NaN()
+                         : sign * std::numeric_limits<double>::infinity();
+  if (exponent == 0) return sign * std::ldexp(mantissa, -24);  // zero and subnormals
+  return sign * std::ldexp(1024 + mantissa, exponent - 25);
+}
+
 namespace detail {
 void throw_no_host_type(DType dtype, const char* what) {
   throw ValueError(str(what, ": dtype ", dtype_name(dtype),

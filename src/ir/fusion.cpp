@@ -4,6 +4,7 @@
 // one per operation. Every instruction applies the same kernels/elementwise.hpp functor to
 // the same element type as the primitive it replaces, so results keep their bits.
 #include <algorithm>
+#include <cstring>
 #include <map>
 #include <optional>
 #include <utility>
@@ -39,10 +40,22 @@ bool is_comparison(Op op) {
          op == Op::ne;
 }
 
-bool fusible_dtype(DType d) {
-  // float32 and float64: a 16-bit value rounds after every primitive, which one fused pass
-  // computing in float32 would not.
-  return d == DType::f32 || d == DType::f64;
+// A literal's value as a double, exactly (16-bit ones from their bits on the host).
+double literal_value(const Array& lit) {
+  switch (lit.dtype()) {
+    case DType::f32:
+      return lit.item<float>();
+    case DType::bf16:
+    case DType::f16: {
+      std::uint16_t bits = 0;
+      const Array host = lit.to(Device::cpu());
+      std::memcpy(&bits, host.buffer().data(), sizeof bits);
+      return lit.dtype() == DType::bf16 ? bfloat16_bits_to_double(bits)
+                                        : float16_bits_to_double(bits);
+    }
+    default:
+      return lit.item<double>();
+  }
 }
 
 struct Cluster {
@@ -53,7 +66,7 @@ struct Cluster {
 
 class Fuser {
  public:
-  explicit Fuser(Graph& g) : g_(g) {}
+  Fuser(Graph& g, bool sixteen_bit) : g_(g), sixteen_bit_(sixteen_bit) {}
   int run();
 
  private:
@@ -69,7 +82,15 @@ class Fuser {
   Atom through_broadcast(const Atom& a) const;
   void build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool>& drop);
 
+  // float32 and float64 always; bfloat16 and float16 where the backend rounds each
+  // instruction's result to them (a 16-bit value rounds after every primitive).
+  bool fusible_dtype(DType d) const {
+    return d == DType::f32 || d == DType::f64 ||
+           (sixteen_bit_ && (d == DType::bf16 || d == DType::f16));
+  }
+
   Graph& g_;
+  bool sixteen_bit_;
   std::vector<std::ptrdiff_t> producer_;               // per variable: its equation, or -1
   std::vector<std::vector<std::size_t>> consumers_;    // per variable
   std::vector<bool> graph_output_;
@@ -273,8 +294,7 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
       absorbed.push_back(given.var);
     if (a.is_literal()) {
       const Array& lit = a.literal;
-      return b.constant(lit.dtype() == DType::f32 ? static_cast<double>(lit.item<float>())
-                                                  : lit.item<double>());
+      return b.constant(literal_value(lit));
     }
     if (const auto it = value.find(a.var); it != value.end()) return it->second;
     const bool scalar = g_.aval(a.var).shape.rank() == 0 && c.aval.shape.rank() != 0;
@@ -335,8 +355,8 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
 
 }  // namespace
 
-int fuse_elementwise(Graph& graph) {
-  return Fuser(graph).run();
+int fuse_elementwise(Graph& graph, bool sixteen_bit) {
+  return Fuser(graph, sixteen_bit).run();
 }
 
 OpCounts op_counts(const Graph& graph) {

@@ -311,7 +311,8 @@ struct Jitted::State {
     pass([&] { ir::dce(g); });
     if (options.fuse_dot_bias) pass([&] { ir::fuse_dot_bias(g); });
     if (options.fuse_elementwise) {
-      pass([&] { ir::fuse_elementwise(g); });
+      // A GPU's fused kernel rounds each instruction to bf16/f16 as its primitive would.
+      pass([&] { ir::fuse_elementwise(g, device.kind != DeviceKind::cpu); });
       pass([&] { ir::dce(g); });  // scalars' broadcasts the fused programs no longer read
     }
     s->device = device;

@@ -58,6 +58,20 @@ TEST_CASE("DType: 16-bit float bits round to nearest-even as JAX converts Python
   CHECK(round_to_float16_bits(2047.0 * 0x1p-11 + 0x1p-12) == 0x3C00);  // carries into 1.0
   CHECK(round_to_float16_bits(-std::numeric_limits<double>::infinity()) == 0xFC00);
   CHECK(round_to_float16_bits(std::nan("")) == 0x7E00);
+  // Back, exactly: every finite bit pattern round-trips through its double.
+  int bf16_misses = 0, f16_misses = 0;
+  for (std::uint32_t b = 0; b < 0x10000; ++b) {
+    const auto bits = static_cast<std::uint16_t>(b);
+    const double bf = bfloat16_bits_to_double(bits), h = float16_bits_to_double(bits);
+    bf16_misses += !std::isnan(bf) && round_to_bfloat16_bits(bf) != bits;
+    f16_misses += !std::isnan(h) && round_to_float16_bits(h) != bits;
+  }
+  CHECK(bf16_misses == 0);
+  CHECK(f16_misses == 0);
+  CHECK(bfloat16_bits_to_double(0x3DCD) == 0.10009765625);
+  CHECK(float16_bits_to_double(0x2E66) == 0.0999755859375);
+  CHECK(float16_bits_to_double(0x0001) == 0x1p-24);
+  CHECK(std::isnan(float16_bits_to_double(0x7E00)));
 }
 
 TEST_CASE("DType: an unknown name is an error that lists the accepted names") {

@@ -12,6 +12,7 @@
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/ir/graph.hpp"
+#include "flaxpp/ir/lax.hpp"
 #include "flaxpp/nn/dense.hpp"
 #include "flaxpp/nn/layer_norm.hpp"
 #include "flaxpp/nn/mlp.hpp"
@@ -303,4 +304,36 @@ TEST_CASE("CUDA graphs: a jitted step of its own is recorded on its second call 
   CHECK(replayed.losses == eager.losses);
   testing::check_same_bits(replayed.params, eager.params);
   testing::check_same_bits(replayed.state, eager.state);
+}
+
+TEST_CASE("CUDA jit: a bf16 model's 16-bit chains fuse, with the unfused step's bits" *
+          doctest::skip(kNoGpu)) {
+  // Flax's dtype=bfloat16 (parameters in float32): the bias adds, relus and their masks run in
+  // bf16, which the GPU's fused kernel rounds after each instruction as each primitive would.
+  const nn::MLP mlp{.features = {64, 32, 10}, .dtype = DType::bf16};
+  const Batch b = batches()[0];
+  const auto loss_and_grads = [&](std::span<const Tree> a) {
+    auto [loss, grads] = value_and_grad([&](const Tree& p) {
+      const Array logits = nn::Model(mlp).apply(nn::Variables{{"params", p}}, a[1].array());
+      return mean(optim::softmax_cross_entropy_with_integer_labels(astype(logits, DType::f32),
+                                                                   a[2].array()));
+    })(a[0]);
+    return std::vector<Tree>{Tree(loss), grads};
+  };
+  Tree params = nn::Model(mlp).init(random::key(5), b.x)["params"];
+  params = tree_map(params, [](const Array& p) { return p.to(Device::cuda(0)); });
+  const std::vector<Tree> args{params, Tree(b.x.to(Device::cuda(0))),
+                               Tree(b.y.to(Device::cuda(0)))};
+  const Jitted fused = jit(loss_and_grads);
+  const Jitted plain = jit(
+      loss_and_grads, {.donate_argnums = {}, .fuse_elementwise = false, .fuse_dot_bias = false});
+  const CompiledStep compiled = fused.lower(args);
+  int bf16_programs = 0;
+  for (const ir::Eqn& e : compiled.graph().eqns)
+    if (e.prim == &lax::fused_elementwise_p && !e.outputs.empty())
+      bf16_programs += compiled.graph().aval(e.outputs[0]).dtype == DType::bf16;
+  CHECK(bf16_programs >= 2);  // the hidden layers' relus forward and backward
+  const std::vector<Tree> got = fused(args), want = plain(args);
+  CHECK(got[0].array().to_vector<float>() == want[0].array().to_vector<float>());
+  testing::check_same_bits(got[1], want[1]);
 }

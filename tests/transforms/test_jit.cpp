@@ -4,6 +4,7 @@
 // tree; the passes (CSE that leaves remat's recomputation alone, dead code dropped).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -29,6 +30,7 @@
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "flaxpp/transforms/jit.hpp"
+#include "flaxpp/transforms/trace.hpp"
 #include "harness/finite_diff.hpp"
 #include "harness/tree_bits.hpp"
 
@@ -382,6 +384,31 @@ TEST_CASE("jit passes: elementwise chains fuse into one pass with the same bits"
   const std::vector<Tree> ra = fused(args), rb = plain(args);
   for (std::size_t i = 0; i < ra.size(); ++i)
     CHECK(ra[i].array().to_vector<float>() == rb[i].array().to_vector<float>());
+}
+
+TEST_CASE("jit passes: 16-bit chains fuse only for a backend that rounds each instruction") {
+  // relu(x * 0.1 + y) in bfloat16: on a GPU one program whose constant is bfloat16's 0.1
+  // (0.10009765625, as the literal holds it); the CPU keeps the primitives.
+  const auto f = [](std::span<const Array> v) {
+    return std::vector<Array>{maximum(v[0] * 0.1 + v[1], lax::full_like(v[1], 0.0))};
+  };
+  for (const DType dtype : {DType::bf16, DType::f16}) {
+    CAPTURE(dtype_name(dtype));
+    const std::vector<AVal> avals{AVal{Shape{4, 8}, dtype}, AVal{Shape{4, 8}, dtype}};
+    ir::Graph cpu = make_graph(f, avals), gpu = make_graph(f, avals);
+    CHECK(ir::fuse_elementwise(cpu) == 0);
+    CHECK(ir::fuse_elementwise(gpu, true) == 1);
+    gpu.verify();
+    CAPTURE(gpu.str());
+    CHECK(ir::count_eqns(gpu, lax::mul_p) == 0);
+    for (const ir::Eqn& e : gpu.eqns)
+      if (e.prim == &lax::fused_elementwise_p) {
+        const auto& constants =
+            e.params.get<std::shared_ptr<const ir::ElementwiseProgram>>("program")->constants;
+        const double tenth = dtype == DType::bf16 ? 0.10009765625 : 0.0999755859375;
+        CHECK(std::find(constants.begin(), constants.end(), tenth) != constants.end());
+      }
+  }
 }
 
 TEST_CASE("jit passes: an MLP step's relu backward reads the forward mask in a fused pass") {

@@ -30,6 +30,9 @@ float round_to_float32(double value);
 // float16 directly (numpy). Arrays of these dtypes are filled on the host with them.
 std::uint16_t round_to_bfloat16_bits(double value);
 std::uint16_t round_to_float16_bits(double value);
+// The value of bfloat16 and float16 bits as a double, exactly (every such value is one).
+double bfloat16_bits_to_double(std::uint16_t bits);
+double float16_bits_to_double(std::uint16_t bits);
 
 // The DType of a C++ element type that arrays may hold directly on the host.
 template <class T>

@@ -37,8 +37,10 @@ int inline_calls(Graph& graph, const Primitive& prim, const std::string& body);
 // fusion: one pass over memory, one CUDA launch, the intermediates never stored, the same
 // bits. Each fused equation stands where its first equation stood and may write into
 // operands it reads last; its param "fused_eqns" says how many equations it replaced. Returns
-// how many fused equations it made.
-int fuse_elementwise(Graph& graph);
+// how many fused equations it made. With `sixteen_bit`, bfloat16 and float16 chains fuse too:
+// for a backend whose fused programs round each instruction's result to the arrays' dtype, as
+// a primitive stores it (CUDA's; the CPU has no 16-bit arithmetic).
+int fuse_elementwise(Graph& graph, bool sixteen_bit = false);
 
 // Turns each float32/float64 dot_general without batch dims whose one reader adds a bias
 // broadcast along its rhs free axes (nn.Dense's kernel product and bias) into
