@@ -7,7 +7,6 @@
 #include <cstring>
 #include <map>
 #include <optional>
-#include <utility>
 #include <vector>
 
 #include "flaxpp/ir/lax.hpp"
@@ -66,7 +65,7 @@ struct Cluster {
 
 class Fuser {
  public:
-  Fuser(Graph& g, bool sixteen_bit) : g_(g), sixteen_bit_(sixteen_bit) {}
+  Fuser(Graph& g, bool sixteen_bit) : g_(g), sixteen_bit_(sixteen_bit), uses_(g) {}
   int run();
 
  private:
@@ -91,14 +90,12 @@ class Fuser {
 
   Graph& g_;
   bool sixteen_bit_;
-  std::vector<std::ptrdiff_t> producer_;               // per variable: its equation, or -1
-  std::vector<std::vector<std::size_t>> consumers_;    // per variable
-  std::vector<bool> graph_output_;
+  DefUse uses_;
 };
 
 Atom Fuser::through_broadcast(const Atom& a) const {
   if (a.is_literal()) return a;
-  const std::ptrdiff_t p = producer_[static_cast<std::size_t>(a.var)];
+  const std::ptrdiff_t p = uses_.producer[static_cast<std::size_t>(a.var)];
   if (p < 0) return a;
   const Eqn& e = g_.eqns[static_cast<std::size_t>(p)];
   if (e.prim != &lax::broadcast_in_dim_p || g_.aval(e.inputs[0]).shape.rank() != 0 ||
@@ -115,8 +112,8 @@ bool Fuser::operand_fits(const Atom& a, const AVal& aval) const {
 }
 
 bool Fuser::bool_consumers_fusible(VarId v, DType d) const {
-  if (graph_output_[static_cast<std::size_t>(v)]) return false;
-  for (const std::size_t k : consumers_[static_cast<std::size_t>(v)]) {
+  if (uses_.output[static_cast<std::size_t>(v)]) return false;
+  for (const std::size_t k : uses_.readers[static_cast<std::size_t>(v)]) {
     const Eqn& c = g_.eqns[k];
     const bool as_which = c.prim == &lax::select_n_p && c.inputs.size() == 3 &&
                           !c.inputs[0].is_literal() && c.inputs[0].var == v &&
@@ -134,7 +131,8 @@ std::optional<AVal> Fuser::fusible(const Eqn& e) const {
   if (e.outputs.size() != 1) return std::nullopt;
   const AVal out = g_.aval(e.outputs[0]);
   if (e.prim == &lax::select_n_p) {
-    // select_n(which, case0, case1) with `which` a fused comparison's bool (checked on joining).
+    // select_n(which, case0, case1): `which` a fused comparison's bool or a mask from memory
+    // (decided on joining).
     if (e.inputs.size() != 3 || e.inputs[0].is_literal() || !fusible_dtype(out.dtype))
       return std::nullopt;
     if (!operand_fits(e.inputs[1], out) || !operand_fits(e.inputs[2], out)) return std::nullopt;
@@ -159,11 +157,6 @@ std::optional<AVal> Fuser::fusible(const Eqn& e) const {
 }
 
 int Fuser::run() {
-  DefUse uses(g_);
-  producer_ = std::move(uses.producer);
-  consumers_ = std::move(uses.readers);
-  graph_output_ = std::move(uses.output);
-
   // Greedy, in program order: an equation joins the cluster of an operand's producer when
   // every other operand it reads from outside that cluster exists before the cluster's first
   // equation (so the fused equation can stand there); else it starts a cluster of its own.
@@ -175,7 +168,7 @@ int Fuser::run() {
     if (!aval) continue;
     const auto in_cluster = [&](const Atom& a, std::ptrdiff_t c) {
       if (a.is_literal()) return false;
-      const std::ptrdiff_t p = producer_[static_cast<std::size_t>(a.var)];
+      const std::ptrdiff_t p = uses_.producer[static_cast<std::size_t>(a.var)];
       return p >= 0 && cluster_of[static_cast<std::size_t>(p)] == c;
     };
     const auto can_join = [&](std::ptrdiff_t c) {
@@ -184,7 +177,7 @@ int Fuser::run() {
       for (const Atom& operand : e.inputs) {
         const Atom a = in_cluster(operand, c) ? operand : through_broadcast(operand);
         if (a.is_literal() || in_cluster(a, c)) continue;
-        const std::ptrdiff_t p = producer_[static_cast<std::size_t>(a.var)];
+        const std::ptrdiff_t p = uses_.producer[static_cast<std::size_t>(a.var)];
         if (p >= static_cast<std::ptrdiff_t>(cl.first)) return false;
       }
       return true;
@@ -194,39 +187,27 @@ int Fuser::run() {
     // by the backward pass's select).
     const bool needs_bool = e.prim == &lax::select_n_p || e.prim == &lax::convert_element_type_p;
     std::ptrdiff_t joined = -1;
+    // Joins the cluster of equation `k` (-1: none) if nothing was joined yet and it can.
+    const auto try_join = [&](std::ptrdiff_t k) {
+      const std::ptrdiff_t c = k >= 0 ? cluster_of[static_cast<std::size_t>(k)] : -1;
+      if (joined < 0 && c >= 0 && can_join(c)) joined = c;
+    };
     if (needs_bool) {
-      const std::ptrdiff_t p = producer_[static_cast<std::size_t>(e.inputs[0].var)];
-      const std::ptrdiff_t c = p >= 0 ? cluster_of[static_cast<std::size_t>(p)] : -1;
-      if (c >= 0 && can_join(c)) {
-        joined = c;
-      } else if (g_.aval(e.inputs[0]).shape != aval->shape) {
+      try_join(uses_.producer[static_cast<std::size_t>(e.inputs[0].var)]);
+      if (joined < 0 && g_.aval(e.inputs[0]).shape != aval->shape)
         continue;  // a 0-d bool from memory: no mask operand
-      }
     }
-    if (joined < 0) {
-      for (const Atom& a : e.inputs) {
-        if (a.is_literal()) continue;
-        const std::ptrdiff_t p = producer_[static_cast<std::size_t>(a.var)];
-        if (p < 0 || cluster_of[static_cast<std::size_t>(p)] < 0) continue;
-        if (can_join(cluster_of[static_cast<std::size_t>(p)])) {
-          joined = cluster_of[static_cast<std::size_t>(p)];
-          break;
-        }
-      }
-      // A comparison of a value an earlier cluster reads too (relu's mask of a product that
-      // its max reads) joins that cluster: its bool is then taken where the value is made and
-      // the value need not live on to the mask's readers (a remat'd backward pass's
-      // select_n), as when the comparison joins its operand's producer.
-      if (joined < 0 && !needs_bool && is_comparison(*op_of(e.prim)))
-        for (const Atom& a : e.inputs) {
-          if (a.is_literal() || joined >= 0) continue;
-          for (const std::size_t k : consumers_[static_cast<std::size_t>(a.var)])
-            if (k < i && cluster_of[k] >= 0 && can_join(cluster_of[k])) {
-              joined = cluster_of[k];
-              break;
-            }
-        }
-    }
+    for (const Atom& a : e.inputs)
+      if (!a.is_literal()) try_join(uses_.producer[static_cast<std::size_t>(a.var)]);
+    // A comparison of a value an earlier cluster reads too (relu's mask of a product that its
+    // max reads) joins that cluster: its bool is then taken where the value is made and the
+    // value need not live on to the mask's readers (a remat'd backward pass's select_n), as
+    // when the comparison joins its operand's producer.
+    if (!needs_bool && is_comparison(*op_of(e.prim)))
+      for (const Atom& a : e.inputs)
+        if (!a.is_literal())
+          for (const std::size_t k : uses_.readers[static_cast<std::size_t>(a.var)])
+            if (k < i) try_join(static_cast<std::ptrdiff_t>(k));
     if (joined < 0) {
       joined = static_cast<std::ptrdiff_t>(clusters.size());
       clusters.push_back({*aval, i, {}});
@@ -260,8 +241,8 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
   for (const std::size_t i : c.eqns)
     member[i] = true;
   const auto read_outside = [&](VarId v) {
-    const auto& readers = consumers_[static_cast<std::size_t>(v)];
-    return graph_output_[static_cast<std::size_t>(v)] ||
+    const auto& readers = uses_.readers[static_cast<std::size_t>(v)];
+    return uses_.output[static_cast<std::size_t>(v)] ||
            std::any_of(readers.begin(), readers.end(), [&](std::size_t k) { return !member[k]; });
   };
   // A comparison whose bool is also read outside stays an equation of its own too (a program
@@ -287,15 +268,13 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
   std::vector<VarId> absorbed;  // broadcasts of 0-d values the program reads as those values
   // An operand's value: computed in the cluster, or read (a bool from memory as a mask).
   const auto operand = [&](const Atom& given, bool bool_value = false) -> EValue {
-    if (!given.is_literal() && value.count(given.var) != 0) return value.at(given.var);
+    if (!given.is_literal())
+      if (const auto it = value.find(given.var); it != value.end()) return it->second;
     const Atom a = through_broadcast(given);
     if (!given.is_literal() && (a.is_literal() || a.var != given.var) &&
         std::find(absorbed.begin(), absorbed.end(), given.var) == absorbed.end())
       absorbed.push_back(given.var);
-    if (a.is_literal()) {
-      const Array& lit = a.literal;
-      return b.constant(literal_value(lit));
-    }
+    if (a.is_literal()) return b.constant(literal_value(a.literal));
     if (const auto it = value.find(a.var); it != value.end()) return it->second;
     const bool scalar = g_.aval(a.var).shape.rank() == 0 && c.aval.shape.rank() != 0;
     const EValue v = scalar ? b.scalar() : bool_value ? b.mask_input() : b.input();
