@@ -1,6 +1,7 @@
 // kernels/elementwise.hpp — the math of every elementwise lax primitive as tiny functors on the
 // element type, shared by the CPU loops and CUDA kernels; numerics follow XLA's CPU backend.
-#pragma once
+#ifndef FLAXPP_KERNELS_ELEMENTWISE_HPP
+#define FLAXPP_KERNELS_ELEMENTWISE_HPP
 
 #include <cmath>
 #include <cstdint>
@@ -302,6 +303,27 @@ struct Sin {
   }
 };
 
+// ---- the elementwise primitives ----------------------------------------------------------
+
+// Every elementwise lax primitive whose math is one functor above, as X(name, Functor, dtypes):
+// flaxpp/ir/lax.hpp declares name_p and name() from these lists, src/ir/primitives/
+// elementwise.cpp defines them (with the VJP rule it writes as name_vjp), and every backend's
+// table applies the functor to the dtypes named: Num (numeric), Fp (floating); comparisons
+// take every dtype and give bool. A new elementwise primitive is a functor and a line here,
+// its name_vjp, and a test. integer_pow (a param), select_n and convert_element_type are
+// written out.
+// clang-format off
+#define FLAXPP_ELEMENTWISE_BINARY(X) \
+  X(add, Add, Num) X(sub, Sub, Num) X(mul, Mul, Num) X(div, Div, Num) X(max, Max, Num) \
+  X(min, Min, Num) X(pow, Pow, Fp)
+#define FLAXPP_ELEMENTWISE_COMPARISONS(X) \
+  X(eq, Eq) X(ne, Ne) X(lt, Lt) X(le, Le) X(gt, Gt) X(ge, Ge)
+#define FLAXPP_ELEMENTWISE_UNARY(X) \
+  X(neg, Neg, Num) X(abs, Abs, Num) X(sign, Sign, Num) X(exp, Exp, Fp) X(log, Log, Fp) \
+  X(log1p, Log1p, Fp) X(tanh, Tanh, Fp) X(logistic, Logistic, Fp) X(sqrt, Sqrt, Fp) \
+  X(rsqrt, Rsqrt, Fp) X(erf, Erf, Fp) X(cos, Cos, Fp) X(sin, Sin, Fp)
+// clang-format on
+
 // ---- conversion -------------------------------------------------------------------------
 
 // convert_element_type to `To` (bool, float, double, int32_t or uint32_t). To bool: x != 0
@@ -341,3 +363,5 @@ FLAXPP_HD T max_identity() {
 }
 
 }  // namespace flaxpp::kernels
+
+#endif  // FLAXPP_KERNELS_ELEMENTWISE_HPP

@@ -3,7 +3,8 @@
 // Horner), erf_inv (M. Giles' single-precision approximation, as StableHLO's CHLO legalisation
 // expands it) and tanh (XLA's CPU fast tanh).
 // Host and device; no framework headers. Semantics doc §1.11.
-#pragma once
+#ifndef FLAXPP_KERNELS_SPECIAL_MATH_HPP
+#define FLAXPP_KERNELS_SPECIAL_MATH_HPP
 
 #include <cmath>
 
@@ -76,3 +77,5 @@ FLAXPP_HD float xla_tanh_f32(float x) {
 }
 
 }  // namespace flaxpp::kernels
+
+#endif  // FLAXPP_KERNELS_SPECIAL_MATH_HPP

@@ -24,23 +24,28 @@ using EvalSig = Array(const ir::Primitive& prim, std::span<const Array> inputs,
                       const ir::Params& params, const AVal& out);
 using EvalFn = EvalSig*;
 
+// The primitives a backend evaluates with one function of its own, of the signature EvalSig
+// and the primitive's name.
+#define FLAXPP_EVAL_FAMILIES(X)                                                          \
+  X(select_n)                                                                            \
+  X(convert_element_type) X(reduce_sum) X(reduce_max) X(dot_general) X(dot_general_bias) \
+      X(layer_norm) X(layer_norm_dx) X(layer_norm_dscale) X(iota) X(take) X(scatter_add)
+#define FLAXPP_EVAL_DECLARE_FAMILY(name) static backend_impl::EvalSig name;
+
 // The members every backend's Families type declares beside its dtype families and name
 // (eval_table.hpp's concept EvalFamilies says what each does); each backend defines them in
 // its own files.
-#define FLAXPP_EVAL_FAMILIES_MEMBERS                                                           \
-  template <unsigned kAllowed, class Op>                                                      \
-  static Array binary(const ir::Primitive& prim, std::span<const Array> in,                   \
-                      const ir::Params& params, const AVal& out);                             \
-  template <unsigned kAllowed, class Op>                                                      \
-  static Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op);  \
-  static backend_impl::EvalSig select_n, convert_element_type, reduce_sum, reduce_max,        \
-      dot_general, dot_general_bias, layer_norm, layer_norm_dx, layer_norm_dscale, iota, take, \
-      scatter_add;                                                                            \
-  static std::vector<Array> fused_elementwise(const ir::Primitive& prim,                      \
-                                              std::span<const Array> in,                      \
-                                              const ir::Params& params,                       \
-                                              std::span<const AVal> out);                     \
-  static Array gather(const ir::Primitive& prim, const Array& x,                              \
+#define FLAXPP_EVAL_FAMILIES_MEMBERS                                                               \
+  template <unsigned kAllowed, class Op>                                                           \
+  static Array binary(const ir::Primitive& prim, std::span<const Array> in,                        \
+                      const ir::Params& params, const AVal& out);                                  \
+  template <unsigned kAllowed, class Op>                                                           \
+  static Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op);       \
+  FLAXPP_EVAL_FAMILIES(FLAXPP_EVAL_DECLARE_FAMILY)                                                 \
+  static std::vector<Array> fused_elementwise(const ir::Primitive& prim,                           \
+                                              std::span<const Array> in, const ir::Params& params, \
+                                              std::span<const AVal> out);                          \
+  static Array gather(const ir::Primitive& prim, const Array& x,                                   \
                       const backend_impl::StridedCopy& copy, const AVal& out)
 
 // A new, uninitialised buffer for one result on `device`: write it through data<T>(), then

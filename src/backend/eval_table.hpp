@@ -34,19 +34,13 @@ concept EvalFamilies = requires(const ir::Primitive& prim, std::span<const Array
   { B::kName } -> std::convertible_to<const char*>;
   { B::template binary<B::kNum, kernels::Add>(prim, in, params, out) } -> std::same_as<Array>;
   { B::template map_unary<B::kFp>(prim, x, out, kernels::Exp{}) } -> std::same_as<Array>;
-  { B::select_n(prim, in, params, out) } -> std::same_as<Array>;
-  { B::convert_element_type(prim, in, params, out) } -> std::same_as<Array>;
-  { B::reduce_sum(prim, in, params, out) } -> std::same_as<Array>;
-  { B::reduce_max(prim, in, params, out) } -> std::same_as<Array>;
-  { B::dot_general(prim, in, params, out) } -> std::same_as<Array>;
-  { B::dot_general_bias(prim, in, params, out) } -> std::same_as<Array>;
-  { B::layer_norm(prim, in, params, out) } -> std::same_as<Array>;
-  { B::layer_norm_dx(prim, in, params, out) } -> std::same_as<Array>;
-  { B::layer_norm_dscale(prim, in, params, out) } -> std::same_as<Array>;
-  { B::iota(prim, in, params, out) } -> std::same_as<Array>;
-  { B::take(prim, in, params, out) } -> std::same_as<Array>;
-  { B::scatter_add(prim, in, params, out) } -> std::same_as<Array>;
-  { B::fused_elementwise(prim, in, params, outs) } -> std::same_as<std::vector<Array>>;
+#define FLAXPP_EVAL_REQUIRE_FAMILY(name) \
+  { B::name(prim, in, params, out) } -> std::same_as<Array>;
+  FLAXPP_EVAL_FAMILIES(FLAXPP_EVAL_REQUIRE_FAMILY)
+#undef FLAXPP_EVAL_REQUIRE_FAMILY
+  {
+    B::fused_elementwise(prim, in, params, outs)
+    } -> std::same_as<std::vector<Array>>;
   { B::gather(prim, x, copy, out) } -> std::same_as<Array>;
 };
 
@@ -94,52 +88,29 @@ Array transpose(const ir::Primitive& prim, std::span<const Array> in, const ir::
 template <EvalFamilies B>
 const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
   namespace k = kernels;
-  constexpr unsigned kNum = B::kNum, kFp = B::kFp, kAny = B::kAny;
+  constexpr unsigned kAny = B::kAny;
   static const std::unordered_map<const ir::Primitive*, EvalFn> t = {
-      {&lax::add_p, B::template binary<kNum, k::Add>},
-      {&lax::sub_p, B::template binary<kNum, k::Sub>},
-      {&lax::mul_p, B::template binary<kNum, k::Mul>},
-      {&lax::div_p, B::template binary<kNum, k::Div>},
-      {&lax::max_p, B::template binary<kNum, k::Max>},
-      {&lax::min_p, B::template binary<kNum, k::Min>},
-      {&lax::eq_p, B::template binary<kAny, k::Eq>},
-      {&lax::ne_p, B::template binary<kAny, k::Ne>},
-      {&lax::lt_p, B::template binary<kAny, k::Lt>},
-      {&lax::le_p, B::template binary<kAny, k::Le>},
-      {&lax::gt_p, B::template binary<kAny, k::Gt>},
-      {&lax::ge_p, B::template binary<kAny, k::Ge>},
-      {&lax::neg_p, unary<B, kNum, k::Neg>},
-      {&lax::abs_p, unary<B, kNum, k::Abs>},
-      {&lax::sign_p, unary<B, kNum, k::Sign>},
-      {&lax::exp_p, unary<B, kFp, k::Exp>},
-      {&lax::log_p, unary<B, kFp, k::Log>},
-      {&lax::log1p_p, unary<B, kFp, k::Log1p>},
-      {&lax::tanh_p, unary<B, kFp, k::Tanh>},
-      {&lax::logistic_p, unary<B, kFp, k::Logistic>},
-      {&lax::sqrt_p, unary<B, kFp, k::Sqrt>},
-      {&lax::rsqrt_p, unary<B, kFp, k::Rsqrt>},
-      {&lax::erf_p, unary<B, kFp, k::Erf>},
-      {&lax::integer_pow_p, integer_pow<B>},
-      {&lax::pow_p, B::template binary<kFp, k::Pow>},
-      {&lax::cos_p, unary<B, kFp, k::Cos>},
-      {&lax::sin_p, unary<B, kFp, k::Sin>},
-      {&lax::select_n_p, B::select_n},
-      {&lax::convert_element_type_p, B::convert_element_type},
-      {&lax::stop_gradient_p, identity},
+#define FLAXPP_EVAL_BINARY(name, Functor, dtypes) \
+  {&lax::name##_p, B::template binary<B::k##dtypes, k::Functor>},
+#define FLAXPP_EVAL_COMPARISON(name, Functor) \
+  {&lax::name##_p, B::template binary<kAny, k::Functor>},
+#define FLAXPP_EVAL_UNARY(name, Functor, dtypes) \
+  {&lax::name##_p, unary<B, B::k##dtypes, k::Functor>},
+      FLAXPP_ELEMENTWISE_BINARY(FLAXPP_EVAL_BINARY)
+          FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_EVAL_COMPARISON)
+              FLAXPP_ELEMENTWISE_UNARY(FLAXPP_EVAL_UNARY)
+#undef FLAXPP_EVAL_BINARY
+#undef FLAXPP_EVAL_COMPARISON
+#undef FLAXPP_EVAL_UNARY
+                  {&lax::integer_pow_p, integer_pow<B>},
+#define FLAXPP_EVAL_FAMILY(name) {&lax::name##_p, B::name},
+      FLAXPP_EVAL_FAMILIES(FLAXPP_EVAL_FAMILY)
+#undef FLAXPP_EVAL_FAMILY
+          {&lax::stop_gradient_p, identity},
       {&lax::name_p, identity},
-      {&lax::reduce_sum_p, B::reduce_sum},
-      {&lax::reduce_max_p, B::reduce_max},
       {&lax::broadcast_in_dim_p, broadcast_in_dim<B>},
       {&lax::reshape_p, reshape<B>},
       {&lax::transpose_p, transpose<B>},
-      {&lax::dot_general_p, B::dot_general},
-      {&lax::dot_general_bias_p, B::dot_general_bias},
-      {&lax::layer_norm_p, B::layer_norm},
-      {&lax::layer_norm_dx_p, B::layer_norm_dx},
-      {&lax::layer_norm_dscale_p, B::layer_norm_dscale},
-      {&lax::iota_p, B::iota},
-      {&lax::take_p, B::take},
-      {&lax::scatter_add_p, B::scatter_add},
   };
   return t;
 }

@@ -88,36 +88,23 @@ Array broadcast_to(const Array& x, const Shape& shape) {
   return lax::broadcast_in_dim(x, shape, dims);
 }
 
-Array add(const Array& x, const Array& y) {
-  return binary("add", x, y, lax::add);
-}
-Array subtract(const Array& x, const Array& y) {
-  return binary("subtract", x, y, lax::sub);
-}
-Array multiply(const Array& x, const Array& y) {
-  return binary("multiply", x, y, lax::mul);
-}
-Array divide(const Array& x, const Array& y) {
-  return binary("divide", x, y, lax::div);
-}
-Array maximum(const Array& x, const Array& y) {
-  return binary("maximum", x, y, lax::max);
-}
-Array minimum(const Array& x, const Array& y) {
-  return binary("minimum", x, y, lax::min);
-}
-Array greater(const Array& x, const Array& y) {
-  return binary("greater", x, y, lax::gt);
-}
-Array greater_equal(const Array& x, const Array& y) {
-  return binary("greater_equal", x, y, lax::ge);
-}
-Array less(const Array& x, const Array& y) {
-  return binary("less", x, y, lax::lt);
-}
-Array equal(const Array& x, const Array& y) {
-  return binary("equal", x, y, lax::eq);
-}
+// jax.numpy's broadcasting binary functions, each with the lax primitive it applies.
+#define FLAXPP_NUMPY_BINARY(name, primitive)    \
+  Array name(const Array& x, const Array& y) {  \
+    return binary(#name, x, y, lax::primitive); \
+  }
+FLAXPP_NUMPY_BINARY(add, add)
+FLAXPP_NUMPY_BINARY(subtract, sub)
+FLAXPP_NUMPY_BINARY(multiply, mul)
+FLAXPP_NUMPY_BINARY(divide, div)
+FLAXPP_NUMPY_BINARY(maximum, max)
+FLAXPP_NUMPY_BINARY(minimum, min)
+FLAXPP_NUMPY_BINARY(greater, gt)
+FLAXPP_NUMPY_BINARY(greater_equal, ge)
+FLAXPP_NUMPY_BINARY(less, lt)
+FLAXPP_NUMPY_BINARY(equal, eq)
+FLAXPP_NUMPY_BINARY(power, pow)
+#undef FLAXPP_NUMPY_BINARY
 
 Array where(const Array& condition, const Array& x, const Array& y) {
   if (condition.dtype() != DType::bool_)
@@ -143,63 +130,40 @@ Array operator/(const Array& x, const Array& y) {
 Array operator-(const Array& x) {
   return lax::neg(x);
 }
-Array operator+(const Array& x, double y) {
-  return lax::add(x, weak(y, x));
-}
-Array operator+(double x, const Array& y) {
-  return lax::add(weak(x, y), y);
-}
-Array operator-(const Array& x, double y) {
-  return lax::sub(x, weak(y, x));
-}
-Array operator-(double x, const Array& y) {
-  return lax::sub(weak(x, y), y);
-}
-Array operator*(const Array& x, double y) {
-  return lax::mul(x, weak(y, x));
-}
-Array operator*(double x, const Array& y) {
-  return lax::mul(weak(x, y), y);
-}
-Array operator/(const Array& x, double y) {
-  return lax::div(x, weak(y, x));
-}
-Array operator/(double x, const Array& y) {
-  return lax::div(weak(x, y), y);
-}
+// A double operand becomes a 0-d array of the other's dtype.
+#define FLAXPP_SCALAR_OPERATOR(op, primitive)   \
+  Array operator op(const Array& x, double y) { \
+    return lax::primitive(x, weak(y, x));       \
+  }                                             \
+  Array operator op(double x, const Array& y) { \
+    return lax::primitive(weak(x, y), y);       \
+  }
+FLAXPP_SCALAR_OPERATOR(+, add)
+FLAXPP_SCALAR_OPERATOR(-, sub)
+FLAXPP_SCALAR_OPERATOR(*, mul)
+FLAXPP_SCALAR_OPERATOR(/, div)
+#undef FLAXPP_SCALAR_OPERATOR
 
-Array exp(const Array& x) {
-  return lax::exp(x);
-}
-Array log(const Array& x) {
-  return lax::log(x);
-}
-Array log1p(const Array& x) {
-  return lax::log1p(x);
-}
-Array tanh(const Array& x) {
-  return lax::tanh(x);
-}
-Array sqrt(const Array& x) {
-  return lax::sqrt(x);
-}
-Array abs(const Array& x) {
-  return lax::abs(x);
-}
+// The unary functions are the lax primitives of the same name.
+#define FLAXPP_NUMPY_UNARY(name) \
+  Array name(const Array& x) {   \
+    return lax::name(x);         \
+  }
+FLAXPP_NUMPY_UNARY(exp)
+FLAXPP_NUMPY_UNARY(log)
+FLAXPP_NUMPY_UNARY(log1p)
+FLAXPP_NUMPY_UNARY(tanh)
+FLAXPP_NUMPY_UNARY(sqrt)
+FLAXPP_NUMPY_UNARY(abs)
+FLAXPP_NUMPY_UNARY(cos)
+FLAXPP_NUMPY_UNARY(sin)
+#undef FLAXPP_NUMPY_UNARY
+
 Array square(const Array& x) {
   return lax::integer_pow(x, 2);
 }
 Array power(const Array& x, std::int64_t y) {
   return lax::integer_pow(x, y);
-}
-Array power(const Array& x, const Array& y) {
-  return binary("power", x, y, lax::pow);
-}
-Array cos(const Array& x) {
-  return lax::cos(x);
-}
-Array sin(const Array& x) {
-  return lax::sin(x);
 }
 
 Array sum(const Array& x, std::optional<Axes> axes, bool keepdims) {

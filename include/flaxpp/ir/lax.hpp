@@ -14,22 +14,28 @@
 #include "flaxpp/core/precision.hpp"
 #include "flaxpp/ir/elementwise_program.hpp"
 #include "flaxpp/ir/primitive.hpp"
+#include "flaxpp/kernels/elementwise.hpp"
 
 namespace flaxpp::lax {
 
-// Elementwise, two operands of one dtype (floating or integer): add sub mul div max min.
-// div truncates for integers. max/min propagate NaN.
-extern const ir::Primitive add_p, sub_p, mul_p, div_p, max_p, min_p;
-// Comparisons, two operands of one dtype -> bool: eq ne lt le gt ge.
-extern const ir::Primitive eq_p, ne_p, lt_p, le_p, gt_p, ge_p;
-// Elementwise unary on floating dtypes: exp log log1p tanh logistic (1/(1+exp(-x))) sqrt
-// rsqrt (1/sqrt) erf; on any numeric dtype: neg abs sign (-1, 0, 1; NaN for NaN).
-extern const ir::Primitive neg_p, exp_p, log_p, log1p_p, tanh_p, logistic_p, sqrt_p, rsqrt_p, erf_p,
-    abs_p, sign_p;
+// The elementwise primitives, one per line of kernels/elementwise.hpp's lists, each as name_p
+// and its typed function name(). The line names the functor that is its math (there: div
+// truncates integers, max and min propagate NaN, sign gives NaN for NaN) and its dtypes;
+// binary ones and comparisons take two operands of one dtype, comparisons give bool.
+#define FLAXPP_LAX_DECLARE_BINARY(name, ...) \
+  extern const ir::Primitive name##_p;       \
+  Array name(const Array& x, const Array& y);
+#define FLAXPP_LAX_DECLARE_UNARY(name, ...) \
+  extern const ir::Primitive name##_p;      \
+  Array name(const Array& x);
+FLAXPP_ELEMENTWISE_BINARY(FLAXPP_LAX_DECLARE_BINARY)
+FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_LAX_DECLARE_BINARY)
+FLAXPP_ELEMENTWISE_UNARY(FLAXPP_LAX_DECLARE_UNARY)
+#undef FLAXPP_LAX_DECLARE_BINARY
+#undef FLAXPP_LAX_DECLARE_UNARY
+
 // x**y for an integer y (param "y", int64; may be negative or 0), by repeated multiplication.
 extern const ir::Primitive integer_pow_p;
-// x**y for two floating operands of one dtype (lax.pow), and cos, sin.
-extern const ir::Primitive pow_p, cos_p, sin_p;
 // select_n(which, case0, case1, ...): which is bool (2 cases: false -> case0, true -> case1)
 // or int32 (which[i] picks case which[i]); all cases one aval; which has their shape or is 0-d.
 extern const ir::Primitive select_n_p;
@@ -83,33 +89,7 @@ extern const ir::Primitive layer_norm_p, layer_norm_dx_p, layer_norm_dscale_p;
 // of an input of its group that no other Array holds. No VJP.
 extern const ir::Primitive fused_elementwise_p;
 
-Array add(const Array& x, const Array& y);
-Array sub(const Array& x, const Array& y);
-Array mul(const Array& x, const Array& y);
-Array div(const Array& x, const Array& y);
-Array max(const Array& x, const Array& y);
-Array min(const Array& x, const Array& y);
-Array eq(const Array& x, const Array& y);
-Array ne(const Array& x, const Array& y);
-Array lt(const Array& x, const Array& y);
-Array le(const Array& x, const Array& y);
-Array gt(const Array& x, const Array& y);
-Array ge(const Array& x, const Array& y);
-Array neg(const Array& x);
-Array exp(const Array& x);
-Array log(const Array& x);
-Array log1p(const Array& x);
-Array tanh(const Array& x);
-Array logistic(const Array& x);
-Array sqrt(const Array& x);
-Array rsqrt(const Array& x);
-Array erf(const Array& x);
-Array abs(const Array& x);
-Array sign(const Array& x);
 Array integer_pow(const Array& x, std::int64_t y);
-Array pow(const Array& x, const Array& y);
-Array cos(const Array& x);
-Array sin(const Array& x);
 Array select_n(const Array& which, std::span<const Array> cases);
 Array select(const Array& pred, const Array& on_true,
              const Array& on_false);  // select_n(pred, f, t)

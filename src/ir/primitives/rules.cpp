@@ -20,10 +20,9 @@ void expect_arity(const std::string& prim, std::span<const AVal> in, std::size_t
   if (in.size() != n) fail(prim, detail::str("expected ", n, " operands, got ", in.size()));
 }
 
-AVal binary(const std::string& prim, std::span<const AVal> in) {
+AVal binary(const std::string& prim, std::span<const AVal> in, bool comparison) {
   expect_arity(prim, in, 2);
-  if (in[0].dtype == DType::bool_ && prim != "eq" && prim != "ne" && prim != "lt" && prim != "le" &&
-      prim != "gt" && prim != "ge")
+  if (in[0].dtype == DType::bool_ && !comparison)
     fail(prim, detail::str("arithmetic on bool operands is not defined, got ", avals_str(in),
                            "; convert them to a numeric dtype first"));
   if (in[0].dtype != in[1].dtype)
