@@ -9,76 +9,11 @@
 #include "flaxpp/core/error.hpp"
 
 namespace flaxpp::ir {
-namespace {
 
 using Op = ElementwiseProgram::Op;
 
-const char* op_name(Op op) {
-  switch (op) {
-    case Op::add:
-      return "add";
-    case Op::sub:
-      return "sub";
-    case Op::mul:
-      return "mul";
-    case Op::div:
-      return "div";
-    case Op::neg:
-      return "neg";
-    case Op::sqrt:
-      return "sqrt";
-    case Op::rsqrt:
-      return "rsqrt";
-    case Op::integer_pow:
-      return "integer_pow";
-    case Op::lt:
-      return "lt";
-    case Op::select:
-      return "select";
-    case Op::max:
-      return "max";
-    case Op::min:
-      return "min";
-    case Op::exp:
-      return "exp";
-    case Op::log:
-      return "log";
-    case Op::log1p:
-      return "log1p";
-    case Op::abs:
-      return "abs";
-    case Op::le:
-      return "le";
-    case Op::gt:
-      return "gt";
-    case Op::ge:
-      return "ge";
-    case Op::eq:
-      return "eq";
-    case Op::ne:
-      return "ne";
-  }
-  return "?";
-}
-
-}  // namespace
-
 int ElementwiseProgram::arity(Op op) {
-  switch (op) {
-    case Op::neg:
-    case Op::sqrt:
-    case Op::rsqrt:
-    case Op::integer_pow:
-    case Op::exp:
-    case Op::log:
-    case Op::log1p:
-    case Op::abs:
-      return 1;
-    case Op::select:
-      return 3;
-    default:
-      return 2;
-  }
+  return kernels::program_op_arity(op);
 }
 
 std::vector<int> ElementwiseProgram::donations(const std::vector<bool>& free) const {
@@ -121,7 +56,7 @@ std::string ElementwiseProgram::str() const {
     out += detail::str(i ? ", " : "", constants[i]);
   out += ")";
   for (const Instr& in : code) {
-    out += detail::str("; r", int(in.dst), "=", op_name(in.op), "(r", int(in.a));
+    out += detail::str("; r", int(in.dst), "=", kernels::program_op_name(in.op), "(r", int(in.a));
     if (ElementwiseProgram::arity(in.op) > 1) out += detail::str(", r", int(in.b));
     if (ElementwiseProgram::arity(in.op) > 2) out += detail::str(", r", int(in.c));
     if (in.op == Op::integer_pow) out += detail::str(", y=", in.y);
