@@ -316,29 +316,12 @@ Array parse_npy(std::string_view bytes, const std::string& path) {
 }
 
 void save_npy(const std::string& path, const Array& a) {
-  std::string_view descr;
-  switch (a.dtype()) {
-    case DType::f32:
-      descr = "<f4";
-      break;
-    case DType::f64:
-      descr = "<f8";
-      break;
-    case DType::i32:
-      descr = "<i4";
-      break;
-    case DType::u32:
-      descr = "<u4";
-      break;
-    case DType::bool_:
-      descr = "|b1";
-      break;
-    case DType::bf16:
-    case DType::f16:
-      throw ValueError(detail::str("save_npy: ", dtype_name(a.dtype()),
-                                   " arrays are not supported; expected float32, float64, int32, "
-                                   "uint32 or bool. Convert with convert_element_type first"));
-  }
+  constexpr PerDType<std::string_view> kDescr("<f4", "<f8", "", "", "<i4", "<u4", "|b1");
+  const std::string_view descr = kDescr[a.dtype()];
+  if (descr.empty())
+    throw ValueError(detail::str("save_npy: ", dtype_name(a.dtype()),
+                                 " arrays are not supported; expected float32, float64, int32, "
+                                 "uint32 or bool. Convert with convert_element_type first"));
   const Array host = a.to(Device::cpu());
   std::string header =
       detail::str("{'descr': '", descr,

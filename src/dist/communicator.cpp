@@ -15,15 +15,8 @@
 namespace flaxpp::dist {
 
 std::string_view reduce_op_name(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::sum:
-      return "sum";
-    case ReduceOp::mean:
-      return "mean";
-    case ReduceOp::max:
-      return "max";
-  }
-  return "?";
+  constexpr std::string_view kNames[] = {"sum", "mean", "max"};  // the enum's order
+  return kNames[static_cast<std::size_t>(op)];
 }
 
 ReduceOp reduce_op_from_name(std::string_view name) {

@@ -23,23 +23,9 @@ namespace flaxpp::dist::detail {
 namespace {
 
 ncclDataType_t nccl_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return ncclFloat32;
-    case DType::f64:
-      return ncclFloat64;
-    case DType::bf16:
-      return ncclBfloat16;
-    case DType::f16:
-      return ncclFloat16;
-    case DType::i32:
-      return ncclInt32;
-    case DType::u32:
-      return ncclUint32;
-    case DType::bool_:
-      return ncclUint8;
-  }
-  return ncclUint8;
+  constexpr PerDType<ncclDataType_t> kTypes(ncclFloat32, ncclFloat64, ncclBfloat16, ncclFloat16,
+                                            ncclInt32, ncclUint32, ncclUint8);
+  return kTypes[dtype];
 }
 
 class Nccl final : public Communicator {

@@ -96,15 +96,8 @@ const char* write_and_sync(const std::string& tmp, std::string_view bytes) {
 }  // namespace
 
 std::string_view checkpoint_format_name(CheckpointFormat format) {
-  switch (format) {
-    case CheckpointFormat::json:
-      return "json";
-    case CheckpointFormat::safetensors:
-      return "safetensors";
-    case CheckpointFormat::msgpack:
-      return "msgpack";
-  }
-  return "unknown";
+  constexpr std::string_view kNames[] = {"json", "safetensors", "msgpack"};  // the enum's order
+  return kNames[static_cast<std::size_t>(format)];
 }
 
 CheckpointFormat format_from_path(const std::string& path) {

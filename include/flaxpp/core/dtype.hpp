@@ -22,6 +22,21 @@ DType dtype_from_name(std::string_view name);
 bool is_floating(DType dtype);
 bool is_integer(DType dtype);
 
+// One value per dtype, looked up by DType: a table in place of a switch (a library's type code
+// for each dtype, a file format's name), given in DType's order.
+template <class T>
+class PerDType {
+ public:
+  constexpr PerDType(T f32, T f64, T bf16, T f16, T i32, T u32, T bool_)
+      : values_{f32, f64, bf16, f16, i32, u32, bool_} {}
+  constexpr const T& operator[](DType dtype) const {
+    return values_[static_cast<std::size_t>(dtype)];
+  }
+
+ private:
+  T values_[7];
+};
+
 // A double rounded to float32 to nearest-even, overflowing to ±inf, as IEEE 754, numpy and
 // JAX's conversions do (a plain cast of an out-of-range double is undefined in C++).
 float round_to_float32(double value);

@@ -21,18 +21,9 @@ namespace flaxpp::cuda {
 namespace {
 
 cudaDataType_t cuda_data_type(DType dtype) {
-  switch (dtype) {
-    case DType::f32:
-      return CUDA_R_32F;
-    case DType::f64:
-      return CUDA_R_64F;
-    case DType::bf16:
-      return CUDA_R_16BF;
-    case DType::f16:
-      return CUDA_R_16F;
-    default:
-      FLAXPP_ASSERT(false, "cuda_data_type: ", dtype_name(dtype));
-  }
+  constexpr PerDType<cudaDataType_t> kTypes(CUDA_R_32F, CUDA_R_64F, CUDA_R_16BF, CUDA_R_16F,
+                                            CUDA_R_32I, CUDA_R_32U, CUDA_R_8U);
+  return kTypes[dtype];
 }
 
 int blas_int(std::int64_t v) {

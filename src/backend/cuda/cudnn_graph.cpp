@@ -20,14 +20,8 @@ void check(cudnnStatus_t status, const char* what) {
 }
 
 cudnnDataType_t data_type(DType dtype) {
-  switch (dtype) {
-    case DType::bf16:
-      return CUDNN_DATA_BFLOAT16;
-    case DType::f16:
-      return CUDNN_DATA_HALF;
-    default:
-      return CUDNN_DATA_FLOAT;
-  }
+  if (dtype == DType::bf16) return CUDNN_DATA_BFLOAT16;
+  return dtype == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
 }
 
 std::unique_ptr<Descriptor> tensor(std::int64_t uid, cudnnDataType_t type, Dims dims, Dims strides,
