@@ -17,6 +17,8 @@
 #include <flaxpp/transforms/custom_vjp.hpp>
 #include <iostream>
 
+#include "verdict.hpp"
+
 using namespace flaxpp;
 
 Array clip_gradient(const Array& x) {
@@ -35,12 +37,8 @@ int main() try {
   const Array g = grad([](const Array& v) { return sum(3.0 * clip_gradient(v)); })(x);
   const Array plain = grad([](const Array& v) { return sum(3.0 * v); })(x);
   std::cout << "clipped gradient " << g << "\nplain gradient " << plain << "\n";
-  if (g.to_vector<float>() != std::vector<float>{1.0f, 1.0f}) {
-    std::cerr << "the gradient was not clipped\n";
-    return 1;
-  }
-  std::cout << "clipped to [-1, 1] as JAX's clip_gradient\n";
-  return 0;
+  return verdict(g.to_vector<float>() == std::vector<float>{1.0f, 1.0f},
+                 "clipped to [-1, 1] as JAX's clip_gradient", "the gradient was not clipped");
 } catch (const Error& e) {
   std::cerr << "error: " << e.what() << "\n";
   return 1;

@@ -21,6 +21,8 @@
 #include <flaxpp/flaxpp.hpp>
 #include <iostream>
 
+#include "verdict.hpp"
+
 using namespace flaxpp;
 
 struct ScaledDense {
@@ -66,12 +68,7 @@ int main() try {
     return sum(square(model.apply(nn::Variables{{"params", params}, {"constants", constants}}, x)));
   })(variables["params"]);
   std::cout << "gradients for " << grads.flatten().size() << " parameters\n";
-  if (paths != flax) {
-    std::cerr << "the variables' paths are not Flax's\n";
-    return 1;
-  }
-  std::cout << "paths as Flax names them\n";
-  return 0;
+  return verdict(paths == flax, "paths as Flax names them", "the variables' paths are not Flax's");
 } catch (const Error& e) {
   std::cerr << "error: " << e.what() << "\n";
   return 1;

@@ -19,6 +19,8 @@
 #include <flaxpp/flaxpp.hpp>
 #include <iostream>
 
+#include "verdict.hpp"
+
 using namespace flaxpp;
 
 Tree zeros_tree(const Tree& params) {
@@ -71,13 +73,11 @@ int main() try {
     }
     results.push_back(params);
   }
+  bool same = true;
   for (const auto& [path, w] : results[0].flatten())
-    if (w.to_vector<float>() != results[1].at(path).array().to_vector<float>()) {
-      std::cerr << "the plain and the fused signum differ at " << path << "\n";
-      return 1;
-    }
-  std::cout << "plain and fused signum agree to the bit\n";
-  return 0;
+    same = same && w.to_vector<float>() == results[1].at(path).array().to_vector<float>();
+  return verdict(same, "plain and fused signum agree to the bit",
+                 "the plain and the fused signum differ");
 } catch (const Error& e) {
   std::cerr << "error: " << e.what() << "\n";
   return 1;

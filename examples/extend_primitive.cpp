@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "squareplus.hpp"
+#include "verdict.hpp"
 
 using namespace flaxpp;
 
@@ -34,27 +35,15 @@ Array squareplus(const Array& x, double b = 4.0) {
 }
 
 // The CPU kernel: the functor over the operand's elements.
-template <class T>
-void run_cpu(const Array& x, Buffer& out, Squareplus f) {
-  const T* in = static_cast<const T*>(x.buffer().data());
-  T* y = static_cast<T*>(out.data());
-  for (std::int64_t i = 0; i < x.size(); ++i)
-    y[i] = f(in[i]);
-}
-
 std::vector<Array> squareplus_cpu(const ir::Primitive& /*prim*/, std::span<const Array> in,
                                   const ir::Params& params, std::span<const AVal> out) {
-  const Array& x = in[0];
-  const std::shared_ptr<Buffer> buffer = backend(x.device()).allocate(x.nbytes());
-  const Squareplus f{params.get<double>("b")};
-  if (x.dtype() == DType::f32) {
-    run_cpu<float>(x, *buffer, f);
-  } else if (x.dtype() == DType::f64) {
-    run_cpu<double>(x, *buffer, f);
-  } else {
-    throw ValueError("squareplus: the CPU kernel takes float32 and float64");
-  }
-  return {Array(buffer, out[0].shape, out[0].dtype)};
+  return evaluate_squareplus(in, params, out,
+                             []<class T>(T, const Array& x, Buffer& result, Squareplus f) {
+                               const T* xs = static_cast<const T*>(x.buffer().data());
+                               T* ys = static_cast<T*>(result.data());
+                               for (std::int64_t i = 0; i < x.size(); ++i)
+                                 ys[i] = f(xs[i]);
+                             });
 }
 
 int main() try {
@@ -74,13 +63,10 @@ int main() try {
   bool close = true;
   for (std::size_t i = 0; i < gv.size(); ++i)
     close = close && std::abs(gv[i] - gw[i]) <= 1e-6f * (1.0f + std::abs(gw[i]));
-  if (y.to_vector<float>() != want.to_vector<float>() || !close ||
-      yj.to_vector<float>() != (want * 2.0).to_vector<float>()) {
-    std::cerr << "squareplus differs from the composed ops\n";
-    return 1;
-  }
-  std::cout << "squareplus equals the composed ops, gradient and jit included\n";
-  return 0;
+  return verdict(y.to_vector<float>() == want.to_vector<float>() && close &&
+                     yj.to_vector<float>() == (want * 2.0).to_vector<float>(),
+                 "squareplus equals the composed ops, gradient and jit included",
+                 "squareplus differs from the composed ops");
 } catch (const Error& e) {
   std::cerr << "error: " << e.what() << "\n";
   return 1;

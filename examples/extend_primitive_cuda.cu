@@ -6,11 +6,6 @@
 #include <algorithm>
 #include <string>
 
-#include <flaxpp/core/array.hpp>
-#include <flaxpp/core/backend.hpp>
-#include <flaxpp/core/error.hpp>
-#include <flaxpp/ir/primitive.hpp>
-
 #include "squareplus.hpp"
 
 using namespace flaxpp;
@@ -24,29 +19,19 @@ __global__ void squareplus_kernel(const T* x, T* y, std::int64_t n, Squareplus f
     y[i] = f(x[i]);
 }
 
-template <class T>
-void launch(const Array& x, const Buffer& out, Squareplus f) {
-  const std::int64_t n = x.size();
-  if (n == 0) return;
-  const auto stream = static_cast<cudaStream_t>(backend(x.device()).stream_handle());
-  const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((n + 255) / 256, 4096));
-  squareplus_kernel<T><<<blocks, 256, 0, stream>>>(static_cast<const T*>(x.buffer().data()),
-                                                   static_cast<T*>(out.data()), n, f);
-  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
-    throw DeviceError(std::string("squareplus kernel: ") + cudaGetErrorString(e));
-}
-
 std::vector<Array> squareplus_cuda(const ir::Primitive& /*prim*/, std::span<const Array> in,
                                    const ir::Params& params, std::span<const AVal> out) {
-  const Array& x = in[0];
-  const std::shared_ptr<Buffer> buffer = backend(x.device()).allocate(x.nbytes());
-  const Squareplus f{params.get<double>("b")};
-  if (x.dtype() == DType::f32) {
-    launch<float>(x, *buffer, f);
-  } else {
-    launch<double>(x, *buffer, f);
-  }
-  return {Array(buffer, out[0].shape, out[0].dtype)};
+  return evaluate_squareplus(
+      in, params, out, []<class T>(T, const Array& x, Buffer& result, Squareplus f) {
+        const std::int64_t n = x.size();
+        if (n == 0) return;
+        const auto stream = static_cast<cudaStream_t>(backend(x.device()).stream_handle());
+        const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((n + 255) / 256, 4096));
+        squareplus_kernel<T><<<blocks, 256, 0, stream>>>(static_cast<const T*>(x.buffer().data()),
+                                                         static_cast<T*>(result.data()), n, f);
+        if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+          throw DeviceError(std::string("squareplus kernel: ") + cudaGetErrorString(e));
+      });
 }
 
 }  // namespace
