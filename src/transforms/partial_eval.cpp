@@ -19,6 +19,15 @@ class VarMap {
   }
   bool has(ir::VarId v) const { return map_.count(v) != 0; }
   ir::Atom atom(const ir::Atom& a) { return a.is_literal() ? a : ir::Atom::of((*this)(a.var)); }
+  // e, renamed into the destination graph and appended to its equations.
+  void copy(const ir::Eqn& e) {
+    ir::Eqn c{e.prim, {}, {}, e.params};
+    for (const ir::Atom& a : e.inputs)
+      c.inputs.push_back(atom(a));
+    for (ir::VarId v : e.outputs)
+      c.outputs.push_back((*this)(v));
+    dst_.eqns.push_back(std::move(c));
+  }
 
  private:
   const ir::Graph& src_;
@@ -124,12 +133,7 @@ PartialEvalResult partial_eval(const ir::Graph& graph, const std::vector<bool>& 
     for (const ir::Atom& a : e.inputs)
       any_unknown = any_unknown || (!a.is_literal() && unknown[static_cast<std::size_t>(a.var)]);
     if (!any_unknown) {
-      ir::Eqn k{e.prim, {}, {}, e.params};
-      for (const ir::Atom& a : e.inputs)
-        k.inputs.push_back(kmap.atom(a));
-      for (ir::VarId v : e.outputs)
-        k.outputs.push_back(kmap(v));
-      r.known.eqns.push_back(std::move(k));
+      kmap.copy(e);
       continue;
     }
     for (const ir::Atom& a : e.inputs)
@@ -149,14 +153,8 @@ PartialEvalResult partial_eval(const ir::Graph& graph, const std::vector<bool>& 
     r.unknown.invars.push_back(umap(v));
   for (std::size_t i = 0; i < graph.invars.size(); ++i)
     if (input_unknown[i]) r.unknown.invars.push_back(umap(graph.invars[i]));
-  for (const ir::Eqn& e : unknown_eqns) {
-    ir::Eqn u{e.prim, {}, {}, e.params};
-    for (const ir::Atom& a : e.inputs)
-      u.inputs.push_back(umap.atom(a));
-    for (ir::VarId v : e.outputs)
-      u.outputs.push_back(umap(v));
-    r.unknown.eqns.push_back(std::move(u));
-  }
+  for (const ir::Eqn& e : unknown_eqns)
+    umap.copy(e);
   for (std::size_t i = 0; i < graph.outvars.size(); ++i) {
     const ir::Atom& a = graph.outvars[i];
     if (r.output_known[i]) {

@@ -128,6 +128,19 @@ void check_same(const Tree& got, const Tree& want, bool nan_as_nan = false,
     check_same(got[key], value, nan_as_nan, path + "/" + key);
 }
 
+// Reads every proper prefix of `bytes` as the file `name`: each a ParseError whose message
+// starts with the name, handed to check(length, message).
+template <class Read, class Check>
+void for_each_truncation(const std::string& bytes, const std::string& name, Read read,
+                         Check check) {
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    CAPTURE(n);
+    const std::string msg = parse_error_of([&] { read(bytes.substr(0, n), name); });
+    CHECK(msg.starts_with(name + ": "));
+    check(n, msg);
+  }
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -254,14 +267,10 @@ TEST_CASE(
 }
 
 TEST_CASE("Flax msgpack: every truncation is a ParseError naming the file and the byte") {
-  const std::string bytes = io::to_flax_msgpack(special_tree());
-  for (std::size_t n = 0; n < bytes.size(); ++n) {
-    CAPTURE(n);
-    const std::string msg =
-        parse_error_of([&] { io::from_flax_msgpack(bytes.substr(0, n), "c.msgpack"); });
-    CHECK(msg.starts_with("c.msgpack: "));
-    CHECK((n == 0 ? msg.find("empty") : msg.find("truncated")) != std::string::npos);
-  }
+  for_each_truncation(io::to_flax_msgpack(special_tree()), "c.msgpack", io::from_flax_msgpack,
+                      [](std::size_t n, const std::string& msg) {
+                        CHECK(has(msg, n == 0 ? "empty" : "truncated"));
+                      });
 }
 
 namespace {
@@ -376,14 +385,8 @@ std::string st_error(const std::string& header, const std::string& data) {
 }  // namespace
 
 TEST_CASE("safetensors: truncated and corrupt files are ParseErrors that say what is wrong") {
-  const std::string bytes = io::to_safetensors(special_tree());
-  for (std::size_t n = 0; n < bytes.size(); ++n) {
-    CAPTURE(n);
-    const std::string msg =
-        parse_error_of([&] { io::from_safetensors(bytes.substr(0, n), "c.safetensors"); });
-    CHECK(msg.starts_with("c.safetensors: "));
-    CHECK(msg.find("truncated") != std::string::npos);
-  }
+  for_each_truncation(io::to_safetensors(special_tree()), "c.safetensors", io::from_safetensors,
+                      [](std::size_t, const std::string& msg) { CHECK(has(msg, "truncated")); });
   const std::string eight(8, '\0');
   CHECK(st_error(R"({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
                      "b": {"dtype": "F32", "shape": [1], "data_offsets": [4, 8]}})",

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <limits>
 #include <random>
 #include <string>
@@ -37,6 +38,18 @@ using flaxpp::io::tree_to_json;
 using flaxpp::testing::has;
 using flaxpp::testing::parse_error_of;
 using flaxpp::testing::TempDir;
+
+// The ParseError's message of reading `json` as an array found at `path`.
+std::string array_error(const char* json, const std::string& path = "$") {
+  return parse_error_of([&] { array_from_json(Json::parse(json), path); });
+}
+
+// Checks that `message` has each of `parts`.
+void check_has_all(const std::string& message, std::initializer_list<std::string> parts) {
+  INFO(message);
+  for (const std::string& part : parts)
+    CHECK(has(message, part));
+}
 
 // A float32 or float64 array's values widened to double.
 std::vector<double> as_doubles(const Array& a) {
@@ -81,30 +94,18 @@ TEST_CASE("array_from_json: int32 data is exact over the full range and fails ou
         std::vector<std::int32_t>{std::numeric_limits<std::int32_t>::min(), 0,
                                   std::numeric_limits<std::int32_t>::max()});
 
-  const std::string too_big = parse_error_of([] {
-    array_from_json(Json::parse(R"({"dtype": "int32", "shape": [2], "data": [1, 2147483648]})"),
-                    "$.x");
-  });
-  INFO(too_big);
-  CHECK(has(too_big, "$.x.data[1]"));
-  CHECK(has(too_big, "[-2147483648, 2147483647]"));
-  CHECK(has(too_big, "2147483648"));
+  check_has_all(array_error(R"({"dtype": "int32", "shape": [2], "data": [1, 2147483648]})", "$.x"),
+                {"$.x.data[1]", "[-2147483648, 2147483647]", "2147483648"});
 
-  const std::string too_small = parse_error_of([] {
-    array_from_json(Json::parse(R"({"dtype": "int32", "shape": [1], "data": [-2147483649]})"));
-  });
+  const std::string too_small =
+      array_error(R"({"dtype": "int32", "shape": [1], "data": [-2147483649]})");
   CHECK(has(too_small, "$.data[0]"));
 }
 
 TEST_CASE("array_from_json: a negative uint32 datum is an error naming its path") {
-  const std::string msg = parse_error_of([] {
-    array_from_json(Json::parse(R"({"dtype": "uint32", "shape": [2], "data": [7, -1]})"),
-                    "$.cases[0].inputs.key");
-  });
-  INFO(msg);
-  CHECK(has(msg, "$.cases[0].inputs.key.data[1]"));
-  CHECK(has(msg, "[0, 4294967295]"));
-  CHECK(has(msg, "-1"));
+  check_has_all(
+      array_error(R"({"dtype": "uint32", "shape": [2], "data": [7, -1]})", "$.cases[0].inputs.key"),
+      {"$.cases[0].inputs.key.data[1]", "[0, 4294967295]", "-1"});
 }
 
 TEST_CASE("array_from_json: uint32 data is exact up to 2^32-1 and 2^32 fails") {
@@ -112,16 +113,12 @@ TEST_CASE("array_from_json: uint32 data is exact up to 2^32-1 and 2^32 fails") {
       array_from_json(Json::parse(R"({"dtype": "uint32", "shape": [2], "data": [0, 4294967295]})"));
   CHECK(a.dtype() == DType::u32);
   CHECK(a.to_vector<std::uint32_t>() == std::vector<std::uint32_t>{0u, 4294967295u});
-  const std::string msg = parse_error_of([] {
-    array_from_json(Json::parse(R"({"dtype": "uint32", "shape": [1], "data": [4294967296]})"));
-  });
+  const std::string msg = array_error(R"({"dtype": "uint32", "shape": [1], "data": [4294967296]})");
   CHECK(has(msg, "$.data[0]"));
 }
 
 TEST_CASE("array_from_json: an integer dtype rejects a non-integral number") {
-  const std::string msg = parse_error_of([] {
-    array_from_json(Json::parse(R"({"dtype": "int32", "shape": [2], "data": [1, 1.5]})"));
-  });
+  const std::string msg = array_error(R"({"dtype": "int32", "shape": [2], "data": [1, 1.5]})");
   INFO(msg);
   CHECK(has(msg, "$.data[1]"));
   CHECK(has(msg, "1.5"));
@@ -135,9 +132,7 @@ TEST_CASE("array_from_json: bool data is true/false and nothing else") {
   CHECK(array_to_json(a) ==
         Json::parse(R"({"dtype": "bool", "shape": [3], "data": [true, false, true]})"));
 
-  const std::string msg = parse_error_of([] {
-    array_from_json(Json::parse(R"({"dtype": "bool", "shape": [2], "data": [true, 1]})"));
-  });
+  const std::string msg = array_error(R"({"dtype": "bool", "shape": [2], "data": [true, 1]})");
   INFO(msg);
   CHECK(has(msg, "$.data[1]"));
   CHECK(has(msg, "true or false"));
@@ -158,9 +153,8 @@ TEST_CASE(
 }
 
 TEST_CASE("array_from_json: other strings in float data fail listing the accepted spellings") {
-  const std::string msg = parse_error_of([] {
-    array_from_json(Json::parse(R"({"dtype": "float32", "shape": [2], "data": [0.5, "nan"]})"));
-  });
+  const std::string msg =
+      array_error(R"({"dtype": "float32", "shape": [2], "data": [0.5, "nan"]})");
   INFO(msg);
   CHECK(has(msg, "$.data[1]"));
   CHECK(has(msg, "\"NaN\""));
@@ -276,9 +270,7 @@ TEST_CASE(
 }
 
 TEST_CASE("array_from_json: an unknown dtype fails listing the accepted names") {
-  const std::string msg = parse_error_of([] {
-    array_from_json(Json::parse(R"({"dtype": "float8", "shape": [1], "data": [1]})"), "$.w");
-  });
+  const std::string msg = array_error(R"({"dtype": "float8", "shape": [1], "data": [1]})", "$.w");
   INFO(msg);
   CHECK(has(msg, "$.w.dtype"));
   CHECK(has(msg, "\"float8\""));
@@ -318,17 +310,10 @@ TEST_CASE("array_from_json: malformed fields name their path and what was expect
   CHECK(has(parse_error_of(
                 [] { array_from_json(Json::parse(R"({"dtype": 3, "shape": [1], "data": [1]})")); }),
             "$.dtype"));
-  CHECK(has(parse_error_of([] {
-              array_from_json(Json::parse(R"({"dtype": "float32", "shape": 2, "data": [1, 2]})"));
-            }),
+  CHECK(has(array_error(R"({"dtype": "float32", "shape": 2, "data": [1, 2]})"),
             "$.shape: expected a list of dimensions"));
-  CHECK(has(parse_error_of([] {
-              array_from_json(Json::parse(R"({"dtype": "float32", "shape": [-1], "data": []})"));
-            }),
-            "$.shape[0]"));
-  CHECK(has(parse_error_of([] {
-              array_from_json(Json::parse(R"({"dtype": "float32", "shape": [1], "data": 1})"));
-            }),
+  CHECK(has(array_error(R"({"dtype": "float32", "shape": [-1], "data": []})"), "$.shape[0]"));
+  CHECK(has(array_error(R"({"dtype": "float32", "shape": [1], "data": 1})"),
             "$.data: expected a list of values"));
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "flaxpp/io/refs.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
@@ -16,16 +17,10 @@ namespace cp = flaxpp::checkpoint_policies;
 
 namespace {
 
-// refs-format's f(w1, w2, x) = sum((relu(x @ w1) @ w2) ** 2).
-std::vector<Array> f(std::span<const Array> a) {
-  return {sum(power(matmul(relu(matmul(a[2], a[0])), a[1]), 2))};
-}
-// ... and g, with checkpoint_name on x@w1 ("a"), relu ("b") and the second dot ("c").
-std::vector<Array> g(std::span<const Array> a) {
-  const Array h = checkpoint_name(matmul(a[2], a[0]), "a");
-  const Array r = checkpoint_name(relu(h), "b");
-  return {sum(power(checkpoint_name(matmul(r, a[1]), "c"), 2))};
-}
+// refs-format's f(w1, w2, x) = sum((relu(x @ w1) @ w2) ** 2), and g, the same with
+// checkpoint_name on x@w1 ("a"), relu ("b") and the second dot ("c").
+constexpr auto f = refs::dot_policy_f;
+constexpr auto g = refs::named_dot_policy_g;
 
 std::vector<Array> inputs(std::int64_t n, std::int64_t d, DType dtype = DType::f32) {
   std::vector<Array> out;

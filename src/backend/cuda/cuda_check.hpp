@@ -24,16 +24,13 @@ namespace flaxpp::cuda {
 
 }  // namespace flaxpp::cuda
 
-#define FLAXPP_CUDA_CHECK(call)                                                      \
-  do {                                                                               \
-    const cudaError_t flaxpp_cuda_err_ = (call);                                     \
-    if (flaxpp_cuda_err_ != cudaSuccess)                                             \
-      ::flaxpp::cuda::throw_cuda_error(flaxpp_cuda_err_, #call, __FILE__, __LINE__); \
+// Throws through `thrower` (status, call, file, line) when `call` returns other than `ok`.
+#define FLAXPP_STATUS_CHECK(call, ok, thrower)                                      \
+  do {                                                                              \
+    const auto flaxpp_status_ = (call);                                             \
+    if (flaxpp_status_ != (ok)) thrower(flaxpp_status_, #call, __FILE__, __LINE__); \
   } while (false)
-
-#define FLAXPP_CUBLAS_CHECK(call)                                                           \
-  do {                                                                                      \
-    const cublasStatus_t flaxpp_cublas_status_ = (call);                                    \
-    if (flaxpp_cublas_status_ != CUBLAS_STATUS_SUCCESS)                                     \
-      ::flaxpp::cuda::throw_cublas_error(flaxpp_cublas_status_, #call, __FILE__, __LINE__); \
-  } while (false)
+#define FLAXPP_CUDA_CHECK(call) \
+  FLAXPP_STATUS_CHECK(call, cudaSuccess, ::flaxpp::cuda::throw_cuda_error)
+#define FLAXPP_CUBLAS_CHECK(call) \
+  FLAXPP_STATUS_CHECK(call, CUBLAS_STATUS_SUCCESS, ::flaxpp::cuda::throw_cublas_error)
