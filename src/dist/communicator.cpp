@@ -36,6 +36,15 @@ void check_concrete(const char* op, const Array& x) {
         "): inside jit or grad use dist::all_reduce (the primitive), not the communicator"));
 }
 
+void check_all_reduce(const Array& x, ReduceOp op) {
+  check_concrete("all_reduce", x);
+  if (op == ReduceOp::mean && !is_floating(x.dtype()))
+    throw ValueError(::flaxpp::detail::str("all_reduce(mean) of ", x.aval(),
+                                           ": a mean needs a floating dtype; convert first"));
+  if (op == ReduceOp::sum && x.dtype() == DType::bool_)
+    throw ValueError("all_reduce(sum) of a bool array: use max (any) or convert to int32 first");
+}
+
 }  // namespace
 
 // Runs one collective `f`, counting it (and x's bytes) in stats_, also when it throws.
@@ -55,14 +64,58 @@ auto Communicator::timed(const Array* x, F&& f) {
 }
 
 Array Communicator::all_reduce(const Array& x, ReduceOp op) {
-  check_concrete("all_reduce", x);
-  if (op == ReduceOp::mean && !is_floating(x.dtype()))
-    throw ValueError(::flaxpp::detail::str(
-        "all_reduce(mean) of ", x.aval(), ": a mean needs a floating dtype; convert first"));
-  if (op == ReduceOp::sum && x.dtype() == DType::bool_)
-    throw ValueError("all_reduce(sum) of a bool array: use max (any) or convert to int32 first");
+  check_all_reduce(x, op);
   Array sum = timed(&x, [&] { return all_reduce_impl(x, op == ReduceOp::mean ? ReduceOp::sum : op); });
   return op == ReduceOp::mean && size_ > 1 ? sum / static_cast<double>(size_) : sum;
+}
+
+namespace {
+
+// A collective that completed when it started.
+class Completed final : public PendingCollective {
+ public:
+  explicit Completed(Array result) : result_(std::move(result)) {}
+  bool done() override { return true; }
+  Array wait() override { return result_; }
+
+ private:
+  Array result_;
+};
+
+// The caller's side of a started all_reduce: the time spent waiting counts in the stats, and
+// a mean divides the sum once it arrives.
+class Counted final : public PendingCollective {
+ public:
+  Counted(std::unique_ptr<PendingCollective> inner, CommunicatorStats& stats, double divisor)
+      : inner_(std::move(inner)), stats_(stats), divisor_(divisor) {}
+  bool done() override { return inner_->done(); }
+  Array wait() override {
+    const auto start = std::chrono::steady_clock::now();
+    Array sum = inner_->wait();
+    stats_.seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return divisor_ != 1 ? sum / divisor_ : sum;
+  }
+
+ private:
+  std::unique_ptr<PendingCollective> inner_;
+  CommunicatorStats& stats_;
+  double divisor_;
+};
+
+}  // namespace
+
+std::unique_ptr<PendingCollective> Communicator::start_all_reduce_impl(const Array& x,
+                                                                       ReduceOp op) {
+  return std::make_unique<Completed>(all_reduce_impl(x, op));
+}
+
+std::unique_ptr<PendingCollective> Communicator::start_all_reduce(const Array& x, ReduceOp op) {
+  check_all_reduce(x, op);
+  std::unique_ptr<PendingCollective> inner = timed(
+      &x, [&] { return start_all_reduce_impl(x, op == ReduceOp::mean ? ReduceOp::sum : op); });
+  return std::make_unique<Counted>(std::move(inner), stats_,
+                                   op == ReduceOp::mean ? static_cast<double>(size_) : 1.0);
 }
 
 Array Communicator::broadcast(const Array& x, int root) {
@@ -148,6 +201,11 @@ class Job final : public Communicator {
  protected:
   Array all_reduce_impl(const Array& x, ReduceOp op) override {
     return on(x, [&](Communicator& c, const Array& a) { return c.all_reduce(a, op); });
+  }
+  std::unique_ptr<PendingCollective> start_all_reduce_impl(const Array& x, ReduceOp op) override {
+    if (x.device().kind == DeviceKind::cpu) return host_->start_all_reduce(x, op);
+    if (device_) return device_->start_all_reduce(x, op);
+    return Communicator::start_all_reduce_impl(x, op);  // through host memory, at once
   }
   Array broadcast_impl(const Array& x, int root) override {
     return on(x, [&](Communicator& c, const Array& a) { return c.broadcast(a, root); });

@@ -116,7 +116,7 @@ Array host_array(const Shape& shape, DType dtype) {
 // inside MPI_Test (there is no progress thread), so this polls without sleeping, yielding the
 // core between tests, as a blocking MPI call spins: a sleep between tests would stall every
 // step of the collective's algorithm (pausing up to 1 ms made a 3 MB all-reduce take 3 ms).
-void wait(MPI_Request& request, const char* op, const Array& x) {
+void wait_for(MPI_Request& request, const char* op, const Array& x) {
   const auto deadline = std::chrono::steady_clock::now() + collective_timeout();
   for (std::uint64_t polls = 0;; ++polls) {
     int done = 0;
@@ -128,19 +128,38 @@ void wait(MPI_Request& request, const char* op, const Array& x) {
   }
 }
 
+// An MPI_Iallreduce in flight; its operand stays alive with it (MPI reads it until the end).
+class MpiAllReduce final : public PendingCollective {
+ public:
+  MpiAllReduce(const Array& x, ReduceOp op) : x_(x), out_(host_array(x.shape(), x.dtype())) {
+    check(MPI_Iallreduce(x.buffer().data(), out_.buffer().data(), mpi_count("all_reduce", x),
+                         mpi_type(x.dtype()), mpi_op(x.dtype(), op), MPI_COMM_WORLD, &request_),
+          "MPI_Iallreduce");
+  }
+  bool done() override {
+    if (request_ == MPI_REQUEST_NULL) return true;
+    int flag = 0;
+    check(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE), "all_reduce");
+    return flag != 0;
+  }
+  Array wait() override {
+    if (request_ != MPI_REQUEST_NULL) wait_for(request_, "all_reduce", x_);
+    return out_;
+  }
+
+ private:
+  Array x_, out_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+};
+
 class Mpi final : public Communicator {
  public:
   Mpi() : Communicator(mpi_rank(), mpi_size()) {}
 
  protected:
-  Array all_reduce_impl(const Array& x, ReduceOp op) override {
-    Array out = host_array(x.shape(), x.dtype());
-    MPI_Request request = MPI_REQUEST_NULL;
-    check(MPI_Iallreduce(x.buffer().data(), out.buffer().data(), mpi_count("all_reduce", x),
-                         mpi_type(x.dtype()), mpi_op(x.dtype(), op), MPI_COMM_WORLD, &request),
-          "MPI_Iallreduce");
-    wait(request, "all_reduce", x);
-    return out;
+  Array all_reduce_impl(const Array& x, ReduceOp op) override { return MpiAllReduce(x, op).wait(); }
+  std::unique_ptr<PendingCollective> start_all_reduce_impl(const Array& x, ReduceOp op) override {
+    return std::make_unique<MpiAllReduce>(x, op);
   }
   Array broadcast_impl(const Array& x, int root) override {
     Array out = host_array(x.shape(), x.dtype());
@@ -150,7 +169,7 @@ class Mpi final : public Communicator {
     check(MPI_Ibcast(out.buffer().data(), mpi_count("broadcast", x), mpi_type(x.dtype()), root,
                      MPI_COMM_WORLD, &request),
           "MPI_Ibcast");
-    wait(request, "broadcast", x);
+    wait_for(request, "broadcast", x);
     return out;
   }
   Array all_gather_impl(const Array& x) override {
@@ -162,13 +181,13 @@ class Mpi final : public Communicator {
     check(MPI_Iallgather(x.buffer().data(), count, mpi_type(x.dtype()), out.buffer().data(),
                          count, mpi_type(x.dtype()), MPI_COMM_WORLD, &request),
           "MPI_Iallgather");
-    wait(request, "all_gather", x);
+    wait_for(request, "all_gather", x);
     return out;
   }
   void barrier_impl() override {
     MPI_Request request = MPI_REQUEST_NULL;
     check(MPI_Ibarrier(MPI_COMM_WORLD, &request), "MPI_Ibarrier");
-    wait(request, "barrier", Array::scalar(0.0f, Device::cpu()));
+    wait_for(request, "barrier", Array::scalar(0.0f, Device::cpu()));
   }
 };
 

@@ -27,6 +27,17 @@ struct CommunicatorStats {
   double seconds = 0;
 };
 
+// A collective in flight (Communicator::start_all_reduce). done() says whether it completed,
+// moving it on (MPI advances a non-blocking collective only inside its calls); wait()
+// completes it and returns the result, with the same errors and time limit as the blocking
+// collective. A handle is waited for once.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  virtual bool done() = 0;
+  virtual Array wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -36,6 +47,12 @@ class Communicator {
   // The elementwise reduction of x over every process (mean: the sum divided by size(), for
   // floating dtypes), on x's device.
   Array all_reduce(const Array& x, ReduceOp op);
+  // all_reduce started, to be completed by the handle's wait(), so that the caller computes
+  // while the processes exchange (DDP's overlap of the gradient buckets with the backward
+  // pass). Every process starts the same collectives in the same order. Transports without
+  // non-blocking collectives (a job of one; NCCL, which queues its work on the GPU's stream
+  // anyway) complete it here.
+  std::unique_ptr<PendingCollective> start_all_reduce(const Array& x, ReduceOp op);
   // x of process `root` on every process.
   Array broadcast(const Array& x, int root);
   // Every process's x stacked along a new leading axis of size().
@@ -51,6 +68,8 @@ class Communicator {
   // The transport's own work, on arguments all_reduce & co. checked: results on x's device
   // (mean is the sum divided by size(), done by all_reduce).
   virtual Array all_reduce_impl(const Array& x, ReduceOp op) = 0;
+  // By default all_reduce_impl, completed at once.
+  virtual std::unique_ptr<PendingCollective> start_all_reduce_impl(const Array& x, ReduceOp op);
   virtual Array broadcast_impl(const Array& x, int root) = 0;
   virtual Array all_gather_impl(const Array& x) = 0;
   virtual void barrier_impl() = 0;
