@@ -1,11 +1,15 @@
 // The all_reduce primitive: its shape rule, VJP rule and evaluation through dist::world().
 #include "flaxpp/dist/all_reduce.hpp"
 
+#include <atomic>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/core/error.hpp"
+#include "flaxpp/ir/passes.hpp"
 
 namespace flaxpp::dist {
 namespace {
@@ -20,16 +24,22 @@ ir::Params params_of(ReduceOp op) {
   return {{"op", std::string(reduce_op_name(op))}, {"collective", true}};
 }
 
-// The reductions of `in`, one collective per dtype and device: the arrays of each are packed
-// into one flat buffer (a bucket), reduced, and unpacked into arrays of their own.
-std::vector<Array> reduce_packed(std::span<const Array> in, ReduceOp op) {
-  std::vector<Array> out(in.size());
+// The arrays of one dtype and device among an all_reduce's operands, packed into one flat
+// buffer (a bucket) where they are several.
+struct Bucket {
+  std::vector<std::size_t> members;
+  Array packed;
+};
+
+std::vector<Bucket> pack(std::span<const Array> in) {
   std::map<std::pair<DType, std::string>, std::vector<std::size_t>> groups;
   for (std::size_t i = 0; i < in.size(); ++i)
     groups[{in[i].dtype(), in[i].device().str()}].push_back(i);
-  for (const auto& [key, members] : groups) {
+  std::vector<Bucket> buckets;
+  for (auto& [key, members] : groups) {
     if (members.size() == 1) {
-      out[members[0]] = world().all_reduce(in[members[0]], op);
+      const Array& only = in[members[0]];
+      buckets.push_back({std::move(members), only});
       continue;
     }
     Backend& be = in[members[0]].buffer().backend();
@@ -44,17 +54,102 @@ std::vector<Array> reduce_packed(std::span<const Array> in, ReduceOp op) {
       be.copy(in[i].buffer(), 0, *flat, offset, in[i].nbytes());
       offset += in[i].nbytes();
     }
-    const Array reduced =
-        world().all_reduce(Array(std::move(flat), Shape{elements}, key.first), op);
-    offset = 0;
-    for (const std::size_t i : members) {
-      std::shared_ptr<Buffer> own = be.allocate(in[i].nbytes());
-      be.copy(reduced.buffer(), offset, *own, 0, in[i].nbytes());
-      out[i] = Array(std::move(own), in[i].shape(), in[i].dtype());
-      offset += in[i].nbytes();
-    }
+    Array packed(std::move(flat), Shape{elements}, key.first);
+    buckets.push_back({std::move(members), std::move(packed)});
   }
+  return buckets;
+}
+
+// The bucket's reduction, unpacked into arrays of their own (out[i] for each member i).
+void unpack(const Bucket& bucket, const Array& reduced, std::span<const Array> in,
+            std::vector<Array>& out) {
+  if (bucket.members.size() == 1) {
+    out[bucket.members[0]] = reduced;
+    return;
+  }
+  Backend& be = reduced.buffer().backend();
+  std::int64_t offset = 0;
+  for (const std::size_t i : bucket.members) {
+    std::shared_ptr<Buffer> own = be.allocate(in[i].nbytes());
+    be.copy(reduced.buffer(), offset, *own, 0, in[i].nbytes());
+    out[i] = Array(std::move(own), in[i].shape(), in[i].dtype());
+    offset += in[i].nbytes();
+  }
+}
+
+// The reductions of `in`, one collective per dtype and device.
+std::vector<Array> reduce_packed(std::span<const Array> in, ReduceOp op) {
+  std::vector<Array> out(in.size());
+  for (const Bucket& bucket : pack(in))
+    unpack(bucket, world().all_reduce(bucket.packed, op), in, out);
   return out;
+}
+
+// An all_reduce_start's collectives in flight, one per bucket, until its all_reduce_done.
+struct Flight {
+  std::vector<Bucket> buckets;
+  std::vector<std::unique_ptr<PendingCollective>> pending;
+};
+
+// The flights of every started all_reduce, by the buffer of its first operand (which the
+// start hands on to its done), oldest first.
+struct Flights {
+  std::mutex mutex;
+  std::multimap<const Buffer*, Flight> by_operand;
+  std::atomic<int> count{0};
+};
+Flights& flights() {
+  static Flights* f = new Flights;  // never destroyed: collectives may run during exit
+  return *f;
+}
+
+// ir's progress hook: every collective in flight moves on.
+void progress() {
+  Flights& f = flights();
+  if (f.count.load(std::memory_order_acquire) == 0) return;
+  std::lock_guard lock(f.mutex);
+  for (auto& [operand, flight] : f.by_operand)
+    for (const std::unique_ptr<PendingCollective>& p : flight.pending)
+      p->done();
+}
+
+std::vector<Array> start(std::span<const Array> in, const ir::Params& params) {
+  Flight flight;
+  flight.buckets = pack(in);
+  for (const Bucket& bucket : flight.buckets)
+    flight.pending.push_back(world().start_all_reduce(bucket.packed, op_of(params)));
+  Flights& f = flights();
+  {
+    std::lock_guard lock(f.mutex);
+    f.by_operand.emplace(&in[0].buffer(), std::move(flight));
+    f.count.fetch_add(1, std::memory_order_release);
+  }
+  static std::once_flag hooked;
+  std::call_once(hooked, [] { ir::set_progress_hook(progress); });
+  return {in.begin(), in.end()};  // the operands, held until the done
+}
+
+std::vector<Array> done(std::span<const Array> in) {
+  Flights& f = flights();
+  Flight flight;
+  {
+    std::lock_guard lock(f.mutex);
+    const auto it = f.by_operand.find(&in[0].buffer());
+    FLAXPP_ASSERT(it != f.by_operand.end(), "all_reduce_done without its all_reduce_start");
+    flight = std::move(it->second);
+    f.by_operand.erase(it);
+    f.count.fetch_sub(1, std::memory_order_release);
+  }
+  std::vector<Array> out(in.size());
+  for (std::size_t b = 0; b < flight.buckets.size(); ++b)
+    unpack(flight.buckets[b], flight.pending[b]->wait(), in, out);
+  return out;
+}
+
+// Operands and results of one aval each (all_reduce's shape rule without its checks, which
+// the all_reduce they were split from passed).
+std::vector<AVal> same_avals(std::span<const AVal> in, const ir::Params& /*params*/) {
+  return {in.begin(), in.end()};
 }
 
 }  // namespace
@@ -89,6 +184,22 @@ const ir::Primitive all_reduce_p(
     [](std::span<const Array> in, const ir::Params& params) {
       return reduce_packed(in, op_of(params));
     });
+
+const ir::Primitive all_reduce_start_p("all_reduce_start", same_avals, nullptr,
+                                       [](std::span<const Array> in, const ir::Params& params) {
+                                         return start(in, params);
+                                       });
+const ir::Primitive all_reduce_done_p("all_reduce_done", same_avals, nullptr,
+                                      [](std::span<const Array> in, const ir::Params& /*params*/) {
+                                        return done(in);
+                                      });
+
+namespace {
+// jit's overlap_collectives splits each all_reduce into these two.
+[[gnu::constructor]] void register_async_all_reduce() {
+  ir::register_async_collective(all_reduce_p, all_reduce_start_p, all_reduce_done_p);
+}
+}  // namespace
 
 Array all_reduce(const Array& x, ReduceOp op) {
   return ir::bind1(all_reduce_p, std::span<const Array>(&x, 1), params_of(op));

@@ -3,6 +3,7 @@
 // for that device kind (register_evaluator, register_impl). The ir layer names no backend.
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -63,6 +64,14 @@ Evaluator evaluator_of(const Primitive& prim, DeviceKind kind) {
 
 }  // namespace
 
+namespace {
+std::atomic<void (*)()> progress_hook{nullptr};
+}  // namespace
+
+void set_progress_hook(void (*hook)()) {
+  progress_hook.store(hook, std::memory_order_release);
+}
+
 void register_evaluator(DeviceKind kind, Evaluator evaluator) {
   evaluators()[static_cast<std::size_t>(kind)] = evaluator;
 }
@@ -73,6 +82,7 @@ void register_impl(const Primitive& prim, DeviceKind kind, Evaluator impl) {
 
 std::vector<Array> eval_primitive(const Primitive& prim, std::span<const Array> inputs,
                                   const Params& params) {
+  if (void (*hook)() = progress_hook.load(std::memory_order_acquire)) hook();
   std::vector<AVal> avals;
   avals.reserve(inputs.size());
   for (const Array& x : inputs) {

@@ -77,13 +77,16 @@ Array across_shards(const Array& value, const Array* weight) {
   return dist::all_reduce(weighted(value, *weight), dist::ReduceOp::sum);
 }
 
-// DDP's gradient buckets: consecutive leaves of up to this many bytes are reduced by one
-// collective.
+// DDP's gradient buckets: consecutive leaves of up to 25 MiB are reduced by one collective,
+// the first bucket (the last layers', final first) of up to 1 MiB, so that its exchange starts
+// early in the backward pass (DDP's bucket_cap_mb and first-bucket size).
 constexpr std::int64_t kBucketBytes = std::int64_t{25} << 20;
+constexpr std::int64_t kFirstBucketBytes = std::int64_t{1} << 20;
 
 // across_shards of every gradient, in buckets taken from the last leaf backwards (the last
-// layer's gradients are final first); jit's schedule then reduces each bucket as soon as its
-// gradients exist, and each leaf's update follows its bucket.
+// layer's gradients are final first); jit's schedule then starts each bucket's reduction as
+// soon as its gradients exist and waits for it before the next one starts, each leaf's update
+// following its bucket.
 Tree gradients_across_shards(const Tree& grads, const Array* weight) {
   if (weight == nullptr) return grads;
   std::vector<Array> leaves = grads.leaves();
@@ -92,9 +95,10 @@ Tree gradients_across_shards(const Tree& grads, const Array* weight) {
   std::vector<Array> reduced(leaves.size());
   std::size_t end = leaves.size();
   while (end > 0) {
+    const std::int64_t cap = end == leaves.size() ? kFirstBucketBytes : kBucketBytes;
     std::size_t begin = end - 1;
     std::int64_t bytes = leaves[begin].nbytes();
-    while (begin > 0 && bytes + leaves[begin - 1].nbytes() <= kBucketBytes)
+    while (begin > 0 && bytes + leaves[begin - 1].nbytes() <= cap)
       bytes += leaves[--begin].nbytes();
     const std::vector<Array> bucket = dist::all_reduce(
         std::span<const Array>(leaves).subspan(begin, end - begin), dist::ReduceOp::sum);

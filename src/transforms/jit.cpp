@@ -323,6 +323,7 @@ struct Jitted::State {
     for (std::size_t i = 0; i < args.size(); ++i)
       donated_leaves.insert(donated_leaves.end(), s->leaf_counts[i], s->donated[i]);
     pass([&] { ir::schedule_early_frees(g, donated_leaves); });
+    if (options.overlap_collectives) pass([&] { ir::overlap_collectives(g); });
     // A step on a GPU copies nothing from the host per call.
     s->memory = analyze_memory(g, donated_leaves);
     s->graph = device.kind == DeviceKind::cpu ? std::move(g) : ir::with_constants_on(g, device);

@@ -91,8 +91,10 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
       m.peak_bytes = std::max(m.peak_bytes, live + extra);
       live += made;
     } else {
-      // A gradient bucket's packing buffers (all_reduce of several arrays) are not modelled.
-      if (e.params.has("collective") && e.inputs.size() > 1) m.exact = false;
+      // A collective's own buffers are not modelled: a gradient bucket's packing (an
+      // all_reduce of several arrays), the operands a started all_reduce holds.
+      if (e.params.has("collective") && (e.inputs.size() > 1 || e.prim->name() != "all_reduce"))
+        m.exact = false;
       std::vector<int> from_operand(e.outputs.size(), -1);  // result -> operand whose buffer
       if (e.prim == &lax::fused_elementwise_p && e.params.has("donate") &&
           e.params.get<bool>("donate")) {

@@ -325,8 +325,10 @@ TEST_CASE("CUDA jit: a bf16 model's 16-bit chains fuse, with the unfused step's 
   const std::vector<Tree> args{params, Tree(b.x.to(Device::cuda(0))),
                                Tree(b.y.to(Device::cuda(0)))};
   const Jitted fused = jit(loss_and_grads);
-  const Jitted plain = jit(
-      loss_and_grads, {.donate_argnums = {}, .fuse_elementwise = false, .fuse_dot_bias = false});
+  const Jitted plain = jit(loss_and_grads, {.donate_argnums = {},
+                                            .fuse_elementwise = false,
+                                            .fuse_dot_bias = false,
+                                            .overlap_collectives = true});
   const CompiledStep compiled = fused.lower(args);
   int bf16_programs = 0;
   for (const ir::Eqn& e : compiled.graph().eqns)

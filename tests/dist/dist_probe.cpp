@@ -27,12 +27,13 @@
 #include "flaxpp/dist/communicator.hpp"
 #include "flaxpp/dist/process_group.hpp"
 #include "flaxpp/dist/replicated.hpp"
+#include "flaxpp/ir/lax.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/nn/scope.hpp"
 #include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/optim/losses.hpp"
 #include "flaxpp/optim/transform.hpp"
 #include "flaxpp/random/key.hpp"
-#include "flaxpp/optim/losses.hpp"
 #include "flaxpp/train/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
@@ -258,6 +259,17 @@ int jit_ddp() {
     p1 = a[0], s1 = a[1], p2 = b[0], s2 = b[1];
   }
   expect(sharded.num_traces() == 1, "the data-parallel step traced once");
+  // The gradients' exchange overlaps the backward pass: a product runs while an all_reduce
+  // started and is not yet waited for.
+  int in_flight = 0;
+  bool overlapped = false;
+  for (const ir::Eqn& e : sharded.lower(std::vector<Tree>{p2, s2, x_shard, y_shard}).graph().eqns) {
+    in_flight += e.prim == &dist::all_reduce_start_p  ? 1
+                 : e.prim == &dist::all_reduce_done_p ? -1
+                                                      : 0;
+    overlapped = overlapped || (in_flight > 0 && e.prim == &lax::dot_general_p);
+  }
+  expect(overlapped, "a backward product runs while a gradient's all_reduce is in flight");
   const std::vector<Array> mine = p2.leaves(), want = p1.leaves();
   for (std::size_t i = 0; i < mine.size(); ++i)
     expect(std::ranges::equal(mine[i].to_vector<float>(), want[i].to_vector<float>(), close),

@@ -82,7 +82,11 @@ TEST_CASE("dist::all_reduce: a primitive that traces, differentiates and jits") 
   const Jitted f = jit([](std::span<const Tree> a) {
     return std::vector<Tree>{Tree(dist::all_reduce(a[0].array(), dist::ReduceOp::mean))};
   });
-  CHECK(ir::count_eqns(f.lower(std::vector<Tree>{Tree(x)}).graph(), dist::all_reduce_p) == 1);
+  // jit splits it into a start and a done (overlap_collectives).
+  const ir::Graph& graph = f.lower(std::vector<Tree>{Tree(x)}).graph();
+  CHECK(ir::count_eqns(graph, dist::all_reduce_p) == 0);
+  CHECK(ir::count_eqns(graph, dist::all_reduce_start_p) == 1);
+  CHECK(ir::count_eqns(graph, dist::all_reduce_done_p) == 1);
   CHECK(f(std::vector<Tree>{Tree(x)})[0].array().to_vector<float>() == x.to_vector<float>());
 }
 
@@ -103,23 +107,37 @@ TEST_CASE("dist::all_reduce of several arrays: one equation, differentiable, and
                                          std::vector<int>{0, 1});
   CHECK(vg.grads[0].array().to_vector<float>() == std::vector<float>{2.0f, -4.0f, 6.0f});
   CHECK(vg.grads[1].array().to_vector<float>() == std::vector<float>{0.75f, 48.0f});
-  // In a jitted function the bucket's all_reduce comes right after the later of its operands,
-  // before work that does not need it.
-  const Jitted f = jit([](std::span<const Tree> a) {
+  // In a jitted function the bucket's all_reduce starts right after the later of its operands,
+  // and is waited for after work that does not need it (overlap_collectives): the product runs
+  // while the processes exchange. Without the overlap it completes before the product.
+  const auto step = [](std::span<const Tree> a) {
     const Array g0 = exp(a[0].array()), g1 = a[1].array() * 2.0;
     const Array other = matmul(a[2].array(), a[2].array());
     const std::vector<Array> r = dist::all_reduce(std::vector<Array>{g0, g1}, dist::ReduceOp::sum);
-    return std::vector<Tree>{Tree(other), Tree(r[0]), Tree(r[1])};
-  });
+    return std::vector<Tree>{Tree(other), Tree(r[0]), Tree(r[1] * 3.0)};
+  };
   const Array m = Array::full(Shape{4, 4}, 0.5, DType::f32);
-  const ir::Graph& g = f.lower(std::vector<Tree>{Tree(x), Tree(y), Tree(m)}).graph();
-  CHECK(ir::count_eqns(g, dist::all_reduce_p) == 1);
-  std::size_t at = 0, product = 0;
-  for (std::size_t i = 0; i < g.eqns.size(); ++i) {
-    if (g.eqns[i].prim == &dist::all_reduce_p) at = i;
-    if (g.eqns[i].prim == &lax::dot_general_p) product = i;
-  }
-  CHECK(at < product);
+  const std::vector<Tree> args{Tree(x), Tree(y), Tree(m)};
+  const auto position = [](const ir::Graph& g, const ir::Primitive& p) {
+    for (std::size_t i = 0; i < g.eqns.size(); ++i)
+      if (g.eqns[i].prim == &p) return i;
+    return g.eqns.size();
+  };
+  const Jitted overlapped = jit(step);
+  const ir::Graph& g = overlapped.lower(args).graph();
+  CHECK(ir::count_eqns(g, dist::all_reduce_start_p) == 1);
+  CHECK(position(g, dist::all_reduce_start_p) < position(g, lax::dot_general_p));
+  CHECK(position(g, lax::dot_general_p) < position(g, dist::all_reduce_done_p));
+  const Jitted blocking = jit(step, {.donate_argnums = {},
+                                     .fuse_elementwise = true,
+                                     .fuse_dot_bias = true,
+                                     .overlap_collectives = false});
+  const ir::Graph& h = blocking.lower(args).graph();
+  CHECK(ir::count_eqns(h, dist::all_reduce_p) == 1);
+  CHECK(position(h, dist::all_reduce_p) < position(h, lax::dot_general_p));
+  const std::vector<Tree> a = overlapped(args), b = blocking(args);
+  for (std::size_t i = 0; i < a.size(); ++i)
+    CHECK(a[i].array().to_vector<float>() == b[i].array().to_vector<float>());
 }
 
 TEST_CASE("dist::shard_bounds: contiguous shards in rank order, the first ones a row longer") {

@@ -65,9 +65,11 @@ TEST_CASE(
     CAPTURE(c.name);
     const TreeFn f = loss_and_grads(c.policy);
     const CompiledStep fused = jit(f).lower(args);
-    const CompiledStep plain =
-        jit(f, {.donate_argnums = {}, .fuse_elementwise = true, .fuse_dot_bias = false})
-            .lower(args);
+    const CompiledStep plain = jit(f, {.donate_argnums = {},
+                                       .fuse_elementwise = true,
+                                       .fuse_dot_bias = false,
+                                       .overlap_collectives = true})
+                                   .lower(args);
     CAPTURE(fused.graph().str());
     CHECK(ir::count_eqns(fused.graph(), lax::dot_general_bias_p) == c.fused);
     CHECK(ir::count_eqns(plain.graph(), lax::dot_general_bias_p) == 0);

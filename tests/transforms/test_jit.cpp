@@ -369,7 +369,10 @@ TEST_CASE("jit passes: elementwise chains fuse into one pass with the same bits"
       Tree(astype(testing::random_f64(Shape{6, 6}, 21, -2.0, 2.0), DType::f32)),
       Tree(astype(testing::random_f64(Shape{6, 6}, 22, -1.0, 1.0), DType::f32)),
       Tree(Array::full(Shape{}, 1.5, DType::f32))};
-  const Jitted fused = jit(f), plain = jit(f, {.donate_argnums = {}, .fuse_elementwise = false});
+  const Jitted fused = jit(f), plain = jit(f, {.donate_argnums = {},
+                                               .fuse_elementwise = false,
+                                               .fuse_dot_bias = true,
+                                               .overlap_collectives = true});
   const CompiledStep a = fused.lower(args), b = plain.lower(args);
   const ir::OpCounts na = ir::op_counts(a.graph()), nb = ir::op_counts(b.graph());
   CAPTURE(a.graph().str());

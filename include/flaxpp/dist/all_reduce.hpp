@@ -13,6 +13,11 @@
 namespace flaxpp::dist {
 
 extern const ir::Primitive all_reduce_p;
+// all_reduce in two, as jit runs it (JitOptions::overlap_collectives): all_reduce_start begins
+// the exchange of its operands (its results are the operands, held until the done);
+// all_reduce_done waits for it and gives the reductions. Evaluated in that order, and only as
+// jit places them.
+extern const ir::Primitive all_reduce_start_p, all_reduce_done_p;
 
 Array all_reduce(const Array& x, ReduceOp op);
 // Several arrays reduced together (DDP's gradient buckets): one collective per dtype and

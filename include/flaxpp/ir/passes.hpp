@@ -76,4 +76,19 @@ int split_fused_groups(Graph& graph);
 // Equations holding sub-graphs stay where they are. Returns how many moved.
 int schedule_early_frees(Graph& graph, const std::vector<bool>& donated);
 
+// A collective that can run in the background: `sync` becomes `start` (sync's operands and
+// params; its results are being written) and `done` (start's results in, sync's results
+// out, once the exchange completed). Registered by the layer defining them (dist's
+// all_reduce).
+void register_async_collective(const Primitive& sync, const Primitive& start,
+                               const Primitive& done);
+
+// Splits each registered collective into its start and done, and moves each done, with the
+// equations that read what it makes (directly or through each other), down to just before
+// the next start, or the end: the processes exchange one gradient bucket while this one
+// computes the next, as DDP's buckets overlap the backward pass, with two buckets in flight at
+// most. Run after schedule_early_frees, which moved each collective up to where its operands
+// are final and each update up to its bucket. Returns how many collectives were split.
+int overlap_collectives(Graph& graph);
+
 }  // namespace flaxpp::ir

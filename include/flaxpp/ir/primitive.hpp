@@ -88,6 +88,11 @@ void register_evaluator(DeviceKind kind, Evaluator evaluator);
 // before evaluating the primitive; not thread-safe with evaluation.
 void register_impl(const Primitive& prim, DeviceKind kind, Evaluator impl);
 
+// Called before each eager evaluation of a primitive, to move work in flight on: dist's
+// started collectives, which MPI advances only inside its calls. One hook (null: none); set
+// before evaluating.
+void set_progress_hook(void (*hook)());
+
 // The trace side of bind: implemented by the transforms layer's traces.
 class TraceBase {
  public:

@@ -48,6 +48,11 @@ struct JitOptions {
   // A product's bias add joins the product (ir/passes.hpp's fuse_dot_bias: cuBLASLt's bias
   // epilogue on a GPU, one pass over the fresh product on the CPU; the same bits).
   bool fuse_dot_bias = true;
+  // Each all_reduce (a gradient bucket's) starts as soon as its operands are final and is
+  // waited for only before the next one starts, so that the processes exchange while this one
+  // computes (ir/passes.hpp's overlap_collectives; the same results). Off: each waits where
+  // it starts, and gradients are freed sooner.
+  bool overlap_collectives = true;
 };
 
 // A function of trees; an Array argument or result is a one-leaf Tree.
