@@ -134,8 +134,9 @@ std::vector<Array> done(std::span<const Array> in) {
   Flight flight;
   {
     std::lock_guard lock(f.mutex);
-    const auto it = f.by_operand.find(&in[0].buffer());
-    FLAXPP_ASSERT(it != f.by_operand.end(), "all_reduce_done without its all_reduce_start");
+    const auto it = f.by_operand.lower_bound(&in[0].buffer());  // the oldest of that operand
+    FLAXPP_ASSERT(it != f.by_operand.end() && it->first == &in[0].buffer(),
+                  "all_reduce_done without its all_reduce_start");
     flight = std::move(it->second);
     f.by_operand.erase(it);
     f.count.fetch_sub(1, std::memory_order_release);
