@@ -3,7 +3,10 @@
 // host transport (MPI), or made in-process for a job of one. A collective is waited for until
 // it completes, NCCL reports an error, or the collective time limit passes; then the
 // communicator is aborted and the rank ends with a clear error. Inside a CUDA graph recording
-// nothing is waited for: the launch is recorded. Compiled in CI; it needs a GPU to run.
+// nothing is waited for: the launch is recorded. A started all_reduce (start_all_reduce, a
+// gradient bucket's in a jitted step) runs on the communicator's own stream, after the compute
+// stream's work so far, and is joined back into the compute stream by its wait(), so that the
+// GPU computes the rest of the backward pass meanwhile. Compiled in CI; it needs a GPU to run.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
@@ -47,9 +50,13 @@ class Nccl final : public Communicator {
     if (cudaSetDevice(device_.index) != cudaSuccess)
       throw DistributedError(::flaxpp::detail::str("rank ", rank, ": cannot use GPU ", device_));
     check(ncclCommInitRank(&comm_, size, id, rank), "ncclCommInitRank");
+    if (cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking) != cudaSuccess)
+      throw DistributedError(
+          ::flaxpp::detail::str("rank ", rank, ": cannot create NCCL's stream on ", device_));
   }
   ~Nccl() override {
     if (comm_ != nullptr) (void)ncclCommDestroy(comm_);
+    if (side_ != nullptr) (void)cudaStreamDestroy(side_);
   }
 
  protected:
@@ -61,6 +68,7 @@ class Nccl final : public Communicator {
     wait("all_reduce", x);
     return out;
   }
+  std::unique_ptr<PendingCollective> start_all_reduce_impl(const Array& x, ReduceOp op) override;
   Array broadcast_impl(const Array& x, int root) override {
     Array out = device_array(x.shape(), x.dtype());
     check(ncclBroadcast(x.buffer().data(), out.buffer().data(), count(x), nccl_type(x.dtype()),
@@ -98,10 +106,26 @@ class Nccl final : public Communicator {
   // Until the collective completes on the GPU, NCCL reports an error, or the time limit.
   void wait(const char* op, const Array& x) {
     if (gpu_->capturing()) return;
-    cudaEvent_t done = nullptr;
-    if (cudaEventCreateWithFlags(&done, cudaEventDisableTiming) != cudaSuccess ||
-        cudaEventRecord(done, gpu_->stream()) != cudaSuccess)
-      throw DistributedError(::flaxpp::detail::str("rank ", rank(), ": ", op, ": cannot record an event"));
+    struct Event {
+      cudaEvent_t event;
+      ~Event() { (void)cudaEventDestroy(event); }
+    } done{recorded(gpu_->stream(), op)};
+    wait_event(done.event, op, x);
+  }
+
+ public:
+  // A new event recorded on `stream`.
+  cudaEvent_t recorded(cudaStream_t stream, const char* op) const {
+    cudaEvent_t event = nullptr;
+    if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess ||
+        cudaEventRecord(event, stream) != cudaSuccess)
+      throw DistributedError(
+          ::flaxpp::detail::str("rank ", rank(), ": ", op, ": cannot record an event"));
+    return event;
+  }
+  // Until `done` completes on the GPU, NCCL reports an error, or the time limit (then the
+  // communicator is aborted).
+  void wait_event(cudaEvent_t done, const char* op, const Array& x) {
     const auto deadline = std::chrono::steady_clock::now() + collective_timeout();
     auto pause = std::chrono::microseconds(1);
     for (;;) {
@@ -118,20 +142,71 @@ class Nccl final : public Communicator {
                 : std::string();
         (void)ncclCommAbort(comm_);  // a failed or stuck communicator cannot be used again
         comm_ = nullptr;
-        (void)cudaEventDestroy(done);
         if (!why.empty()) throw DistributedError(why);
         throw_timed_out(rank(), size(), op, x);
       }
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::microseconds(1000));
     }
-    (void)cudaEventDestroy(done);
   }
+  cuda::CudaBackend& gpu() const { return *gpu_; }
+  cudaStream_t side() const { return side_; }
 
+ private:
   Device device_;
   cuda::CudaBackend* gpu_ = nullptr;
   ncclComm_t comm_ = nullptr;
+  cudaStream_t side_ = nullptr;  // started collectives' stream
 };
+
+// An ncclAllReduce on the communicator's side stream: it starts after the compute stream's work
+// so far (the bucket's gradients), and wait() joins it back into the compute stream, after
+// waiting for it on the host with the blocking call's errors and time limit (none while a CUDA
+// graph records: the fork and the join are recorded). x stays alive with it.
+class NcclAllReduce final : public PendingCollective {
+ public:
+  NcclAllReduce(Nccl& nccl, Array x, Array out, ReduceOp op, ncclComm_t comm)
+      : nccl_(nccl), x_(std::move(x)), out_(std::move(out)) {
+    cudaEvent_t ready = nccl_.recorded(nccl_.gpu().stream(), "all_reduce");
+    const bool joined = cudaStreamWaitEvent(nccl_.side(), ready, 0) == cudaSuccess;
+    (void)cudaEventDestroy(ready);
+    if (!joined)
+      throw DistributedError(
+          ::flaxpp::detail::str("rank ", nccl_.rank(), ": all_reduce: cannot order NCCL's stream"));
+    const ncclResult_t result = ncclAllReduce(
+        x_.buffer().data(), out_.buffer().data(), static_cast<std::size_t>(x_.size()),
+        nccl_type(x_.dtype()), op == ReduceOp::max ? ncclMax : ncclSum, comm, nccl_.side());
+    if (result != ncclSuccess)
+      throw DistributedError(::flaxpp::detail::str(
+          "rank ", nccl_.rank(), ": ncclAllReduce failed: ", ncclGetErrorString(result)));
+    reduced_ = nccl_.recorded(nccl_.side(), "all_reduce");
+  }
+  ~NcclAllReduce() override {
+    if (reduced_ != nullptr) (void)cudaEventDestroy(reduced_);
+  }
+  bool done() override {
+    if (nccl_.gpu().capturing()) return true;
+    const bool complete = cudaEventQuery(reduced_) == cudaSuccess;
+    (void)cudaGetLastError();  // NotReady is an answer, not an error
+    return complete;
+  }
+  Array wait() override {
+    if (!nccl_.gpu().capturing()) nccl_.wait_event(reduced_, "all_reduce", x_);
+    if (cudaStreamWaitEvent(nccl_.gpu().stream(), reduced_, 0) != cudaSuccess)
+      throw DistributedError(::flaxpp::detail::str(
+          "rank ", nccl_.rank(), ": all_reduce: cannot join NCCL's stream to the compute stream"));
+    return out_;
+  }
+
+ private:
+  Nccl& nccl_;
+  Array x_, out_;
+  cudaEvent_t reduced_ = nullptr;
+};
+
+std::unique_ptr<PendingCollective> Nccl::start_all_reduce_impl(const Array& x, ReduceOp op) {
+  return std::make_unique<NcclAllReduce>(*this, x, device_array(x.shape(), x.dtype()), op, comm_);
+}
 
 }  // namespace
 
