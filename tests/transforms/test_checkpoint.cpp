@@ -95,8 +95,8 @@ TEST_CASE("checkpoint: a region reading one value twice (tied weights) different
   };
   const Array v = Array::from_vector(std::vector<double>{1.0, -2.0, 3.0}, Shape{3});
   const std::vector<Array> ct{Array::scalar(1.0)};
-  const auto g = vjp(tied, std::span<const Array>(&v, 1)).backward_once(ct);
-  CHECK(g.at(0).to_vector<double>() == std::vector<double>{2.0, -4.0, 6.0});
+  const auto cts = vjp(tied, std::span<const Array>(&v, 1)).backward_once(ct);
+  CHECK(cts.at(0).to_vector<double>() == std::vector<double>{2.0, -4.0, 6.0});
 }
 
 TEST_CASE("vjp: a wrong cotangent is an error that keeps the backward pass usable") {
@@ -166,13 +166,13 @@ TEST_CASE("checkpoint: an output that is an input, or repeated, does not double 
   const ArrayFn region = checkpoint([](std::span<const Array> v) {
     return std::vector<Array>{v[0], tanh(v[0])};
   });
-  const Array g = grad([&](const Array& v) {
+  const Array dv = grad([&](const Array& v) {
     const auto o = region(std::span<const Array>(&v, 1));
     return sum(o[0] * 2.0 + v * 3.0 + o[1]);
   })(x);
   const std::vector<double> want{5.786448, 5.419974};
   for (std::size_t i = 0; i < 2; ++i)
-    CHECK(g.to_vector<double>()[i] == doctest::Approx(want[i]).epsilon(1e-6));
+    CHECK(dv.to_vector<double>()[i] == doctest::Approx(want[i]).epsilon(1e-6));
   const ArrayFn twice = checkpoint([](std::span<const Array> v) {
     const Array y = tanh(v[0]);
     return std::vector<Array>{y, y};
