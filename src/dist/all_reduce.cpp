@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/core/error.hpp"
@@ -85,10 +86,12 @@ std::vector<Array> reduce_packed(std::span<const Array> in, ReduceOp op) {
   return out;
 }
 
-// An all_reduce_start's collectives in flight, one per bucket, until its all_reduce_done.
+// An all_reduce_start's collectives in flight, one per bucket, until its all_reduce_done, and
+// the thread that started them: the only one that moves them on (MPI runs FUNNELED).
 struct Flight {
   std::vector<Bucket> buckets;
   std::vector<std::unique_ptr<PendingCollective>> pending;
+  std::thread::id thread = std::this_thread::get_id();
 };
 
 // The flights of every started all_reduce, by the buffer of its first operand (which the
@@ -103,14 +106,15 @@ Flights& flights() {
   return *f;
 }
 
-// ir's progress hook: every collective in flight moves on.
+// ir's progress hook: every collective this thread started moves on.
 void progress() {
   Flights& f = flights();
   if (f.count.load(std::memory_order_acquire) == 0) return;
   std::lock_guard lock(f.mutex);
   for (auto& [operand, flight] : f.by_operand)
-    for (const std::unique_ptr<PendingCollective>& p : flight.pending)
-      p->done();
+    if (flight.thread == std::this_thread::get_id())
+      for (const std::unique_ptr<PendingCollective>& p : flight.pending)
+        p->done();
 }
 
 std::vector<Array> start(std::span<const Array> in, const ir::Params& params) {
