@@ -49,9 +49,8 @@ class Communicator {
   Array all_reduce(const Array& x, ReduceOp op);
   // all_reduce started, to be completed by the handle's wait(), so that the caller computes
   // while the processes exchange (DDP's overlap of the gradient buckets with the backward
-  // pass). Every process starts the same collectives in the same order. Transports without
-  // non-blocking collectives (a job of one; NCCL, which queues its work on the GPU's stream
-  // anyway) complete it here.
+  // pass). Every process starts the same collectives in the same order. MPI hands back its
+  // MPI_Iallreduce and NCCL its launch on a stream of its own; a job of one completes it here.
   std::unique_ptr<PendingCollective> start_all_reduce(const Array& x, ReduceOp op);
   // x of process `root` on every process.
   Array broadcast(const Array& x, int root);
