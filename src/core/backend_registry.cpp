@@ -9,8 +9,6 @@
 namespace flaxpp {
 namespace {
 
-constexpr std::size_t kNumDeviceKinds = 2;
-
 std::array<BackendProvider, kNumDeviceKinds>& providers() {
   static std::array<BackendProvider, kNumDeviceKinds> table{};
   return table;

@@ -133,7 +133,7 @@ std::vector<Array> start(std::span<const Array> in, const ir::Params& params) {
   return {in.begin(), in.end()};  // the operands, held until the done
 }
 
-std::vector<Array> done(std::span<const Array> in) {
+std::vector<Array> done(std::span<const Array> in, const ir::Params& /*params*/) {
   Flights& f = flights();
   Flight flight;
   {
@@ -190,14 +190,8 @@ const ir::Primitive all_reduce_p(
       return reduce_packed(in, op_of(params));
     });
 
-const ir::Primitive all_reduce_start_p("all_reduce_start", same_avals, nullptr,
-                                       [](std::span<const Array> in, const ir::Params& params) {
-                                         return start(in, params);
-                                       });
-const ir::Primitive all_reduce_done_p("all_reduce_done", same_avals, nullptr,
-                                      [](std::span<const Array> in, const ir::Params& /*params*/) {
-                                        return done(in);
-                                      });
+const ir::Primitive all_reduce_start_p("all_reduce_start", same_avals, nullptr, start);
+const ir::Primitive all_reduce_done_p("all_reduce_done", same_avals, nullptr, done);
 
 namespace {
 // jit's overlap_collectives splits each all_reduce into these two.

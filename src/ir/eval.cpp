@@ -14,8 +14,6 @@
 namespace flaxpp::ir {
 namespace {
 
-constexpr std::size_t kNumDeviceKinds = 2;
-
 std::array<Evaluator, kNumDeviceKinds>& evaluators() {
   static std::array<Evaluator, kNumDeviceKinds> table{};
   return table;
@@ -62,10 +60,8 @@ Evaluator evaluator_of(const Primitive& prim, DeviceKind kind) {
   return e;
 }
 
-}  // namespace
+std::atomic<void (*)()> progress_hook{nullptr};  // set_progress_hook's
 
-namespace {
-std::atomic<void (*)()> progress_hook{nullptr};
 }  // namespace
 
 void set_progress_hook(void (*hook)()) {

@@ -1,6 +1,7 @@
 // flaxpp/core/device.hpp — where an array's buffer lives, and which device is the default.
 #pragma once
 
+#include <cstddef>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -8,6 +9,8 @@
 namespace flaxpp {
 
 enum class DeviceKind { cpu, cuda };
+// How many kinds there are: the size of a table indexed by DeviceKind.
+inline constexpr std::size_t kNumDeviceKinds = 2;
 
 struct Device {
   DeviceKind kind = DeviceKind::cpu;
