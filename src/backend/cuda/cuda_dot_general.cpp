@@ -8,8 +8,11 @@
 #include <cublasLt.h>
 
 #include <climits>
+#include <cstdio>
 #include <memory>
+#include <mutex>
 
+#include "backend/cuda/cublaslt_bias_key.hpp"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_eval_impl.hpp"
 #include "flaxpp/core/error.hpp"
@@ -80,26 +83,37 @@ LtOwned<cublasLtMatrixLayoutOpaque_t> lt_layout(cudaDataType_t type, bool transp
   return LtOwned<cublasLtMatrixLayoutOpaque_t>(layout);
 }
 
-// The largest power of two (up to 256) that divides `p`'s address: what cuBLASLt's heuristic
-// may assume of a pointer (its default assumption, 256, would pick algorithms a less aligned
-// pointer fails).
 std::uint32_t alignment_of(const void* p) {
-  const auto a = reinterpret_cast<std::uintptr_t>(p);
-  std::uint32_t align = 256;
-  while (align > 1 && a % align != 0)
-    align /= 2;
-  return align;
+  return pointer_alignment(reinterpret_cast<std::uintptr_t>(p));
+}
+
+// Says once per process that a product takes its bias after the GEMM because cuBLASLt's
+// heuristic gave no algorithm. Any answer but success counts as that, not only NOT_SUPPORTED:
+// PyTorch met INVALID_VALUE for one-row operands, and the plain GEMM and a bias kernel compute
+// the same product, so a jitted step must not fail there (desk review 2 #2).
+void say_no_epilogue(const backend_impl::ColumnMajorGemm& g, cublasStatus_t status) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr,
+                 "flaxpp: cuBLASLt has no bias-epilogue algorithm for a (%lld x %lld) x (%lld x "
+                 "%lld) product (%s); such products add their bias in a kernel after the GEMM "
+                 "(said once)\n",
+                 static_cast<long long>(g.m), static_cast<long long>(g.k),
+                 static_cast<long long>(g.k), static_cast<long long>(g.n),
+                 status == CUBLAS_STATUS_SUCCESS ? "no algorithm found"
+                                                 : cublasGetStatusName(status));
+  });
 }
 
 // d = op(first) op(second) + bias as one cuBLASLt matmul with the BIAS epilogue: the bias has
 // one element per row of the column-major d (per rhs free element of the row-major product),
-// added in the compute type before d is stored. False, with nothing queued, when cuBLASLt has
-// no algorithm for it, or the bias is less than 16-byte aligned (the epilogue's requirement
-// as Marian found it; flaxpp's buffers are 256-byte aligned).
+// added in the compute type before d is stored. False, with nothing queued, for a product the
+// epilogue is not asked for (bias_epilogue_applies) or when cuBLASLt's heuristic gives no
+// algorithm for it, whatever its status.
 bool matmul_bias_epilogue(CudaBackend& gpu, const backend_impl::ColumnMajorGemm& g,
                           cudaDataType_t type, cublasComputeType_t compute, const void* first,
                           const void* second, const void* bias, void* d) {
-  if (alignment_of(bias) < 16) return false;
+  if (!bias_epilogue_applies(g.m, g.n, g.k, g.batch, alignment_of(bias))) return false;
   const bool f64 = type == CUDA_R_64F;
   const cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
   cublasLtMatmulDesc_t raw_desc = nullptr;
@@ -143,9 +157,10 @@ bool matmul_bias_epilogue(CudaBackend& gpu, const backend_impl::ColumnMajorGemm&
   int found = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
       lt, desc.get(), a.get(), b.get(), c.get(), c.get(), pref.get(), 1, &heuristic, &found);
-  if (status == CUBLAS_STATUS_NOT_SUPPORTED || (status == CUBLAS_STATUS_SUCCESS && found == 0))
+  if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
+    say_no_epilogue(g, status);
     return false;
-  FLAXPP_CUBLAS_CHECK(status);
+  }
   const UnitScale unit;
   FLAXPP_CUBLAS_CHECK(cublasLtMatmul(
       lt, desc.get(), unit.alpha(f64), first, a.get(), second, b.get(), unit.beta(f64), d, c.get(),
@@ -206,7 +221,7 @@ Array product(const ir::Primitive& prim, std::span<const Array> inputs, const ir
                   ? CUBLAS_COMPUTE_32F_FAST_TF32
                   : CUBLAS_COMPUTE_32F;
   }
-  if (bias != nullptr && g.batch == 1 &&
+  if (bias != nullptr &&
       matmul_bias_epilogue(gpu, g, in_type, compute, b.data, a.data, bias->buffer().data(),
                            o.data<void>()))
     return o.array();
