@@ -31,6 +31,14 @@ ncclDataType_t nccl_type(DType dtype) {
   return kTypes[dtype];
 }
 
+// `err` in words for a message, and cleared from the runtime's last-error slot: reported here,
+// it must not be blamed on the next kernel launch.
+std::string cuda_failure(cudaError_t err) {
+  (void)cudaGetLastError();
+  return ::flaxpp::detail::str("CUDA error ", cudaGetErrorName(err), " (", cudaGetErrorString(err),
+                               ")");
+}
+
 class Nccl final : public Communicator {
  public:
   Nccl(int rank, int size, int local_rank, Communicator* bootstrap)
@@ -47,12 +55,14 @@ class Nccl final : public Communicator {
       words = sent.to_vector<std::int32_t>();
       std::memcpy(&id, words.data(), sizeof id);
     }
-    if (cudaSetDevice(device_.index) != cudaSuccess)
-      throw DistributedError(::flaxpp::detail::str("rank ", rank, ": cannot use GPU ", device_));
+    if (const cudaError_t err = cudaSetDevice(device_.index); err != cudaSuccess)
+      throw DistributedError(::flaxpp::detail::str("rank ", rank, ": cannot use GPU ", device_,
+                                                   ": ", cuda_failure(err)));
     check(ncclCommInitRank(&comm_, size, id, rank), "ncclCommInitRank");
-    if (cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking) != cudaSuccess)
-      throw DistributedError(
-          ::flaxpp::detail::str("rank ", rank, ": cannot create NCCL's stream on ", device_));
+    if (const cudaError_t err = cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking);
+        err != cudaSuccess)
+      throw DistributedError(::flaxpp::detail::str(
+          "rank ", rank, ": cannot create NCCL's stream on ", device_, ": ", cuda_failure(err)));
   }
   ~Nccl() override {
     if (comm_ != nullptr) (void)ncclCommDestroy(comm_);
@@ -117,10 +127,14 @@ class Nccl final : public Communicator {
   // A new event recorded on `stream`.
   cudaEvent_t recorded(cudaStream_t stream, const char* op) const {
     cudaEvent_t event = nullptr;
-    if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) != cudaSuccess ||
-        cudaEventRecord(event, stream) != cudaSuccess)
-      throw DistributedError(
-          ::flaxpp::detail::str("rank ", rank(), ": ", op, ": cannot record an event"));
+    cudaError_t err = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+    if (err == cudaSuccess) {
+      err = cudaEventRecord(event, stream);
+      if (err != cudaSuccess) (void)cudaEventDestroy(event);
+    }
+    if (err != cudaSuccess)
+      throw DistributedError(::flaxpp::detail::str("rank ", rank(), ": ", op,
+                                                   ": cannot record an event: ", cuda_failure(err)));
     return event;
   }
   // Until `done` completes on the GPU, NCCL reports an error, or the time limit (then the
@@ -168,11 +182,12 @@ class NcclAllReduce final : public PendingCollective {
   NcclAllReduce(Nccl& nccl, Array x, Array out, ReduceOp op, ncclComm_t comm)
       : nccl_(nccl), x_(std::move(x)), out_(std::move(out)) {
     cudaEvent_t ready = nccl_.recorded(nccl_.gpu().stream(), "all_reduce");
-    const bool joined = cudaStreamWaitEvent(nccl_.side(), ready, 0) == cudaSuccess;
+    const cudaError_t ordered = cudaStreamWaitEvent(nccl_.side(), ready, 0);
     (void)cudaEventDestroy(ready);
-    if (!joined)
-      throw DistributedError(
-          ::flaxpp::detail::str("rank ", nccl_.rank(), ": all_reduce: cannot order NCCL's stream"));
+    if (ordered != cudaSuccess)
+      throw DistributedError(::flaxpp::detail::str("rank ", nccl_.rank(),
+                                                   ": all_reduce: cannot order NCCL's stream: ",
+                                                   cuda_failure(ordered)));
     const ncclResult_t result = ncclAllReduce(
         x_.buffer().data(), out_.buffer().data(), static_cast<std::size_t>(x_.size()),
         nccl_type(x_.dtype()), op == ReduceOp::max ? ncclMax : ncclSum, comm, nccl_.side());
@@ -192,9 +207,11 @@ class NcclAllReduce final : public PendingCollective {
   }
   Array wait() override {
     if (!nccl_.gpu().capturing()) nccl_.wait_event(reduced_, "all_reduce", x_);
-    if (cudaStreamWaitEvent(nccl_.gpu().stream(), reduced_, 0) != cudaSuccess)
+    if (const cudaError_t err = cudaStreamWaitEvent(nccl_.gpu().stream(), reduced_, 0);
+        err != cudaSuccess)
       throw DistributedError(::flaxpp::detail::str(
-          "rank ", nccl_.rank(), ": all_reduce: cannot join NCCL's stream to the compute stream"));
+          "rank ", nccl_.rank(), ": all_reduce: cannot join NCCL's stream to the compute stream: ",
+          cuda_failure(err)));
     return out_;
   }
 
