@@ -1,8 +1,8 @@
 // Collectives on GPU memory over NCCL: one communicator per process on its backend's stream
 // (ordered with the compute around it), its unique id made by rank 0 and broadcast over the
 // host transport (MPI), or made in-process for a job of one. A collective is waited for until
-// it completes, NCCL reports an error, or the collective time limit passes; then the
-// communicator is aborted and the rank ends with a clear error. Inside a CUDA graph recording
+// it completes, NCCL or this GPU reports an error, or the collective time limit passes; then
+// the communicator is aborted and the rank ends with a clear error. Inside a CUDA graph recording
 // nothing is waited for: the launch is recorded. A started all_reduce (start_all_reduce, a
 // gradient bucket's in a jitted step) runs on the communicator's own stream, after the compute
 // stream's work so far, and is joined back into the compute stream by its wait(), so that the
@@ -137,15 +137,33 @@ class Nccl final : public Communicator {
                                                    ": cannot record an event: ", cuda_failure(err)));
     return event;
   }
-  // Until `done` completes on the GPU, NCCL reports an error, or the time limit (then the
-  // communicator is aborted).
+  // Whether `event` completed. cudaErrorNotReady is an answer, not an error. Any other failure
+  // (a sticky error such as cudaErrorIllegalAddress from an earlier kernel of this process) never
+  // turns into completion: it throws at once, rather than letting the wait run into the time
+  // limit and blame the other processes. The communicator is aborted with it, as its kernels
+  // cannot complete on this GPU either.
+  bool completed(cudaEvent_t event, const char* op) {
+    const cudaError_t state = cudaEventQuery(event);
+    if (state == cudaSuccess) return true;
+    if (state == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    const std::string failure = cuda_failure(state);
+    abort_communicator();
+    throw DeviceError(::flaxpp::detail::str(
+        "rank ", rank(), ": ", op, ": this process's GPU failed while the collective ran: ",
+        failure, ". The error is this process's (an earlier kernel or copy on ", device_,
+        "), not another process's, and the GPU cannot be used again by this process; "
+        "compute-sanitizer or CUDA_LAUNCH_BLOCKING=1 finds the operation that failed"));
+  }
+  // Until `done` completes on the GPU, NCCL or CUDA reports an error, or the time limit (then
+  // the communicator is aborted).
   void wait_event(cudaEvent_t done, const char* op, const Array& x) {
     const auto deadline = std::chrono::steady_clock::now() + collective_timeout();
     auto pause = std::chrono::microseconds(1);
     for (;;) {
-      const cudaError_t state = cudaEventQuery(done);
-      if (state == cudaSuccess) break;
-      (void)cudaGetLastError();  // NotReady is an answer, not an error
+      if (completed(done, op)) break;
       ncclResult_t async = ncclSuccess;
       (void)ncclCommGetAsyncError(comm_, &async);
       if (async != ncclSuccess || std::chrono::steady_clock::now() > deadline) {
@@ -154,8 +172,7 @@ class Nccl final : public Communicator {
                 ? ::flaxpp::detail::str("rank ", rank(), ": ", op, " failed: ",
                                         ncclGetErrorString(async), " (", ncclGetLastError(comm_), ")")
                 : std::string();
-        (void)ncclCommAbort(comm_);  // a failed or stuck communicator cannot be used again
-        comm_ = nullptr;
+        abort_communicator();
         if (!why.empty()) throw DistributedError(why);
         throw_timed_out(rank(), size(), op, x);
       }
@@ -167,6 +184,12 @@ class Nccl final : public Communicator {
   cudaStream_t side() const { return side_; }
 
  private:
+  // A failed or stuck communicator cannot be used again; its kernels stop.
+  void abort_communicator() {
+    if (comm_ != nullptr) (void)ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+
   Device device_;
   cuda::CudaBackend* gpu_ = nullptr;
   ncclComm_t comm_ = nullptr;
@@ -201,9 +224,7 @@ class NcclAllReduce final : public PendingCollective {
   }
   bool done() override {
     if (nccl_.gpu().capturing()) return true;
-    const bool complete = cudaEventQuery(reduced_) == cudaSuccess;
-    (void)cudaGetLastError();  // NotReady is an answer, not an error
-    return complete;
+    return nccl_.completed(reduced_, "all_reduce");
   }
   Array wait() override {
     if (!nccl_.gpu().capturing()) nccl_.wait_event(reduced_, "all_reduce", x_);
