@@ -10,7 +10,6 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -160,13 +159,14 @@ class Nccl final : public Communicator {
   // Until `done` completes on the GPU, NCCL or CUDA reports an error, or the time limit (then
   // the communicator is aborted).
   void wait_event(cudaEvent_t done, const char* op, const Array& x) {
-    const auto deadline = std::chrono::steady_clock::now() + collective_timeout();
-    auto pause = std::chrono::microseconds(1);
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + collective_timeout();
     for (;;) {
       if (completed(done, op)) break;
       ncclResult_t async = ncclSuccess;
       (void)ncclCommGetAsyncError(comm_, &async);
-      if (async != ncclSuccess || std::chrono::steady_clock::now() > deadline) {
+      const auto now = std::chrono::steady_clock::now();
+      if (async != ncclSuccess || now > deadline) {
         const std::string why =
             async != ncclSuccess
                 ? ::flaxpp::detail::str("rank ", rank(), ": ", op, " failed: ",
@@ -176,14 +176,22 @@ class Nccl final : public Communicator {
         if (!why.empty()) throw DistributedError(why);
         throw_timed_out(rank(), size(), op, x);
       }
-      std::this_thread::sleep_for(pause);
-      pause = std::min(pause * 2, std::chrono::microseconds(1000));
+      // A collective on a fast link completes in tens of microseconds: the first ones are
+      // waited for by yielding, not sleeping (a sleep lasts at least the kernel's timer slack,
+      // ~50 us), and longer ones with short sleeps, which bound the latency a sleep adds.
+      if (now - start < kSpin)
+        std::this_thread::yield();
+      else
+        std::this_thread::sleep_for(kPause);
     }
   }
   cuda::CudaBackend& gpu() const { return *gpu_; }
   cudaStream_t side() const { return side_; }
 
  private:
+  static constexpr auto kSpin = std::chrono::microseconds(200);
+  static constexpr auto kPause = std::chrono::microseconds(50);
+
   // A failed or stuck communicator cannot be used again; its kernels stop.
   void abort_communicator() {
     if (comm_ != nullptr) (void)ncclCommAbort(comm_);
