@@ -207,7 +207,7 @@ class Nccl final : public Communicator {
 // An ncclAllReduce on the communicator's side stream: it starts after the compute stream's work
 // so far (the bucket's gradients), and wait() joins it back into the compute stream, after
 // waiting for it on the host with the blocking call's errors and time limit (none while a CUDA
-// graph records: the fork and the join are recorded). x stays alive with it.
+// graph records: the fork and the join are recorded). x and the result stay alive with it.
 class NcclAllReduce final : public PendingCollective {
  public:
   NcclAllReduce(Nccl& nccl, Array x, Array out, ReduceOp op, ncclComm_t comm)
@@ -225,10 +225,32 @@ class NcclAllReduce final : public PendingCollective {
     if (result != ncclSuccess)
       throw DistributedError(::flaxpp::detail::str(
           "rank ", nccl_.rank(), ": ncclAllReduce failed: ", ncclGetErrorString(result)));
-    reduced_ = nccl_.recorded(nccl_.side(), "all_reduce");
+    try {
+      reduced_ = nccl_.recorded(nccl_.side(), "all_reduce");
+    } catch (...) {
+      // Nothing marks the end of the launched collective: x and out are freed (on the compute
+      // stream) only once NCCL's stream is idle. A recording cannot wait; it fails anyway.
+      if (!nccl_.gpu().capturing()) (void)cudaStreamSynchronize(nccl_.side());
+      (void)cudaGetLastError();
+      throw;
+    }
   }
   ~NcclAllReduce() override {
-    if (reduced_ != nullptr) (void)cudaEventDestroy(reduced_);
+    if (reduced_ == nullptr) return;
+    // Never joined (wait() threw for this bucket or an earlier one): x and out are freed on
+    // the compute stream when the members go, so that stream first waits for NCCL's work on
+    // them, or the pool would hand them out while NCCL still reads and writes them. After a
+    // time-out the communicator is aborted, which ends its kernels.
+    if (!joined_) {
+      if (const cudaError_t err = cudaStreamWaitEvent(nccl_.gpu().stream(), reduced_, 0);
+          err != cudaSuccess) {
+        (void)cudaGetLastError();
+        // Without the join, the host waits for NCCL's stream (never inside a recording).
+        if (!nccl_.gpu().capturing()) (void)cudaEventSynchronize(reduced_);
+        (void)cudaGetLastError();
+      }
+    }
+    (void)cudaEventDestroy(reduced_);
   }
   bool done() override {
     if (nccl_.gpu().capturing()) return true;
@@ -241,6 +263,7 @@ class NcclAllReduce final : public PendingCollective {
       throw DistributedError(::flaxpp::detail::str(
           "rank ", nccl_.rank(), ": all_reduce: cannot join NCCL's stream to the compute stream: ",
           cuda_failure(err)));
+    joined_ = true;
     return out_;
   }
 
@@ -248,6 +271,7 @@ class NcclAllReduce final : public PendingCollective {
   Nccl& nccl_;
   Array x_, out_;
   cudaEvent_t reduced_ = nullptr;
+  bool joined_ = false;  // the compute stream waits for reduced_
 };
 
 std::unique_ptr<PendingCollective> Nccl::start_all_reduce_impl(const Array& x, ReduceOp op) {
