@@ -19,6 +19,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "backend/cuda/cublaslt_bias_plans.hpp"
 #include "backend/cuda/cuda_staging.hpp"
 #include "flaxpp/core/backend.hpp"
 
@@ -50,6 +51,8 @@ class CudaBackend final : public Backend {
     blas();
     return blas_workspace_;
   }
+  // The cuBLASLt bias-epilogue plans chosen for this device so far (dot_general_bias).
+  LtBiasPlans& lt_bias_plans() { return lt_bias_plans_; }
   // Orders work queued next on stream() after any side-stream copy still reading or writing
   // `ptr`: call it before writing an existing buffer in place (a donated operand).
   void before_write(const void* ptr) const { wait_for_copy(ptr); }
@@ -136,6 +139,7 @@ class CudaBackend final : public Backend {
   std::once_flag blas_once_;
   cublasHandle_t blas_ = nullptr;
   void* blas_workspace_ = nullptr;
+  LtBiasPlans lt_bias_plans_;  // host-side descriptors only, destroyed with the backend
 };
 
 }  // namespace flaxpp::cuda

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include "backend/cuda/cublaslt_bias_key.hpp"
+#include "backend/cuda/cublaslt_bias_plans.hpp"
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_eval_impl.hpp"
 #include "flaxpp/core/error.hpp"
@@ -61,17 +62,6 @@ DeviceMatrices as_matrices(const Array& x, const backend_impl::MatrixOperand& pl
   return {data, std::move(storage)};
 }
 
-// Owners of cuBLASLt's descriptors.
-struct LtDeleter {
-  void operator()(cublasLtMatmulDescOpaque_t* p) const { (void)cublasLtMatmulDescDestroy(p); }
-  void operator()(cublasLtMatrixLayoutOpaque_t* p) const { (void)cublasLtMatrixLayoutDestroy(p); }
-  void operator()(cublasLtMatmulPreferenceOpaque_t* p) const {
-    (void)cublasLtMatmulPreferenceDestroy(p);
-  }
-};
-template <class T>
-using LtOwned = std::unique_ptr<T, LtDeleter>;
-
 LtOwned<cublasLtMatrixLayoutOpaque_t> lt_layout(cudaDataType_t type, bool transposed,
                                                 std::int64_t rows, std::int64_t cols,
                                                 std::int64_t ld) {
@@ -91,7 +81,7 @@ std::uint32_t alignment_of(const void* p) {
 // heuristic gave no algorithm. Any answer but success counts as that, not only NOT_SUPPORTED:
 // PyTorch met INVALID_VALUE for one-row operands, and the plain GEMM and a bias kernel compute
 // the same product, so a jitted step must not fail there (desk review 2 #2).
-void say_no_epilogue(const backend_impl::ColumnMajorGemm& g, cublasStatus_t status) {
+void say_no_epilogue(const LtBiasKey& g, cublasStatus_t status) {
   static std::once_flag once;
   std::call_once(once, [&] {
     std::fprintf(stderr,
@@ -110,30 +100,32 @@ void say_no_epilogue(const backend_impl::ColumnMajorGemm& g, cublasStatus_t stat
 // added in the compute type before d is stored. False, with nothing queued, for a product the
 // epilogue is not asked for (bias_epilogue_applies) or when cuBLASLt's heuristic gives no
 // algorithm for it, whatever its status.
-bool matmul_bias_epilogue(CudaBackend& gpu, const backend_impl::ColumnMajorGemm& g,
-                          cudaDataType_t type, cublasComputeType_t compute, const void* first,
-                          const void* second, const void* bias, void* d) {
-  if (!bias_epilogue_applies(g.m, g.n, g.k, g.batch, alignment_of(bias))) return false;
-  const bool f64 = type == CUDA_R_64F;
-  const cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
+// The plan for `key`: its descriptor (with `bias` as the bias pointer, which the heuristic may
+// look at), layouts, and the heuristic's algorithm, or unusable where there is none.
+LtBiasPlan make_plan(cublasLtHandle_t lt, const LtBiasKey& key, const void* bias) {
+  const auto type = static_cast<cudaDataType_t>(key.data_type);
+  const cudaDataType_t scale = type == CUDA_R_64F ? CUDA_R_64F : CUDA_R_32F;
+  LtBiasPlan plan;
   cublasLtMatmulDesc_t raw_desc = nullptr;
-  FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw_desc, compute, scale));
-  const LtOwned<cublasLtMatmulDescOpaque_t> desc(raw_desc);
-  const cublasOperation_t op_first = g.transpose_first ? CUBLAS_OP_T : CUBLAS_OP_N;
-  const cublasOperation_t op_second = g.transpose_second ? CUBLAS_OP_T : CUBLAS_OP_N;
+  FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescCreate(
+      &raw_desc, static_cast<cublasComputeType_t>(key.compute_type), scale));
+  plan.desc.reset(raw_desc);
+  const cublasOperation_t op_first = key.transpose_first ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_second = key.transpose_second ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-  FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA,
+  FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc.get(), CUBLASLT_MATMUL_DESC_TRANSA,
                                                      &op_first, sizeof op_first));
-  FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB,
+  FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc.get(), CUBLASLT_MATMUL_DESC_TRANSB,
                                                      &op_second, sizeof op_second));
-  FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE,
-                                                     &epilogue, sizeof epilogue));
-  FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                     &bias, sizeof bias));
-  const auto a = lt_layout(type, g.transpose_first, g.m, g.k, g.ld_first);
-  const auto b = lt_layout(type, g.transpose_second, g.k, g.n, g.ld_second);
-  const auto c = lt_layout(type, false, g.m, g.n, g.ld_out);
+  FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      plan.desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue));
+  FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+      plan.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+  plan.first = lt_layout(type, key.transpose_first, key.m, key.k, key.ld_first);
+  plan.second = lt_layout(type, key.transpose_second, key.k, key.n, key.ld_second);
+  plan.out = lt_layout(type, false, key.m, key.n, key.ld_out);
 
+  // The preference only steers the heuristic: it is not kept.
   cublasLtMatmulPreference_t raw_pref = nullptr;
   FLAXPP_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&raw_pref));
   const LtOwned<cublasLtMatmulPreferenceOpaque_t> pref(raw_pref);
@@ -141,31 +133,70 @@ bool matmul_bias_epilogue(CudaBackend& gpu, const backend_impl::ColumnMajorGemm&
   FLAXPP_CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                            &workspace_bytes, sizeof workspace_bytes));
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> aligned[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, first},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, second},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, d},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, d}};
-  for (const auto& [attribute, pointer] : aligned) {
-    const std::uint32_t align = alignment_of(pointer);
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, std::uint32_t> aligned[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, key.align_first},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, key.align_second},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, key.align_out},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, key.align_out}};
+  for (const auto& [attribute, align] : aligned)
     FLAXPP_CUBLAS_CHECK(
         cublasLtMatmulPreferenceSetAttribute(pref.get(), attribute, &align, sizeof align));
-  }
-  // A cuBLAS handle is a cuBLASLt handle (cuBLAS's documentation), bound to the same stream.
-  const auto lt = reinterpret_cast<cublasLtHandle_t>(gpu.blas());
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-      lt, desc.get(), a.get(), b.get(), c.get(), c.get(), pref.get(), 1, &heuristic, &found);
+  const cublasStatus_t status =
+      cublasLtMatmulAlgoGetHeuristic(lt, plan.desc.get(), plan.first.get(), plan.second.get(),
+                                     plan.out.get(), plan.out.get(), pref.get(), 1, &heuristic,
+                                     &found);
   if (status != CUBLAS_STATUS_SUCCESS || found == 0) {
-    say_no_epilogue(g, status);
-    return false;
+    say_no_epilogue(key, status);
+    return plan;
   }
-  const UnitScale unit;
-  FLAXPP_CUBLAS_CHECK(cublasLtMatmul(
-      lt, desc.get(), unit.alpha(f64), first, a.get(), second, b.get(), unit.beta(f64), d, c.get(),
-      d, c.get(), &heuristic.algo, gpu.blas_workspace(), workspace_bytes, gpu.stream()));
-  return true;
+  plan.algo = heuristic.algo;
+  plan.usable = true;
+  return plan;
+}
+
+// d = op(first) op(second) + bias as one cuBLASLt matmul with the BIAS epilogue: the bias has
+// one element per row of the column-major d (per rhs free element of the row-major product),
+// added in the compute type before d is stored. False, with nothing queued, for a product the
+// epilogue is not asked for (bias_epilogue_applies) or when cuBLASLt's heuristic gives no
+// algorithm for it, whatever its status. The plan is made once per key (the backend's
+// lt_bias_plans()); only the bias pointer changes from call to call.
+bool matmul_bias_epilogue(CudaBackend& gpu, const backend_impl::ColumnMajorGemm& g,
+                          cudaDataType_t type, cublasComputeType_t compute, const void* first,
+                          const void* second, const void* bias, void* d) {
+  if (!bias_epilogue_applies(g.m, g.n, g.k, g.batch, alignment_of(bias))) return false;
+  const LtBiasKey key{.m = g.m,
+                      .n = g.n,
+                      .k = g.k,
+                      .ld_first = g.ld_first,
+                      .ld_second = g.ld_second,
+                      .ld_out = g.ld_out,
+                      .transpose_first = g.transpose_first,
+                      .transpose_second = g.transpose_second,
+                      .data_type = static_cast<int>(type),
+                      .compute_type = static_cast<int>(compute),
+                      .align_first = alignment_of(first),
+                      .align_second = alignment_of(second),
+                      .align_out = alignment_of(d)};
+  // A cuBLAS handle is a cuBLASLt handle (cuBLAS's documentation), bound to the same stream.
+  const auto lt = reinterpret_cast<cublasLtHandle_t>(gpu.blas());
+  void* workspace = gpu.blas_workspace();
+  const bool f64 = type == CUDA_R_64F;
+  return gpu.lt_bias_plans().with_plan(
+      key, [&] { return make_plan(lt, key, bias); },
+      [&](const LtBiasPlan& plan) {
+        if (!plan.usable) return false;
+        FLAXPP_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+            plan.desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+        const UnitScale unit;
+        FLAXPP_CUBLAS_CHECK(cublasLtMatmul(lt, plan.desc.get(), unit.alpha(f64), first,
+                                           plan.first.get(), second, plan.second.get(),
+                                           unit.beta(f64), d, plan.out.get(), d, plan.out.get(),
+                                           &plan.algo, workspace, CudaBackend::kBlasWorkspaceBytes,
+                                           gpu.stream()));
+        return true;
+      });
 }
 
 // dot_general, and with `bias` dot_general_bias.
