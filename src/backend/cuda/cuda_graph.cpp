@@ -36,8 +36,10 @@ class CudaGraph final : public DeviceGraph {
     cudaError_t err = cudaStreamSynchronize(backend_.stream());
     if (err == cudaSuccess) err = cudaGraphExecDestroy(exec_);
     if (err == cudaSuccess) err = cudaGraphDestroy(graph_);
-    if (err != cudaSuccess)
+    if (err != cudaSuccess) {
       std::fprintf(stderr, "flaxpp: destroying a CUDA graph failed: %s\n", cudaGetErrorString(err));
+      (void)cudaGetLastError();  // reported: not the next kernel's error (desk review 2 #10)
+    }
     --backend_.live_graphs_;
   }
 
