@@ -39,6 +39,7 @@ CudaBackend::CudaBackend(int index) : Backend(Device::cuda(index)), index_(index
 
 CudaBackend::~CudaBackend() {
   // Destructors never throw: report and go on.
+  destroy_retired_graphs();
   if (cudaDeviceSynchronize() == cudaSuccess)
     for (auto& [size, blocks] : pinned_cache_)
       for (const PinnedBlock& b : blocks)

@@ -97,7 +97,7 @@ class CudaBackend final : public Backend {
 
   cudaStream_t copy_stream_ = nullptr;  // offload copies
   mutable HostStaging staging_;         // pageable uploads
-  // Guards pending_, never_made_ and capture_ (frees come from any thread).
+  // Guards pending_, never_made_, capture_ and retired_graphs_ (frees come from any thread).
   mutable std::mutex mutex_;
   // Buffers (source and destination) of side-stream copies, with the event that completes
   // the copy; an entry lives until its buffer is freed.
@@ -135,6 +135,16 @@ class CudaBackend final : public Backend {
   mutable std::optional<Capture> capture_;  // guarded by mutex_
   std::atomic<bool> capturing_{false};      // capture_.has_value(), readable without the lock
   std::atomic<int> live_graphs_{0};
+  // A recorded graph no longer wanted: destroyed now or, while a recording captures stream()
+  // (where waiting for the stream is illegal), when that recording ends (cuda_graph.cpp).
+  struct RetiredGraph {
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+  };
+  void retire_graph(RetiredGraph g) noexcept;
+  void destroy_retired_graphs() noexcept;              // unless capturing
+  void destroy_graph_locked(RetiredGraph g) noexcept;  // mutex_ held, not capturing
+  std::vector<RetiredGraph> retired_graphs_;           // guarded by mutex_
   friend class CudaGraph;
   std::once_flag blas_once_;
   cublasHandle_t blas_ = nullptr;

@@ -1,7 +1,8 @@
 // CUDA graphs: CudaBackend::capture_impl records the work queued on the backend's stream (stream
 // capture, with stream-ordered allocations becoming graph memory nodes) and CudaGraph replays
 // it. A recording that fails (a synchronisation, a pageable copy, an error) leaves nothing
-// behind: its kept buffers are forgotten, and the caller runs its work eagerly instead.
+// behind: its kept buffers are forgotten, and the caller runs its work eagerly instead. A graph
+// dropped while a recording captures the stream is destroyed when that recording ends.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -25,22 +26,15 @@ class CudaGraph final : public DeviceGraph {
   CudaGraph& operator=(const CudaGraph&) = delete;
 
   ~CudaGraph() override {
-    // Destructors never throw: report and go on. A recording never launched allocated
-    // nothing: the buffers it kept must not be freed.
+    // Destructors never throw. A recording never launched allocated nothing: the buffers it
+    // kept must not be freed.
     if (!launched_) {
       try {
         backend_.forget_allocations(kept_);
       } catch (...) {  // no memory to note them: their frees will report an error instead
       }
     }
-    cudaError_t err = cudaStreamSynchronize(backend_.stream());
-    if (err == cudaSuccess) err = cudaGraphExecDestroy(exec_);
-    if (err == cudaSuccess) err = cudaGraphDestroy(graph_);
-    if (err != cudaSuccess) {
-      std::fprintf(stderr, "flaxpp: destroying a CUDA graph failed: %s\n", cudaGetErrorString(err));
-      (void)cudaGetLastError();  // reported: not the next kernel's error (desk review 2 #10)
-    }
-    --backend_.live_graphs_;
+    backend_.retire_graph({graph_, exec_});
   }
 
   void launch() override {
@@ -78,21 +72,73 @@ void CudaBackend::forget_allocations(const std::unordered_set<std::uint64_t>& ne
   never_made_.insert(never_made.begin(), never_made.end());
 }
 
+void CudaBackend::retire_graph(RetiredGraph g) noexcept {
+  std::lock_guard lock(mutex_);
+  if (capture_) {
+    // Waiting for the stream would be illegal in the capture and end it (desk review 2 #11):
+    // the graph goes when the recording ends, still counted in live_graphs().
+    try {
+      retired_graphs_.push_back(g);
+    } catch (...) {  // no memory to note it: it leaks, its cuDNN plans stay loaded
+      std::fprintf(stderr, "flaxpp: a CUDA graph dropped during a recording leaks\n");
+    }
+    return;
+  }
+  destroy_graph_locked(g);
+}
+
+void CudaBackend::destroy_retired_graphs() noexcept {
+  std::lock_guard lock(mutex_);
+  if (capture_) return;
+  for (const RetiredGraph& g : retired_graphs_)
+    destroy_graph_locked(g);
+  retired_graphs_.clear();
+}
+
+void CudaBackend::destroy_graph_locked(RetiredGraph g) noexcept {
+  // No capture can begin on stream_ during this: capture_impl notes a capture under mutex_
+  // before beginning it. The graph's launches may still run: they are waited for, so that what
+  // they use (cuDNN's plans, kept while live_graphs() counts them) outlives them.
+  cudaError_t err = cudaStreamSynchronize(stream_);
+  const char* call = "cudaStreamSynchronize";
+  if (err == cudaSuccess) {
+    err = cudaGraphExecDestroy(g.exec);
+    call = "cudaGraphExecDestroy";
+  }
+  if (err == cudaSuccess) {
+    err = cudaGraphDestroy(g.graph);
+    call = "cudaGraphDestroy";
+  }
+  if (err != cudaSuccess) {
+    std::fprintf(stderr, "flaxpp: destroying a CUDA graph failed in %s: %s\n", call,
+                 cudaGetErrorString(err));
+    (void)cudaGetLastError();  // reported: not the next kernel's error (desk review 2 #10)
+  }
+  --live_graphs_;
+}
+
 std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void()>& work,
                                                        std::string& why) {
   FLAXPP_ASSERT(!capturing_.load(), "CudaBackend::capture inside a capture");
   FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
+  // Noted before it begins, so that a graph dropped on another thread from now on waits for the
+  // end of the capture instead of synchronising the stream inside it (retire_graph).
+  {
+    std::lock_guard lock(mutex_);
+    capture_.emplace();
+  }
   // Thread-local mode: a call from this thread that could synchronise (cudaMalloc, a blocking
   // copy) fails and ends the recording instead of silently breaking it.
   if (const cudaError_t err = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
       err != cudaSuccess) {
     (void)cudaGetLastError();
+    {
+      std::lock_guard lock(mutex_);
+      capture_.reset();
+    }
+    destroy_retired_graphs();
     why = detail::str("cudaStreamBeginCapture failed: ", cudaGetErrorString(err));
     return nullptr;
-  }
-  {
-    std::lock_guard lock(mutex_);
-    capture_.emplace();
   }
   capturing_.store(true, std::memory_order_release);
   std::string problem;
@@ -115,6 +161,7 @@ std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void(
   capturing_.store(false, std::memory_order_release);
   for (const Allocation& a : done.deferred_frees)
     deallocate_impl(a);
+  destroy_retired_graphs();  // graphs the recorded work (or another thread) dropped meanwhile
   if (problem.empty() && done.failed)
     problem = done.problem.empty() ? "the recording failed" : done.problem;
   if (problem.empty() && ended != cudaSuccess)
