@@ -1,8 +1,11 @@
 // A recorded CUDA graph's end: dropped inside another recording, it is destroyed when that
 // recording ends instead of synchronising the captured stream, which would end the capture
-// (desk review 2 #11).
+// (desk review 2 #11); its memory then goes back to the driver (#5).
 #include <doctest/doctest.h>
 
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -50,4 +53,28 @@ TEST_CASE("CUDA graphs: a graph dropped inside another recording goes when it en
   CHECK(values(squared) == values(random_f32(Shape{64}, 1) * random_f32(Shape{64}, 1)));
   second.reset();
   CHECK(gpu().live_graphs() == live);
+}
+
+TEST_CASE("CUDA graphs: a destroyed graph's memory goes back to the driver" *
+          doctest::skip(kNoGpu)) {
+  // 256 MiB of temporaries, which the launched graph's memory pool keeps until trimmed.
+  const std::int64_t n = std::int64_t{64} << 20;
+  const Array x = Array::full(Shape{n}, 0.5, DType::f32).to(Device::cuda(0));
+  std::string why;
+  Array total;
+  std::unique_ptr<DeviceGraph> g = gpu().capture([&] { total = sum(exp(x) * x); }, why);
+  REQUIRE_MESSAGE(g != nullptr, why);
+  g->launch();
+  gpu().synchronize();
+  const auto reserved = [] {
+    std::uint64_t bytes = 0;
+    REQUIRE(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemCurrent, &bytes) ==
+            cudaSuccess);
+    return bytes;
+  };
+  const std::uint64_t before = reserved();
+  CHECK(before >= static_cast<std::uint64_t>(n) * 4);
+  g.reset();
+  // The kept result (4 bytes) may hold on to one block of the pool; the temporaries do not.
+  CHECK(reserved() + static_cast<std::uint64_t>(n) * 2 <= before);
 }

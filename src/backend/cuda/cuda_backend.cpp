@@ -172,9 +172,19 @@ void* CudaBackend::allocate_impl(std::int64_t bytes, MemoryKind kind, std::uint6
   // beyond its address range (desk review F6).
   if (kind == MemoryKind::device && size > total_memory_) return nullptr;
   void* ptr = nullptr;
-  const cudaError_t err = kind == MemoryKind::device
-                              ? cudaMallocFromPoolAsync(&ptr, size, pool_, stream_)
-                              : cudaMallocHost(&ptr, pinned_size(bytes));
+  const auto allocate = [&] {
+    return kind == MemoryKind::device ? cudaMallocFromPoolAsync(&ptr, size, pool_, stream_)
+                                      : cudaMallocHost(&ptr, pinned_size(bytes));
+  };
+  cudaError_t err = allocate();
+  // Out of device memory: once more after giving back what caches hold (desk review 2 #5),
+  // except in a recording, which cannot wait for the stream.
+  if (err == cudaErrorMemoryAllocation && kind == MemoryKind::device &&
+      !capturing_.load(std::memory_order_acquire)) {
+    (void)cudaGetLastError();
+    release_cached_memory();
+    err = allocate();
+  }
   if (err == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     return nullptr;  // the base class turns this into an OutOfMemoryError with the stats
@@ -362,6 +372,14 @@ void CudaBackend::fill_impl(Buffer& dst, const void* value, std::size_t itemsize
 
 void CudaBackend::trim_pool() {
   FLAXPP_CUDA_CHECK(cudaMemPoolTrimTo(pool_, 0));
+}
+
+void CudaBackend::release_cached_memory() {
+  // Frees queued on either stream complete first, so that the trims see them; then the memory
+  // destroyed graphs left cached for graphs, and the pool's unused memory, go to the driver.
+  synchronize();
+  FLAXPP_CUDA_CHECK(cudaDeviceGraphMemTrim(index_));
+  trim_pool();
 }
 
 }  // namespace flaxpp::cuda

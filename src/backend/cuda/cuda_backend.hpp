@@ -92,6 +92,9 @@ class CudaBackend final : public Backend {
   std::size_t total_memory_ = 0;  // the device's memory: larger requests are out of memory
   // Makes the main stream wait (on the GPU) for a side-stream copy that involves `ptr`.
   void wait_for_copy(const void* ptr) const;
+  // Waits for both streams, then hands the memory cached for graphs and the pool's unused
+  // memory back to the driver: the last try before an allocation is out of memory.
+  void release_cached_memory();
   // A cached pinned block of `size` bytes that no queued work uses any more, or nullptr.
   void* take_pinned(std::size_t size);
 

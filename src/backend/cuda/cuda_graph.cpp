@@ -109,6 +109,13 @@ void CudaBackend::destroy_graph_locked(RetiredGraph g) noexcept {
     err = cudaGraphDestroy(g.graph);
     call = "cudaGraphDestroy";
   }
+  // The graph's memory stays cached for graphs, out of the pool's reach, until trimmed: every
+  // dropped recording (moved arguments, a new signature) would strand its temporaries
+  // (desk review 2 #5).
+  if (err == cudaSuccess) {
+    err = cudaDeviceGraphMemTrim(index_);
+    call = "cudaDeviceGraphMemTrim";
+  }
   if (err != cudaSuccess) {
     std::fprintf(stderr, "flaxpp: destroying a CUDA graph failed in %s: %s\n", call,
                  cudaGetErrorString(err));
