@@ -28,6 +28,7 @@
 #include "harness/cuda_parity.hpp"
 #include "harness/finite_diff.hpp"
 #include "harness/remat_stack.hpp"
+#include "kernels/launch_geometry.hpp"
 #include "src/backend/cuda/cuda_eval.hpp"
 
 using namespace flaxpp;
@@ -358,8 +359,12 @@ TEST_CASE("CUDA remat: gradients match the CPU under every policy, offload inclu
         REQUIRE(std::abs(g[j] - w[j]) <= 1e-4 * (std::abs(w[j]) + 1));
     }
     // The device allocator sees the same arrays as the CPU's, so the same peak up to small
-    // temporaries (a permuted dot operand is counted on CUDA, a host vector on the CPU).
-    CHECK(std::abs(peaks[i] - cpu_peak) <= 1024);
+    // temporaries (a permuted dot operand is counted on CUDA, a host vector on the CPU: under
+    // 1 KiB), and the (chunks, cols) float32 partials of the split column reduction that sums
+    // a bias gradient on CUDA, which the CPU does not make: for (512, 256), 4 chunks x 256
+    // columns x 4 bytes = 4 KiB (desk review 2 #12).
+    const std::int64_t partials = kernels::plan_column_reduce(kBatch, kWidth).chunks * kWidth * 4;
+    CHECK(std::abs(peaks[i] - cpu_peak) <= 1024 + partials);
   }
   MESSAGE("device peak bytes: everything " << peaks[0] << ", dots " << peaks[1] << ", nothing "
                                            << peaks[2] << ", offload " << peaks[3]);
