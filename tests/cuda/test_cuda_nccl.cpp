@@ -71,3 +71,18 @@ TEST_CASE("NCCL, one process: a started all_reduce completes on its stream and j
   CHECK((s + other).to(Device::cpu()).to_vector<float>() ==
         std::vector<float>{1.75f, 5.75f, 7.0f});
 }
+
+TEST_CASE("NCCL, one process: a started all_reduce dropped without its wait (an earlier bucket's "
+          "wait threw) lets its buffers go after NCCL's work, and the GPU goes on" *
+          doctest::skip(kNoGpu)) {
+  const std::unique_ptr<dist::Communicator> nccl =
+      dist::detail::nccl_communicator(0, 1, 0, nullptr);
+  const Array x = Array::from_vector(std::vector<float>(1 << 20, 0.5f), Shape{1 << 20},
+                                     Device::cuda(0));
+  for (int i = 0; i < 4; ++i)
+    (void)nccl->start_all_reduce(x * 2.0, dist::ReduceOp::sum);  // its operand and result go
+  // The pool hands the freed memory out again: the compute stream waited for NCCL first.
+  const Array y = x * 3.0;
+  CHECK(y.to(Device::cpu()).to_vector<float>() == std::vector<float>(1 << 20, 1.5f));
+  nccl->barrier();
+}
