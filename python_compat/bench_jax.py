@@ -27,9 +27,11 @@ Measurements:
 * ``peak_bytes`` on CPU = ``argument + temp + output - alias`` bytes of the compiled step's
   ``memory_analysis()`` (XLA's buffer assignment: the inputs params, opt_state, x, y, the
   temporaries, and the outputs that do not reuse a donated input: with donation, arguments plus
-  temporaries and the loss; generated code is not counted). On a GPU, the
-  device's ``peak_bytes_in_use`` after the timed steps; each configuration then runs in its
-  own process (``--only``), so that the high-water mark is that configuration's.
+  temporaries and the loss; generated code is not counted). On a GPU, the rise of the
+  device's ``peak_bytes_in_use`` above the bytes in use before the configuration started.
+  That high-water mark never resets within a process, so the configurations run in one process
+  in increasing order of their expected memory, and one whose run did not raise the mark (its
+  peak is hidden under an earlier one's) runs again in a process of its own (``--only``).
 * ``residual_bytes`` = sum of the bytes of the residuals
   ``jax._src.ad_checkpoint.saved_residuals(lambda p, x: loss(p, x, y), params, x)`` reports,
   leaving out those that are the arguments themselves (description "from the argument ...").
@@ -46,6 +48,7 @@ Progress goes to stderr, JSON lines to ``--out`` (default stdout).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import statistics
@@ -108,87 +111,100 @@ def main(argv=None) -> int:
         configs = [(int(w), int(d), int(b), pol)]
     else:
         configs = grid(args.grid)
-    if backend != "cpu" and not args.only:
-        # One process per configuration: the device's peak is then that configuration's.
-        import subprocess
-        try:
-            for width, depth, batch, policy in configs:
-                line = subprocess.run(
-                    [sys.executable, __file__, "--platform", args.platform, "--steps",
-                     str(args.steps), "--warmup", str(args.warmup), "--dtype", args.dtype, "--only",
-                     f"{width},{depth},{batch},{policy}"],
-                    check=True, stdout=subprocess.PIPE, text=True).stdout
-                out.write(line)
-                out.flush()
-        finally:
-            if out is not sys.stdout:
-                out.close()
-        return 0
-    try:
-        for width, depth, batch, policy in configs:
-            features = tuple([width] * (depth - 1) + [NUM_CLASSES])
-            cls = MLP if policy == "none" else nn.remat(
-                MLP, policy=getattr(jax.checkpoint_policies, policy))
-            model = cls(features, dtype=jnp.dtype(args.dtype))
+    on_device = backend != "cpu"
 
-            rng = np.random.default_rng(0)
-            x = jnp.asarray(rng.standard_normal((batch, width), dtype=np.float32))
-            y = jnp.asarray(rng.integers(0, NUM_CLASSES, size=batch).astype(np.int32))
-            params = model.init(jax.random.PRNGKey(0), x)["params"]
-            tx = optax.sgd(0.01)
-            opt_state = tx.init(params)
+    def memory():
+        return jax.devices()[0].memory_stats()
 
-            def loss_fn(p, xb, yb):
-                logits = model.apply({"params": p}, xb)
-                return optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
+    def measure(width, depth, batch, policy):
+        features = tuple([width] * (depth - 1) + [NUM_CLASSES])
+        cls = MLP if policy == "none" else nn.remat(
+            MLP, policy=getattr(jax.checkpoint_policies, policy))
+        model = cls(features, dtype=jnp.dtype(args.dtype))
 
-            def step(p, s, xb, yb):
-                loss, grads = jax.value_and_grad(loss_fn)(p, xb, yb)
-                updates, s = tx.update(grads, s, p)
-                return optax.apply_updates(p, updates), s, loss
+        rng = np.random.default_rng(0)
+        x = jnp.asarray(rng.standard_normal((batch, width), dtype=np.float32))
+        y = jnp.asarray(rng.integers(0, NUM_CLASSES, size=batch).astype(np.int32))
+        params = model.init(jax.random.PRNGKey(0), x)["params"]
+        tx = optax.sgd(0.01)
+        opt_state = tx.init(params)
 
+        def loss_fn(p, xb, yb):
+            logits = model.apply({"params": p}, xb)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean()
+
+        def step(p, s, xb, yb):
+            loss, grads = jax.value_and_grad(loss_fn)(p, xb, yb)
+            updates, s = tx.update(grads, s, p)
+            return optax.apply_updates(p, updates), s, loss
+
+        t0 = time.perf_counter()
+        compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, x, y).compile()
+        compile_s = time.perf_counter() - t0
+        mem = compiled.memory_analysis()
+        peak_bytes = int(mem.argument_size_in_bytes + mem.temp_size_in_bytes +
+                         mem.output_size_in_bytes - mem.alias_size_in_bytes)
+
+        res = saved_residuals(lambda p, xb: loss_fn(p, xb, y), params, x)
+        residual_bytes = int(sum(
+            int(np.prod(aval.shape)) * aval.dtype.itemsize
+            for aval, desc in res if not desc.startswith("from the argument")))
+
+        p, s = params, opt_state  # donated by the first step: not used again
+        for _ in range(args.warmup):
+            p, s, loss = jax.block_until_ready(compiled(p, s, x, y))
+        times = []
+        for _ in range(args.steps):
             t0 = time.perf_counter()
-            compiled = jax.jit(step, donate_argnums=(0, 1)).lower(params, opt_state, x, y).compile()
-            compile_s = time.perf_counter() - t0
-            mem = compiled.memory_analysis()
-            peak_bytes = int(mem.argument_size_in_bytes + mem.temp_size_in_bytes +
-                             mem.output_size_in_bytes - mem.alias_size_in_bytes)
+            p, s, loss = jax.block_until_ready(compiled(p, s, x, y))
+            times.append(time.perf_counter() - t0)
+        med = statistics.median(times)
 
-            res = saved_residuals(lambda p, xb: loss_fn(p, xb, y), params, x)
-            residual_bytes = int(sum(
-                int(np.prod(aval.shape)) * aval.dtype.itemsize
-                for aval, desc in res if not desc.startswith("from the argument")))
+        flops = 6 * batch * sum(i * o for i, o in zip((width,) + features[:-1], features))
+        print(f"  W={width:5d} L={depth} B={batch:4d} {policy:33s} "
+              f"{med * 1e3:9.3f} ms  {flops / med / 1e9:7.2f} GFLOP/s  "
+              f"XLA's buffers {peak_bytes / 2**20:8.2f} MiB (arg {mem.argument_size_in_bytes}, "
+              f"temp {mem.temp_size_in_bytes}, out {mem.output_size_in_bytes}, "
+              f"alias {mem.alias_size_in_bytes})  "
+              f"residuals {residual_bytes / 2**20:.2f} MiB  compile {compile_s:.2f} s  "
+              f"loss {float(loss):.4f}", file=sys.stderr)
+        return {
+            "framework": "jax", "backend": backend, "width": width, "depth": depth,
+            "batch": batch, "dtype": args.dtype, "policy": policy, "steps": args.steps,
+            "step_ms": med * 1e3, "samples_per_s": batch / med,
+            "gflops": flops / med / 1e9, "peak_bytes": peak_bytes,
+            "residual_bytes": residual_bytes, "gemm_floor_ms": None,
+            "step_over_floor": None,
+        }
 
-            p, s = params, opt_state  # donated by the first step: not used again
-            for _ in range(args.warmup):
-                p, s, loss = jax.block_until_ready(compiled(p, s, x, y))
-            times = []
-            for _ in range(args.steps):
-                t0 = time.perf_counter()
-                p, s, loss = jax.block_until_ready(compiled(p, s, x, y))
-                times.append(time.perf_counter() - t0)
-            med = statistics.median(times)
-            if backend != "cpu":
-                peak_bytes = int(jax.devices()[0].memory_stats()["peak_bytes_in_use"])
+    def expected_memory(config):
+        width, depth, batch, policy = config
+        return (width * width + batch * width) * depth * (1 + POLICIES[::-1].index(policy))
 
-            flops = 6 * batch * sum(i * o for i, o in zip((width,) + features[:-1], features))
-            row = {
-                "framework": "jax", "backend": backend, "width": width, "depth": depth,
-                "batch": batch, "dtype": args.dtype, "policy": policy, "steps": args.steps,
-                "step_ms": med * 1e3, "samples_per_s": batch / med,
-                "gflops": flops / med / 1e9, "peak_bytes": peak_bytes,
-                "residual_bytes": residual_bytes, "gemm_floor_ms": None,
-                "step_over_floor": None,
-            }
+    try:
+        if on_device:
+            configs = sorted(configs, key=expected_memory)
+        for config in configs:
+            if on_device:
+                gc.collect()
+                in_use, mark = memory()["bytes_in_use"], memory()["peak_bytes_in_use"]
+            row = measure(*config)
+            if on_device:
+                gc.collect()
+                peak = memory()["peak_bytes_in_use"]
+                if peak > mark or args.only:
+                    row["peak_bytes"] = int(peak - in_use)
+                else:  # hidden under an earlier configuration's peak: measure it alone
+                    print("  (again in a process of its own, for its peak)", file=sys.stderr)
+                    import subprocess
+                    line = subprocess.run(
+                        [sys.executable, __file__, "--platform", args.platform, "--steps",
+                         str(args.steps), "--warmup", str(args.warmup), "--dtype", args.dtype,
+                         "--only", ",".join(map(str, config))],
+                        check=True, stdout=subprocess.PIPE, text=True).stdout
+                    row = json.loads(line)
             out.write(json.dumps(row) + "\n")
             out.flush()
-            print(f"  W={width:5d} L={depth} B={batch:4d} {policy:33s} "
-                  f"{med * 1e3:9.3f} ms  {flops / med / 1e9:7.2f} GFLOP/s  "
-                  f"peak {peak_bytes / 2**20:8.2f} MiB (arg {mem.argument_size_in_bytes}, "
-                  f"temp {mem.temp_size_in_bytes}, out {mem.output_size_in_bytes}, "
-                  f"alias {mem.alias_size_in_bytes})  "
-                  f"residuals {residual_bytes / 2**20:.2f} MiB  compile {compile_s:.2f} s  "
-                  f"loss {float(loss):.4f}", file=sys.stderr)
     finally:
         if out is not sys.stdout:
             out.close()

@@ -11,8 +11,11 @@ batch and optimiser through its train step (``train::ClassifierStep``). The two 
 ``--repeat`` times; the table gives the median (min–max) of the per-run medians, the ratio of
 the medians, and each policy's step time against ``none`` (the recompute overhead).
 
+Both sides compute in float32 (flaxpp's ``LanguageModel`` has no computation dtype yet), on
+``--platform`` (``cpu``, or ``cuda`` for the GPU: JAX's platform and flaxpp's device).
+
 Run: ``python_compat/.venv/bin/python python_compat/lm_speed.py [--repeat 3] [--steps 10]
-[build/src/flaxpp]``.
+[--platform cpu|cuda] [--out TABLE.md] [build/src/flaxpp]``.
 """
 
 from __future__ import annotations
@@ -24,7 +27,11 @@ import statistics
 import subprocess
 import time
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
+import sys
+
+# JAX's platform is chosen before jax is imported: --platform is read here, the rest in main().
+_platform = sys.argv[sys.argv.index("--platform") + 1] if "--platform" in sys.argv[:-1] else "cpu"
+os.environ["JAX_PLATFORMS"] = _platform
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -66,10 +73,10 @@ def jax_step_ms(policy: str, steps: int) -> float:
     return statistics.median(times)
 
 
-def flaxpp_step_ms(binary: str, steps: int) -> dict:
+def flaxpp_step_ms(binary: str, steps: int, device: str) -> dict:
     out = subprocess.run([binary, "bench", "--model", "lm", "--steps", str(steps)], check=True,
                          capture_output=True, text=True,
-                         env={**os.environ, "FLAXPP_DEVICE": "cpu"}).stdout
+                         env={**os.environ, "FLAXPP_DEVICE": device}).stdout
     return {(line := json.loads(s))["policy"]: line["step_ms"] for s in out.splitlines() if s}
 
 
@@ -78,24 +85,31 @@ def main() -> None:
     ap.add_argument("binary", nargs="?", default="build/src/flaxpp")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--steps", type=int, default=10)
+    ap.add_argument("--platform", choices=("cpu", "cuda"), default="cpu",
+                    help="where both sides compute (default cpu)")
+    ap.add_argument("--out", help="also write the table to this Markdown file")
     a = ap.parse_args()
     f = {p: [] for p in POLICIES}
     j = {p: [] for p in POLICIES}
     for r in range(a.repeat):
-        for p, ms in flaxpp_step_ms(a.binary, a.steps).items():
+        for p, ms in flaxpp_step_ms(a.binary, a.steps, a.platform).items():
             f[p].append(ms)
         for p in POLICIES:
             j[p].append(jax_step_ms(p, a.steps))
     med = lambda v: statistics.median(v)  # noqa: E731
     span = lambda v: f"{med(v):.0f} ({min(v):.0f}–{max(v):.0f})"  # noqa: E731
-    print(f"LM step, batch {BATCH} x {SEQ} tokens, SGD; ms, median (min–max) of {a.repeat} runs")
-    print()
-    print("| policy | flaxpp | JAX | flaxpp / JAX | flaxpp vs none | JAX vs none |")
-    print("| --- | --- | --- | --- | --- | --- |")
+    rows = [f"LM step on {a.platform} ({jax.devices()[0].device_kind}), batch {BATCH} x {SEQ} "
+            f"tokens, float32, SGD; ms, median (min–max) of {a.repeat} runs", "",
+            "| policy | flaxpp | JAX | flaxpp / JAX | flaxpp vs none | JAX vs none |",
+            "| --- | --- | --- | --- | --- | --- |"]
     for p in POLICIES:
-        print(f"| `{p}` | {span(f[p])} | {span(j[p])} | {med(f[p]) / med(j[p]):.2f} | "
-              f"{med(f[p]) / med(f['none']):.2f} | {med(j[p]) / med(j['none']):.2f} |")
-
+        rows.append(f"| `{p}` | {span(f[p])} | {span(j[p])} | {med(f[p]) / med(j[p]):.2f} | "
+                    f"{med(f[p]) / med(f['none']):.2f} | {med(j[p]) / med(j['none']):.2f} |")
+    table = "\n".join(rows) + "\n"
+    print(table, end="")
+    if a.out:
+        with open(a.out, "w") as out:
+            out.write(table)
 
 if __name__ == "__main__":
     main()
