@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,19 @@ struct Device {
     std::vector<T> out(static_cast<std::size_t>(n));
     check_cuda(cudaMemcpy(out.data(), p, out.size() * sizeof(T), cudaMemcpyDeviceToHost), "download");
     return out;
+  }
+};
+
+// The device buffers of scatter_add's grouping (kernels::ScatterAddGroups).
+struct ScatterScratch {
+  Device<std::int32_t> keys, positions, sorted, order, begin;
+  Device<unsigned char> sort;
+  std::size_t sort_bytes;
+  ScatterScratch(std::int64_t m, std::int64_t rows, std::size_t bytes)
+      : keys(m), positions(m), sorted(m), order(m), begin(rows + 1),
+        sort(static_cast<std::int64_t>(bytes)), sort_bytes(bytes) {}
+  k::ScatterAddGroups groups() const {
+    return {keys.p, positions.p, sorted.p, order.p, begin.p, sort.p, sort_bytes};
   }
 };
 
@@ -192,12 +206,27 @@ void layout(std::int64_t side) {
       idx[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 7) % rows);
     Device<float> x(a), out(m * width);
     Device<std::int32_t> ids(idx);
-    check_cuda(k::launch_take(x.p, ids.p, m, width, out.p, nullptr), "take");
+    Device<k::IndexFault> fault(std::vector<k::IndexFault>(1, k::IndexFault{}));
+    check_cuda(k::launch_take(x.p, rows, ids.p, m, width, out.p, fault.p, nullptr), "take");
     std::vector<float> want(static_cast<std::size_t>(m * width));
     for (std::int64_t i = 0; i < m; ++i)
       for (std::int64_t c = 0; c < width; ++c)
         want[static_cast<std::size_t>(i * width + c)] = a[static_cast<std::size_t>(idx[i] * width + c)];
     expect_close("take", out.host(), want, 0);
+    expect_close("take: no index fault", {static_cast<float>(fault.host()[0].seen)}, {0.0f}, 0);
+    // A bad index is clamped (row rows - 1) and recorded with its position.
+    std::vector<std::int32_t> bad_idx = idx;
+    bad_idx[5] = static_cast<std::int32_t>(rows);
+    Device<std::int32_t> bad(bad_idx);
+    check_cuda(k::launch_take(x.p, rows, bad.p, m, width, out.p, fault.p, nullptr), "take");
+    const k::IndexFault seen = fault.host()[0];
+    expect_close("take: a bad index recorded (seen, index, position, rows)",
+                 {static_cast<float>(seen.seen), static_cast<float>(seen.index),
+                  static_cast<float>(seen.position), static_cast<float>(seen.rows)},
+                 {1.0f, static_cast<float>(rows), 5.0f, static_cast<float>(rows)}, 0);
+    expect_close("take: a bad index clamped",
+                 std::vector<float>(out.host().begin() + 5 * width, out.host().begin() + 6 * width),
+                 std::vector<float>(a.end() - width, a.end()), 0);
     const std::int64_t vocab = 50304, d = 768, tokens = side * 8;
     std::vector<std::int32_t> big_idx(static_cast<std::size_t>(tokens));
     for (std::int64_t i = 0; i < tokens; ++i)
@@ -205,8 +234,46 @@ void layout(std::int64_t side) {
     Device<float> table(vocab * d), bo(tokens * d);
     Device<std::int32_t> bids(big_idx);
     time_launch("take f32 (embedding rows)", std::to_string(tokens) + " of " + std::to_string(vocab) + "x768",
-                8.0 * tokens * d,
-                [&](cudaStream_t s) { return k::launch_take(table.p, bids.p, tokens, d, bo.p, s); });
+                8.0 * tokens * d, [&](cudaStream_t s) {
+                  return k::launch_take(table.p, vocab, bids.p, tokens, d, bo.p, fault.p, s);
+                });
+  }
+  {  // scatter_add: updates grouped by row on the device (radix sort), summed in index order
+    const std::int64_t rows = 40, width = 9, m = 300;
+    std::vector<std::int32_t> idx(m);
+    for (std::int64_t i = 0; i < m; ++i)
+      idx[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 13) % (rows - 3));
+    const std::vector<float> u = values(m * width, 6), base = values(rows * width, 7);
+    std::vector<float> want = base;
+    for (std::int64_t i = 0; i < m; ++i)
+      for (std::int64_t c = 0; c < width; ++c)
+        want[static_cast<std::size_t>(idx[i] * width + c)] += u[static_cast<std::size_t>(i * width + c)];
+    Device<float> updates(u), out(base);
+    Device<std::int32_t> ids(idx);
+    Device<k::IndexFault> fault(std::vector<k::IndexFault>(1, k::IndexFault{}));
+    auto groups_for = [](std::int64_t count, std::int64_t nrows) {
+      std::size_t sort_bytes = 0;
+      check_cuda(k::scatter_add_sort_bytes(count, nrows, sort_bytes), "scatter_add sort bytes");
+      return std::make_unique<ScatterScratch>(count, nrows, sort_bytes);
+    };
+    const auto g = groups_for(m, rows);
+    check_cuda(k::launch_scatter_add(ids.p, m, rows, updates.p, width, out.p, g->groups(), fault.p,
+                                     nullptr),
+               "scatter_add");
+    expect_close("scatter_add (index order, as the CPU)", out.host(), want, 0);
+    const std::int64_t vocab = 50304, d = 768, tokens = side * 8;
+    std::vector<std::int32_t> big_idx(static_cast<std::size_t>(tokens));
+    for (std::int64_t i = 0; i < tokens; ++i)
+      big_idx[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 7919) % vocab);
+    Device<float> grads(tokens * d), table(vocab * d);
+    Device<std::int32_t> bids(big_idx);
+    const auto bg = groups_for(tokens, vocab);
+    time_launch("scatter_add f32 (embedding gradient)",
+                std::to_string(tokens) + " into " + std::to_string(vocab) + "x768",
+                4.0 * (2.0 * tokens * d + 2.0 * vocab * d), [&](cudaStream_t s) {
+                  return k::launch_scatter_add(bids.p, tokens, vocab, grads.p, d, table.p,
+                                               bg->groups(), fault.p, s);
+                });
   }
 }
 

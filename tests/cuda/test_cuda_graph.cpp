@@ -14,6 +14,7 @@
 #include "flaxpp/ir/graph.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/nn/dense.hpp"
+#include "flaxpp/nn/language_model.hpp"
 #include "flaxpp/nn/layer_norm.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/nn/scope.hpp"
@@ -338,4 +339,46 @@ TEST_CASE("CUDA jit: a bf16 model's 16-bit chains fuse, with the unfused step's 
   const std::vector<Tree> got = fused(args), want = plain(args);
   CHECK(got[0].array().to_vector<float>() == want[0].array().to_vector<float>());
   testing::check_same_bits(got[1], want[1]);
+}
+
+TEST_CASE("CUDA graphs: a language model (Embed: take, scatter_add) is recorded and replayed with "
+          "the eager step's bits, and an id out of range fails its step" *
+          doctest::skip(kNoGpu)) {
+  // take and scatter_add check and group their indices on the GPU: nothing reads them back, so
+  // the step records (desk review 2 #7). A bad id is clamped by the kernel and reported at the
+  // step's next synchronisation (reading its loss), naming the index.
+  const nn::Model lm(nn::LanguageModel{
+      .vocab = 16, .features = 32, .num_layers = 2, .num_heads = 2, .mlp_dim = 64, .max_len = 8});
+  auto tokens = [](std::int32_t first) {
+    std::vector<std::int32_t> ids(4 * 8);
+    for (std::size_t k = 0; k < ids.size(); ++k)
+      ids[k] = static_cast<std::int32_t>((first + 5 * static_cast<std::int32_t>(k)) % 16);
+    return Array::from_vector(ids, Shape{4, 8}).to(Device::cuda(0));
+  };
+  const Array x = tokens(1), y = tokens(2);
+  auto run = [&](bool graphs) {
+    train::ClassifierStep step(
+        [lm](const Tree& p, const Array& in) {
+          return lm.apply(nn::Variables{{"params", p}}, in);
+        },
+        optim::sgd(0.1));
+    step.set_graphs(graphs);
+    Tree params = lm.init(random::key(0), x)["params"];
+    params = tree_map(params, [](const Array& p) { return p.to(Device::cuda(0)); });
+    Run r{{}, step.init(params), 0};
+    for (int i = 0; i < 5; ++i) r.losses.push_back(step(r.state, x, y));
+    r.replays = step.replays();
+    if (graphs) {
+      std::vector<std::int32_t> bad(4 * 8, 3);
+      bad[13] = 16;
+      const Array bad_x = Array::from_vector(bad, Shape{4, 8}).to(Device::cuda(0));
+      CHECK_THROWS_WITH_AS((void)step(r.state, bad_x, y), doctest::Contains("index 16 (element 13"),
+                           ValueError);
+    }
+    return r;
+  };
+  const Run eager = run(false), replayed = run(true);
+  CHECK(replayed.replays == 4);
+  CHECK(replayed.losses == eager.losses);
+  CHECK(eager.losses.back() < eager.losses.front());
 }

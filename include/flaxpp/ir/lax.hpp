@@ -120,6 +120,10 @@ Array scatter_add(const Array& x, const Array& indices, const Array& updates);
 // for the indices), for callers that want it up front too.
 std::vector<std::int32_t> checked_indices(const Array& indices, std::int64_t size,
                                           const std::string& what);
+// checked_indices's error, for `index` at `position` of `indices` (a description, such as the
+// indices' aval): also the CUDA backend's, which checks indices on the device.
+ValueError index_outside_error(const std::string& what, std::int64_t index, std::int64_t position,
+                               const std::string& indices, std::int64_t size);
 
 Array layer_norm(const Array& x, const Array& scale, const Array& bias, double epsilon);
 Array layer_norm_dx(const Array& x, const Array& scale, const Array& dy, double epsilon);

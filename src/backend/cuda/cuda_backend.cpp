@@ -35,6 +35,7 @@ CudaBackend::CudaBackend(int index) : Backend(Device::cuda(index)), index_(index
   // executor frees and reallocates the same sizes every step.
   std::uint64_t threshold = UINT64_MAX;
   FLAXPP_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &threshold));
+  index_faults_ = std::make_unique<IndexFaults>();
 }
 
 CudaBackend::~CudaBackend() {
@@ -57,6 +58,7 @@ void CudaBackend::synchronize() const {
   refuse_in_capture("waiting for the GPU (synchronize)");
   FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
   FLAXPP_CUDA_CHECK(cudaStreamSynchronize(copy_stream_));  // offload copies (desk review F8)
+  index_faults_->raise_pending();
 }
 
 cublasHandle_t CudaBackend::blas() {
@@ -318,6 +320,7 @@ void CudaBackend::copy_to_host_impl(const void* src, void* dst, std::int64_t byt
   FLAXPP_CUDA_CHECK(
       cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
   FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  index_faults_->raise_pending();
 }
 
 void CudaBackend::copy_from_host_impl(const void* src, void* dst, std::int64_t bytes) const {

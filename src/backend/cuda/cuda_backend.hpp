@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/cuda/cublaslt_bias_plans.hpp"
+#include "backend/cuda/cuda_index_faults.hpp"
 #include "backend/cuda/cuda_staging.hpp"
 #include "flaxpp/core/backend.hpp"
 
@@ -53,6 +54,9 @@ class CudaBackend final : public Backend {
   }
   // The cuBLASLt bias-epilogue plans chosen for this device so far (dot_general_bias).
   LtBiasPlans& lt_bias_plans() { return lt_bias_plans_; }
+  // Where take and scatter_add kernels record a bad index; raised at the next synchronisation
+  // (synchronize, a copy to the host).
+  const IndexFaults& index_faults() const { return *index_faults_; }
   // Orders work queued next on stream() after any side-stream copy still reading or writing
   // `ptr`: call it before writing an existing buffer in place (a donated operand).
   void before_write(const void* ptr) const { wait_for_copy(ptr); }
@@ -152,6 +156,7 @@ class CudaBackend final : public Backend {
   std::once_flag blas_once_;
   cublasHandle_t blas_ = nullptr;
   void* blas_workspace_ = nullptr;
+  std::unique_ptr<IndexFaults> index_faults_;  // made once the device is current
   LtBiasPlans lt_bias_plans_;  // host-side descriptors only, destroyed with the backend
 };
 

@@ -1,23 +1,20 @@
 // CUDA evaluation of the index primitives (kernels/indexing_kernels.cuh): iota, take and
-// scatter_add. Their indices are checked on the host first (backend_impl::indexed_rows), which
-// waits for the indices to be computed: flaxpp refuses out-of-range ids where JAX would give NaN
-// rows or wrap, and a kernel cannot throw. scatter_add groups the updates by row on the host too
-// (backend/index_plan.hpp), so each row takes its updates in index order without atomics.
+// scatter_add. Nothing reads the indices back to the host, so Embed models record into CUDA
+// graphs: the kernels check every index themselves, and the backend raises flaxpp's error for
+// a bad one at its next synchronisation (cuda_index_faults.hpp). scatter_add groups its
+// updates by row on the device (a stable radix sort of the positions by row), so each row
+// takes its updates in index order without atomics: the CPU's order and sums.
+#include <algorithm>
+#include <limits>
+
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_eval_impl.hpp"
 #include "backend/index_plan.hpp"
 #include "kernels/indexing_kernels.cuh"
 
 namespace flaxpp::cuda {
-namespace {
 
-// `values` as an int32 array on `device` (uploaded through the backend, which keeps the host
-// copy valid until the upload is done).
-Array int32_on(const std::vector<std::int32_t>& values, Device device) {
-  return Array::from_vector(values, Shape{static_cast<std::int64_t>(values.size())}, device);
-}
-
-}  // namespace
+using backend_impl::row_elements;
 
 Array Families::iota(const ir::Primitive& prim, std::span<const Array> /*in*/,
                      const ir::Params& params, const AVal& out) {
@@ -36,11 +33,12 @@ Array Families::iota(const ir::Primitive& prim, std::span<const Array> /*in*/,
 Array Families::take(const ir::Primitive& prim, std::span<const Array> in,
                      const ir::Params& /*params*/, const AVal& out) {
   const Device device = in[0].device();
-  const std::int64_t r = backend_impl::indexed_rows(prim, in).row_size;
+  CudaBackend& b = backend_of(in[0]);
   return visit_dtype<kAll | kHalf>(prim, out.dtype, device, [&]<class T>(TypeTag<T>) {
     const Output o(out, device);
-    check_launch(kernels::launch_take(in_data<T>(in[0]), in_data<std::int32_t>(in[1]), in[1].size(),
-                                      r, o.data<T>(), backend_of(in[0]).stream()),
+    check_launch(kernels::launch_take(in_data<T>(in[0]), in[0].shape()[0],
+                                      in_data<std::int32_t>(in[1]), in[1].size(), row_elements(in[0].shape()),
+                                      o.data<T>(), b.index_faults().device(), b.stream()),
                  "take");
     return o.array();
   });
@@ -49,22 +47,31 @@ Array Families::take(const ir::Primitive& prim, std::span<const Array> in,
 Array Families::scatter_add(const ir::Primitive& prim, std::span<const Array> in,
                             const ir::Params& /*params*/, const AVal& out) {
   const Array& x = in[0];
-  const backend_impl::IndexedRows checked = backend_impl::indexed_rows(prim, in);
-  const backend_impl::RowGroups groups = backend_impl::group_by_row(checked.indices, x.shape()[0]);
-  const Array rows = int32_on(groups.rows, x.device());
-  const Array begin = int32_on(groups.begin, x.device());
-  const Array order = int32_on(groups.order, x.device());
+  const std::int64_t m = in[1].size(), rows = x.shape()[0];
+  if (m > std::numeric_limits<std::int32_t>::max())
+    throw ValueError(detail::str("scatter_add on the GPU: ", m, " indices; at most 2^31 - 1 "
+                                 "are supported (the positions are int32): split the update"));
+  CudaBackend& b = backend_of(x);
+  const cudaStream_t stream = b.stream();
+  // The grouping's buffers: stream-ordered like any array, so they record into graphs too.
+  std::size_t sort_bytes = 0;
+  FLAXPP_CUDA_CHECK(kernels::scatter_add_sort_bytes(m, rows, sort_bytes));
+  auto int32s = [&](std::int64_t n) { return b.allocate(std::max<std::int64_t>(n, 1) * 4); };
+  const auto keys = int32s(m), positions = int32s(m), sorted = int32s(m), order = int32s(m),
+             begin = int32s(rows + 1);
+  const auto scratch = b.allocate(static_cast<std::int64_t>(std::max<std::size_t>(sort_bytes, 1)));
+  auto i32 = [](const std::shared_ptr<Buffer>& buf) { return static_cast<std::int32_t*>(buf->data()); };
+  const kernels::ScatterAddGroups groups{i32(keys),   i32(positions), i32(sorted),     i32(order),
+                                         i32(begin), scratch->data(), sort_bytes};
   return visit_dtype<kNumeric | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
     const Output o(out, x.device());
-    const cudaStream_t stream = backend_of(x).stream();
     if (x.size() > 0)
       FLAXPP_CUDA_CHECK(cudaMemcpyAsync(o.data<T>(), in_data<T>(x),
                                         static_cast<std::size_t>(x.nbytes()),
                                         cudaMemcpyDeviceToDevice, stream));
-    check_launch(kernels::launch_scatter_add(
-                     in_data<std::int32_t>(rows), in_data<std::int32_t>(begin),
-                     in_data<std::int32_t>(order), static_cast<std::int64_t>(groups.rows.size()),
-                     in_data<T>(in[2]), checked.row_size, o.data<T>(), stream),
+    check_launch(kernels::launch_scatter_add(in_data<std::int32_t>(in[1]), m, rows,
+                                             in_data<T>(in[2]), row_elements(x.shape()), o.data<T>(), groups,
+                                             b.index_faults().device(), stream),
                  "scatter_add");
     return o.array();
   });

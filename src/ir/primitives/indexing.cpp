@@ -89,9 +89,14 @@ std::vector<std::int32_t> checked_indices(const Array& indices, std::int64_t siz
   const auto bad =
       std::find_if(v.begin(), v.end(), [&](std::int32_t i) { return i < 0 || i >= size; });
   if (bad == v.end()) return v;
-  throw ValueError(detail::str(
-      what, ": index ", *bad, " (element ", bad - v.begin(), " of the indices ", indices.aval(),
-      ") is outside [0, ", size,
+  throw index_outside_error(what, *bad, bad - v.begin(),
+                            detail::str("the indices ", indices.aval()), size);
+}
+
+ValueError index_outside_error(const std::string& what, std::int64_t index, std::int64_t position,
+                               const std::string& indices, std::int64_t size) {
+  return ValueError(detail::str(
+      what, ": index ", index, " (element ", position, " of ", indices, ") is outside [0, ", size,
       "); every index must pick an existing row. (JAX would give "
       "NaN rows for indices past the end and wrap negative ones; flaxpp refuses both: check "
       "the ids against the table size)"));
