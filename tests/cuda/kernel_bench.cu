@@ -76,6 +76,20 @@ struct ScatterScratch {
   }
 };
 
+std::unique_ptr<ScatterScratch> scatter_scratch(std::int64_t m, std::int64_t rows) {
+  std::size_t sort_bytes = 0;
+  check_cuda(k::scatter_add_sort_bytes(m, rows, sort_bytes), "scatter_add sort bytes");
+  return std::make_unique<ScatterScratch>(m, rows, sort_bytes);
+}
+
+// `tokens` ids spread over a vocabulary, as an embedding lookup of a large model sees them.
+std::vector<std::int32_t> embedding_ids(std::int64_t tokens, std::int64_t vocab) {
+  std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens));
+  for (std::int64_t i = 0; i < tokens; ++i)
+    ids[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 7919) % vocab);
+  return ids;
+}
+
 std::vector<float> values(std::int64_t n, int seed) {
   std::vector<float> v(static_cast<std::size_t>(n));
   for (std::int64_t i = 0; i < n; ++i)
@@ -228,9 +242,7 @@ void layout(std::int64_t side) {
                  std::vector<float>(out.host().begin() + 5 * width, out.host().begin() + 6 * width),
                  std::vector<float>(a.end() - width, a.end()), 0);
     const std::int64_t vocab = 50304, d = 768, tokens = side * 8;
-    std::vector<std::int32_t> big_idx(static_cast<std::size_t>(tokens));
-    for (std::int64_t i = 0; i < tokens; ++i)
-      big_idx[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 7919) % vocab);
+    const std::vector<std::int32_t> big_idx = embedding_ids(tokens, vocab);
     Device<float> table(vocab * d), bo(tokens * d);
     Device<std::int32_t> bids(big_idx);
     time_launch("take f32 (embedding rows)", std::to_string(tokens) + " of " + std::to_string(vocab) + "x768",
@@ -251,23 +263,16 @@ void layout(std::int64_t side) {
     Device<float> updates(u), out(base);
     Device<std::int32_t> ids(idx);
     Device<k::IndexFault> fault(std::vector<k::IndexFault>(1, k::IndexFault{}));
-    auto groups_for = [](std::int64_t count, std::int64_t nrows) {
-      std::size_t sort_bytes = 0;
-      check_cuda(k::scatter_add_sort_bytes(count, nrows, sort_bytes), "scatter_add sort bytes");
-      return std::make_unique<ScatterScratch>(count, nrows, sort_bytes);
-    };
-    const auto g = groups_for(m, rows);
+    const auto g = scatter_scratch(m, rows);
     check_cuda(k::launch_scatter_add(ids.p, m, rows, updates.p, width, out.p, g->groups(), fault.p,
                                      nullptr),
                "scatter_add");
     expect_close("scatter_add (index order, as the CPU)", out.host(), want, 0);
     const std::int64_t vocab = 50304, d = 768, tokens = side * 8;
-    std::vector<std::int32_t> big_idx(static_cast<std::size_t>(tokens));
-    for (std::int64_t i = 0; i < tokens; ++i)
-      big_idx[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((i * 7919) % vocab);
+    const std::vector<std::int32_t> big_idx = embedding_ids(tokens, vocab);
     Device<float> grads(tokens * d), table(vocab * d);
     Device<std::int32_t> bids(big_idx);
-    const auto bg = groups_for(tokens, vocab);
+    const auto bg = scatter_scratch(tokens, vocab);
     time_launch("scatter_add f32 (embedding gradient)",
                 std::to_string(tokens) + " into " + std::to_string(vocab) + "x768",
                 4.0 * (2.0 * tokens * d + 2.0 * vocab * d), [&](cudaStream_t s) {
