@@ -11,6 +11,7 @@
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/dist/process_group.hpp"
 #include "flaxpp/ops/numpy.hpp"
+#include "transforms/step_recording.hpp"
 
 namespace flaxpp::dist {
 
@@ -226,6 +227,17 @@ class Job final : public Communicator {
   std::unique_ptr<Communicator> host_, device_;
 };
 
+// The job's vote on a call of a recorded step with collectives (transforms' agreement): the
+// least vote over the host transport, which runs no device work and so cannot itself diverge.
+transforms::RecordingVote least_vote(Communicator& host, transforms::RecordingVote vote) {
+  // The least vote is the largest distance from ready (all_reduce has no min).
+  const auto ready = static_cast<std::int32_t>(transforms::RecordingVote::ready);
+  const std::vector<std::int32_t> away{ready - static_cast<std::int32_t>(vote)};
+  const Array most =
+      host.all_reduce(Array::from_vector(away, Shape{}, Device::cpu()), ReduceOp::max);
+  return static_cast<transforms::RecordingVote>(ready - most.to_vector<std::int32_t>()[0]);
+}
+
 }  // namespace
 
 Communicator& world() {
@@ -242,6 +254,9 @@ Communicator& world() {
     if (world_size() > 1 && is_available(DeviceKind::cuda))
       device = detail::nccl_communicator(rank(), world_size(), local_rank(), host.get());
 #endif
+    if (world_size() > 1)
+      transforms::set_recording_agreement(
+          [host = host.get()](transforms::RecordingVote vote) { return least_vote(*host, vote); });
     job = new Job(std::move(host), std::move(device));
   });
   return *job;

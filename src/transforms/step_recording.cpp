@@ -1,10 +1,10 @@
 // A compiled step's CUDA-graph recording (step_recording.hpp).
 #include "transforms/step_recording.hpp"
 
-#include <algorithm>
 #include <cstdio>
 #include <set>
 
+#include "flaxpp/core/error.hpp"
 #include "flaxpp/transforms/trace.hpp"
 
 namespace flaxpp::transforms {
@@ -27,7 +27,49 @@ Array take(const Array& leaf) {
   return Array(leaf.buffer().backend().take(leaf.buffer()), leaf.shape(), leaf.dtype());
 }
 
+// Whether `graph` (or a sub-graph it holds) exchanges data between processes.
+bool has_collectives(const ir::Graph& graph) {
+  for (const ir::Eqn& e : graph.eqns) {
+    if (e.params.has("collective")) return true;
+    bool inside = false;
+    ir::for_each_subgraph(e, [&](const auto& /*name*/, const ir::Graph& sub) {
+      inside = inside || has_collectives(sub);
+    });
+    if (inside) return true;
+  }
+  return false;
+}
+
+// set_recording_agreement's, read at every call of a step with collectives.
+struct Installed {
+  std::mutex mutex;
+  RecordingAgreement agree;
+};
+Installed& installed() {
+  static Installed* i = new Installed;  // never destroyed: steps may run during exit
+  return *i;
+}
+
+RecordingAgreement installed_agreement() {
+  Installed& i = installed();
+  std::lock_guard lock(i.mutex);
+  return i.agree;
+}
+
 }  // namespace
+
+void set_recording_agreement(RecordingAgreement agree) {
+  Installed& i = installed();
+  std::lock_guard lock(i.mutex);
+  i.agree = std::move(agree);
+}
+
+RecordingVote agree_on_call(RecordingVote local, const std::function<RecordingVote()>& prepare,
+                            const RecordingAgreement& agree) {
+  const RecordingVote way = agree(local);
+  if (way != RecordingVote::ready) return way;
+  return agree(prepare());
+}
 
 StepRecording::StepRecording(const ir::Graph& graph, const MemoryAnalysis& memory,
                              std::vector<bool> donated, std::size_t num_outputs, Device device)
@@ -36,7 +78,8 @@ StepRecording::StepRecording(const ir::Graph& graph, const MemoryAnalysis& memor
       alias_of_input_(donated_.size(), -1),
       alias_of_output_(num_outputs, -1),
       num_outputs_(num_outputs),
-      device_(device) {
+      device_(device),
+      collectives_(has_collectives(graph)) {
   for (const auto& [input, output] : memory.aliases) {
     alias_of_input_[input] = static_cast<std::ptrdiff_t>(output);
     alias_of_output_[output] = static_cast<std::ptrdiff_t>(input);
@@ -48,12 +91,16 @@ std::int64_t StepRecording::replays() const {
   return replays_;
 }
 
-void StepRecording::forget(bool again) {
-  std::lock_guard lock(mutex_);
+void StepRecording::drop() {
   device_graph_.reset();
   kept_.clear();
   staged_.clear();
   addresses_.clear();
+}
+
+void StepRecording::forget(bool again) {
+  std::lock_guard lock(mutex_);
+  drop();
   recordable_ = recordable_ && again && recordings_ < kMaxRecordings;
 }
 
@@ -66,52 +113,84 @@ void StepRecording::stage(std::size_t i, const Array& leaf) {
     dst.backend().copy(leaf.buffer(), dst, leaf.nbytes());
 }
 
-std::optional<std::vector<Array>> StepRecording::run(const std::vector<Array>& leaves) {
-  std::unique_lock lock(mutex_);
-  if (!warmed_) {
-    warmed_ = true;
-    return std::nullopt;
-  }
+bool StepRecording::moved(const std::vector<Array>& leaves) const {
+  if (device_graph_ == nullptr) return false;
+  for (std::size_t i = 0; i < leaves.size(); ++i)
+    if (alias_of_input_[i] >= 0 && address(leaves[i]) != addresses_[i]) return true;
+  return false;
+}
+
+RecordingVote StepRecording::local_vote(const std::vector<Array>& leaves) const {
   // Inputs the recording writes in place must be this device's, each buffer given once.
   std::set<const void*> seen;
   for (std::size_t i = 0; i < leaves.size(); ++i)
     if (alias_of_input_[i] >= 0 &&
         (leaves[i].device() != device_ || !seen.insert(address(leaves[i])).second))
-      return std::nullopt;
-  if (device_graph_ != nullptr) {
-    for (std::size_t i = 0; i < leaves.size(); ++i)
-      if (alias_of_input_[i] >= 0 && address(leaves[i]) != addresses_[i]) {
-        // The arguments moved (a copy kept elsewhere): eagerly now, recorded again next time.
-        lock.unlock();
-        forget(true);
-        return std::nullopt;
-      }
+      return RecordingVote::not_now;
+  if (device_graph_ != nullptr)
+    return moved(leaves) ? RecordingVote::not_now : RecordingVote::ready;
+  return recordable_ ? RecordingVote::ready : RecordingVote::never;
+}
+
+std::optional<std::vector<Array>> StepRecording::run(const std::vector<Array>& leaves) {
+  std::lock_guard lock(mutex_);
+  if (!warmed_) {
+    warmed_ = true;
+    return std::nullopt;
+  }
+  if (off_) return std::nullopt;
+  // Alone, this process's votes decide; with collectives in a job of several, the job's.
+  RecordingAgreement agree = collectives_ ? installed_agreement() : RecordingAgreement();
+  const bool agreed = static_cast<bool>(agree);
+  if (!agreed) agree = [](RecordingVote v) { return v; };
+  RecordingVote mine = local_vote(leaves);
+  Attempt attempt;
+  const RecordingVote way = agree_on_call(
+      mine,
+      [&] {
+        mine = device_graph_ != nullptr ? RecordingVote::ready : record(leaves, attempt);
+        return mine;
+      },
+      agree);
+  if (way == RecordingVote::ready) {
+    if (attempt.graph != nullptr) return first_launch(leaves, attempt, agreed);
     std::vector<Array> results = launch(leaves);
     ++replays_;
     return results;
   }
-  if (!recordable_) return std::nullopt;
-  std::vector<Array> results;
-  if (!record(leaves, results)) return std::nullopt;
-  if (device_graph_ != nullptr) ++replays_;  // else it ran eagerly, the recording refused
+  std::optional<std::vector<Array>> results;
+  if (attempt.taken) results = eager_on(leaves, attempt);  // the vote refused this recording
+  if (way == RecordingVote::never) {
+    if (mine != RecordingVote::never)
+      say_eager(device_, "another process of the job cannot record or launch this step, and "
+                         "every process must run its collectives alike");
+    drop();
+    recordable_ = false;
+    off_ = true;
+  } else if (moved(leaves)) {
+    // The arguments moved (a copy kept elsewhere): eagerly now, recorded again next time.
+    drop();
+    recordable_ = recordable_ && recordings_ < kMaxRecordings;
+  }
   return results;
 }
 
-bool StepRecording::record(const std::vector<Array>& leaves, std::vector<Array>& results) {
+RecordingVote StepRecording::record(const std::vector<Array>& leaves, Attempt& attempt) {
   ++recordings_;
   Backend& be = backend(device_);
   std::string why;
   // The graph's inputs: the aliased arguments taken from the caller (so that the step writes
   // them in place, as eagerly), the others copied into the recording's buffers. The aliased
-  // ones are backed up first: a recording that fails has given them to the capture, which
-  // ran nothing, and the step then runs eagerly from the copies.
+  // ones are backed up first: a recording that fails, or that the job's vote refuses, has given
+  // them to the capture, which ran nothing, and the step then runs eagerly from the copies.
   staged_.assign(leaves.size(), nullptr);
   addresses_.assign(leaves.size(), nullptr);
-  std::vector<Array> inputs(leaves.size()), backup(leaves.size());
+  attempt.backup.assign(leaves.size(), Array());
+  std::vector<Array> inputs(leaves.size());
   try {
     for (std::size_t i = 0; i < leaves.size(); ++i) {
       if (alias_of_input_[i] >= 0) {
-        backup[i] = leaves[i].copy();
+        attempt.backup[i] = leaves[i].copy();
         continue;
       }
       staged_[i] = be.allocate(leaves[i].nbytes());
@@ -121,11 +200,13 @@ bool StepRecording::record(const std::vector<Array>& leaves, std::vector<Array>&
   } catch (const std::exception& e) {  // e.g. no memory for the copies
     staged_.clear();
     addresses_.clear();
+    attempt.backup.clear();
     recordable_ = false;
     say_eager(device_, e.what());
-    return false;
+    return RecordingVote::never;
   }
   // From here on the call is the recording's: donated arguments are taken.
+  attempt.taken = true;
   for (std::size_t i = 0; i < leaves.size(); ++i) {
     if (alias_of_input_[i] >= 0) {
       inputs[i] = take(leaves[i]);
@@ -134,56 +215,71 @@ bool StepRecording::record(const std::vector<Array>& leaves, std::vector<Array>&
       (void)take(leaves[i]);  // given up by the caller, and copied: freed now
     }
   }
-  std::vector<Array> outs;
   // The taken inputs go in alone, so that the step may write into them; the recording keeps
   // its staged ones.
   std::vector<Array> graph_inputs = std::move(inputs);
-  std::unique_ptr<DeviceGraph> recorded =
-      be.capture([&] { outs = eval_graph(graph_, std::move(graph_inputs)); }, why);
-  bool ok = recorded != nullptr;
-  for (std::size_t k = 0; ok && k < num_outputs_; ++k)
+  attempt.graph =
+      be.capture([&] { attempt.outs = eval_graph(graph_, std::move(graph_inputs)); }, why);
+  for (std::size_t k = 0; attempt.graph != nullptr && k < num_outputs_; ++k)
     if (const std::ptrdiff_t i = alias_of_output_[k];
-        i >= 0 && address(outs[k]) != addresses_[static_cast<std::size_t>(i)]) {
-      ok = false;
+        i >= 0 && address(attempt.outs[k]) != addresses_[static_cast<std::size_t>(i)]) {
+      attempt.graph.reset();
       why = "a result the memory plan writes into a donated argument got a buffer of its own";
     }
-  if (ok) {
-    kept_.assign(num_outputs_, Array());
-    for (std::size_t k = 0; k < num_outputs_; ++k)
-      if (alias_of_output_[k] < 0) kept_[k] = outs[k];
-    device_graph_ = std::move(recorded);
-    try {
-      device_graph_->launch();
-    } catch (const OutOfMemoryError& e) {
-      // The graph's memory does not fit beside the pool's: eagerly from now on.
-      why = e.what();
-      ok = false;
-      device_graph_.reset();
-      kept_.clear();
-    }
-  }
-  if (!ok) {
-    // The recording and what it kept are forgotten (a recording never launched filled
-    // nothing); the step runs eagerly on the backups and the staged copies.
-    recorded.reset();
-    outs.clear();
-    say_eager(device_, why);
-    std::vector<Array> eager_inputs(leaves.size());
-    for (std::size_t i = 0; i < leaves.size(); ++i)
-      eager_inputs[i] = alias_of_input_[i] >= 0
-                            ? std::move(backup[i])
-                            : Array(staged_[i], leaves[i].shape(), leaves[i].dtype());
-    staged_.clear();
-    addresses_.clear();
+  if (attempt.graph == nullptr) {
     recordable_ = false;
-    results = eval_graph(graph_, std::move(eager_inputs));
-    return true;
+    say_eager(device_, why);
+    return RecordingVote::never;
   }
-  backup.clear();
-  results.assign(num_outputs_, Array());
+  return RecordingVote::ready;
+}
+
+std::vector<Array> StepRecording::first_launch(const std::vector<Array>& leaves,
+                                               Attempt& attempt, bool agreed) {
+  kept_.assign(num_outputs_, Array());
   for (std::size_t k = 0; k < num_outputs_; ++k)
-    results[k] = alias_of_output_[k] >= 0 ? std::move(outs[k]) : kept_[k].copy();
-  return true;
+    if (alias_of_output_[k] < 0) kept_[k] = attempt.outs[k];
+  device_graph_ = std::move(attempt.graph);
+  try {
+    device_graph_->launch();
+  } catch (const OutOfMemoryError& e) {
+    // The graph's memory does not fit beside the pool's: eagerly from now on.
+    device_graph_.reset();
+    kept_.clear();
+    recordable_ = false;
+    off_ = true;
+    if (agreed) {
+      // The other processes launched their recordings, whose collectives an eager step here
+      // would not match: this process cannot go on alone.
+      drop();
+      throw OutOfMemoryError(::flaxpp::detail::str(
+          "the first launch of a jitted step's CUDA graph on ", device_,
+          " ran out of memory, and the step's collectives must run alike on every process of "
+          "the job, whose other processes launched theirs: ",
+          e.what(), ". Run without CUDA graphs (FLAXPP_CUDA_GRAPHS=0), or free memory"));
+    }
+    say_eager(device_, e.what());
+    return eager_on(leaves, attempt);
+  }
+  ++replays_;
+  attempt.backup.clear();
+  std::vector<Array> results(num_outputs_);
+  for (std::size_t k = 0; k < num_outputs_; ++k)
+    results[k] = alias_of_output_[k] >= 0 ? std::move(attempt.outs[k]) : kept_[k].copy();
+  return results;
+}
+
+std::vector<Array> StepRecording::eager_on(const std::vector<Array>& leaves, Attempt& attempt) {
+  // The recording and what it kept are forgotten (a recording never launched filled nothing).
+  attempt.graph.reset();
+  attempt.outs.clear();
+  std::vector<Array> inputs(leaves.size());
+  for (std::size_t i = 0; i < leaves.size(); ++i)
+    inputs[i] = alias_of_input_[i] >= 0 ? std::move(attempt.backup[i])
+                                        : Array(staged_[i], leaves[i].shape(), leaves[i].dtype());
+  staged_.clear();
+  addresses_.clear();
+  return eval_graph(graph_, std::move(inputs));
 }
 
 std::vector<Array> StepRecording::launch(const std::vector<Array>& leaves) {

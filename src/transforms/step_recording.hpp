@@ -14,10 +14,17 @@
 // An argument at another address runs the step eagerly, and the next call records again (a
 // few times at most). A step that cannot be recorded (a host synchronisation, pinned memory,
 // an error) runs eagerly from then on, with one line on stderr saying why.
+//
+// A step whose graph holds collectives, in a job of several processes, goes the same way on
+// every process at every call: NCCL needs a collective captured on every rank or on none, and a
+// process that runs eagerly while another launches its recording hangs both. Each call is then
+// decided by a vote of the processes (agree_on_call) through the agreement the dist layer
+// installs (set_recording_agreement), which transforms cannot call itself.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -30,6 +37,26 @@
 #include "flaxpp/transforms/memory_analysis.hpp"
 
 namespace flaxpp::transforms {
+
+// One process's vote on a call of a recorded step; the least vote of the job's processes wins.
+enum class RecordingVote : std::uint8_t {
+  never,    // no recording of the step from now on: eagerly, without voting again
+  not_now,  // eagerly this call (an argument moved); a later call may record again
+  ready,    // a recording can be made, or launched
+};
+
+// The least of every process's vote (one host collective, so every process calls it as often
+// as the others); the identity in a job of one.
+using RecordingAgreement = std::function<RecordingVote(RecordingVote)>;
+// Installed by the dist layer for a job of several processes; empty: each decides alone.
+void set_recording_agreement(RecordingAgreement agree);
+
+// One call's way, the same on every process: the least over the processes of `local`; where
+// that is ready, the least of what `prepare` gives on each (it records the step where this
+// process needs a recording, and says whether it has one to launch). A process votes as often
+// as the others whatever its own state, so the collectives behind `agree` stay matched.
+RecordingVote agree_on_call(RecordingVote local, const std::function<RecordingVote()>& prepare,
+                            const RecordingAgreement& agree);
 
 class StepRecording {
  public:
@@ -45,10 +72,29 @@ class StepRecording {
   std::int64_t replays() const;
 
  private:
-  // Records and launches the step; where the recording fails after the donated arguments were
-  // taken, runs it eagerly instead. False (results untouched, leaves too) where nothing was
-  // done: the caller runs the step eagerly.
-  bool record(const std::vector<Array>& leaves, std::vector<Array>& results);
+  // A recording made by this call, not launched yet.
+  struct Attempt {
+    std::unique_ptr<DeviceGraph> graph;  // null: the recording failed (eagerly from now on)
+    std::vector<Array> outs;             // the recorded step's results
+    std::vector<Array> backup;           // per aliased input: its value, for an eager run
+    bool taken = false;                  // the donated arguments are the attempt's
+  };
+
+  // Forgets the recording and its buffers (the caller holds mutex_).
+  void drop();
+  // Whether an aliased argument is not where the recording writes it.
+  bool moved(const std::vector<Array>& leaves) const;
+  // This process's vote before anything is done for the call.
+  RecordingVote local_vote(const std::vector<Array>& leaves) const;
+  // Records the step on `leaves` into `attempt` (the donated ones taken where the backups
+  // could be made); ready where it has a recording to launch, else never (said on stderr).
+  RecordingVote record(const std::vector<Array>& leaves, Attempt& attempt);
+  // Makes `attempt`'s recording the step's and launches it; where its memory does not fit,
+  // runs the step eagerly instead (none of it in a job that agrees: OutOfMemoryError).
+  std::vector<Array> first_launch(const std::vector<Array>& leaves, Attempt& attempt,
+                                  bool agreed);
+  // The step run eagerly on what `attempt` took: its backups and the staged copies.
+  std::vector<Array> eager_on(const std::vector<Array>& leaves, Attempt& attempt);
   std::vector<Array> launch(const std::vector<Array>& leaves);
   // Copies `leaf` into the recording's buffer for input i.
   void stage(std::size_t i, const Array& leaf);
@@ -59,10 +105,12 @@ class StepRecording {
   std::vector<std::ptrdiff_t> alias_of_output_;  // output -> input it is written into, or -1
   std::size_t num_outputs_;
   Device device_;
+  bool collectives_;  // the graph exchanges data between processes: calls are agreed on
 
   mutable std::mutex mutex_;
   bool warmed_ = false;  // the first call ran eagerly
   bool recordable_ = true;
+  bool off_ = false;  // the vote said never: eagerly from now on, without voting
   int recordings_ = 0;
   std::int64_t replays_ = 0;
   std::vector<const void*> addresses_;  // per aliased input: where its buffer must be

@@ -1,0 +1,207 @@
+// How a recorded step decides, with collectives in a job of several processes, whether a call
+// records, launches or runs eagerly: the same way on every process (agree_on_call), through an
+// agreement that these tests fake with threads standing for the processes. Runs on the CPU,
+// without MPI or a GPU (the CPU backend records nothing, so a recording always fails there).
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <barrier>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "flaxpp/core/device.hpp"
+#include "flaxpp/dist/all_reduce.hpp"
+#include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/transforms/memory_analysis.hpp"
+#include "flaxpp/transforms/trace.hpp"
+#include "src/transforms/step_recording.hpp"
+
+using namespace flaxpp;
+using transforms::RecordingVote;
+
+namespace {
+
+// A job of `n` processes, each a thread: agree(rank, vote) returns the least vote of the
+// round, once every process has voted in it (a real job's host all_reduce), and counts the
+// votes of each process.
+class FakeJob {
+ public:
+  explicit FakeJob(std::size_t n) : round_(static_cast<std::ptrdiff_t>(n)), votes_(n), counts_(n) {}
+
+  RecordingVote agree(std::size_t rank, RecordingVote vote) {
+    votes_[rank] = vote;
+    ++counts_[rank];
+    round_.arrive_and_wait();
+    RecordingVote least = RecordingVote::ready;
+    for (const RecordingVote v : votes_)
+      least = std::min(least, v);
+    round_.arrive_and_wait();  // every process read the round before the next one is written
+    return least;
+  }
+  const std::vector<int>& counts() const { return counts_; }
+
+ private:
+  std::barrier<> round_;
+  std::vector<RecordingVote> votes_;
+  std::vector<int> counts_;
+};
+
+struct Process {
+  RecordingVote local;     // its vote before anything is done
+  RecordingVote prepared;  // what its recording (or its recording already made) gives
+};
+
+struct Outcome {
+  RecordingVote way;
+  bool prepared;  // prepare ran on this process
+};
+
+// One call of a step on every process of `job`, each voting as `processes` says.
+std::vector<Outcome> call(const std::vector<Process>& processes, FakeJob& job) {
+  std::vector<Outcome> out(processes.size());
+  std::vector<std::thread> threads;
+  for (std::size_t r = 0; r < processes.size(); ++r)
+    threads.emplace_back([&, r] {
+      bool prepared = false;
+      const RecordingVote way = transforms::agree_on_call(
+          processes[r].local,
+          [&] {
+            prepared = true;
+            return processes[r].prepared;
+          },
+          [&](RecordingVote v) { return job.agree(r, v); });
+      out[r] = {way, prepared};
+    });
+  for (std::thread& t : threads)
+    t.join();
+  return out;
+}
+
+constexpr RecordingVote kReady = RecordingVote::ready, kNotNow = RecordingVote::not_now,
+                        kNever = RecordingVote::never;
+
+}  // namespace
+
+TEST_CASE("agree_on_call: processes that can all record or launch do so, after two votes each") {
+  FakeJob job(3);
+  for (const Outcome& o : call({{kReady, kReady}, {kReady, kReady}, {kReady, kReady}}, job)) {
+    CHECK(o.way == kReady);
+    CHECK(o.prepared);
+  }
+  CHECK(job.counts() == std::vector<int>{2, 2, 2});
+}
+
+TEST_CASE("agree_on_call: one process whose argument moved makes every process run eagerly, "
+          "and none records") {
+  FakeJob job(2);
+  for (const Outcome& o : call({{kReady, kReady}, {kNotNow, kReady}}, job)) {
+    CHECK(o.way == kNotNow);
+    CHECK_FALSE(o.prepared);
+  }
+  CHECK(job.counts() == std::vector<int>{1, 1});
+}
+
+TEST_CASE("agree_on_call: a recording that fails on one process turns the recordings off on "
+          "every process, whose own captures succeeded") {
+  FakeJob job(3);
+  for (const Outcome& o : call({{kReady, kReady}, {kReady, kNever}, {kReady, kReady}}, job)) {
+    CHECK(o.way == kNever);
+    CHECK(o.prepared);
+  }
+  CHECK(job.counts() == std::vector<int>{2, 2, 2});
+}
+
+TEST_CASE("agree_on_call: a process that will never record again outvotes the others") {
+  FakeJob job(2);
+  for (const Outcome& o : call({{kNever, kReady}, {kNotNow, kReady}}, job)) {
+    CHECK(o.way == kNever);
+    CHECK_FALSE(o.prepared);
+  }
+}
+
+TEST_CASE("agree_on_call: alone, a process's own votes decide") {
+  const auto alone = [](RecordingVote v) { return v; };
+  int prepared = 0;
+  const auto prepare = [&] {
+    ++prepared;
+    return kNever;
+  };
+  CHECK(transforms::agree_on_call(kNotNow, prepare, alone) == kNotNow);
+  CHECK(prepared == 0);
+  CHECK(transforms::agree_on_call(kReady, prepare, alone) == kNever);
+  CHECK(prepared == 1);
+}
+
+namespace {
+
+// x * 2, reduced over the job when `collective` (a job of one here: the identity).
+ir::Graph doubling(bool collective) {
+  const std::vector<AVal> avals{AVal{Shape{3}, DType::f32}};
+  return make_graph(
+      [collective](std::span<const Array> in) {
+        const Array twice = in[0] * 2.0;
+        return std::vector<Array>{collective ? dist::all_reduce(twice, dist::ReduceOp::sum)
+                                             : twice};
+      },
+      avals);
+}
+
+// The installed agreement for one test: it answers `answer(vote)` and keeps the votes.
+struct InstalledFake {
+  std::vector<RecordingVote> votes;
+  std::function<RecordingVote(RecordingVote)> answer = [](RecordingVote v) { return v; };
+  InstalledFake() {
+    transforms::set_recording_agreement([this](RecordingVote v) {
+      votes.push_back(v);
+      return answer(v);
+    });
+  }
+  ~InstalledFake() { transforms::set_recording_agreement({}); }
+};
+
+}  // namespace
+
+TEST_CASE("StepRecording: a step with collectives runs each call as the job's vote says, and "
+          "stops voting once the job said never") {
+  InstalledFake fake;
+  const ir::Graph graph = doubling(true);
+  const MemoryAnalysis memory = analyze_memory(graph, {false});
+  transforms::StepRecording recording(graph, memory, {false}, 1, Device::cpu());
+  const std::vector<Array> x{Array::from_vector(std::vector<float>{1, 2, 3}, Shape{3})};
+
+  CHECK_FALSE(recording.run(x).has_value());  // the first call warms up eagerly, unvoted
+  CHECK(fake.votes.empty());
+
+  fake.answer = [](RecordingVote) { return kNotNow; };  // another process's argument moved
+  CHECK_FALSE(recording.run(x).has_value());  // eagerly, by the caller, nothing recorded
+  CHECK(fake.votes == std::vector<RecordingVote>{kReady});
+
+  // This process's recording fails (the CPU records nothing): every process runs the call
+  // eagerly, this one on what the recording was given.
+  fake.answer = [](RecordingVote v) { return v; };
+  const std::optional<std::vector<Array>> eager = recording.run(x);
+  REQUIRE(eager.has_value());
+  CHECK(eager->at(0).to_vector<float>() == std::vector<float>{2, 4, 6});
+  CHECK(fake.votes == std::vector<RecordingVote>{kReady, kReady, kNever});
+
+  CHECK_FALSE(recording.run(x).has_value());  // off on every process: no more votes
+  CHECK(fake.votes.size() == 3);
+  CHECK(recording.replays() == 0);
+}
+
+TEST_CASE("StepRecording: a step without collectives decides alone") {
+  InstalledFake fake;
+  const ir::Graph graph = doubling(false);
+  const MemoryAnalysis memory = analyze_memory(graph, {false});
+  transforms::StepRecording recording(graph, memory, {false}, 1, Device::cpu());
+  const std::vector<Array> x{Array::from_vector(std::vector<float>{1, 2, 3}, Shape{3})};
+  CHECK_FALSE(recording.run(x).has_value());
+  const std::optional<std::vector<Array>> eager = recording.run(x);  // the recording fails
+  REQUIRE(eager.has_value());
+  CHECK(eager->at(0).to_vector<float>() == std::vector<float>{2, 4, 6});
+  CHECK_FALSE(recording.run(x).has_value());
+  CHECK(fake.votes.empty());
+}
