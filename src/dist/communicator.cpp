@@ -11,7 +11,7 @@
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/dist/process_group.hpp"
 #include "flaxpp/ops/numpy.hpp"
-#include "transforms/step_recording.hpp"
+#include "flaxpp/transforms/recording_agreement.hpp"
 
 namespace flaxpp::dist {
 

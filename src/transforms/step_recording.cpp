@@ -68,7 +68,16 @@ RecordingVote agree_on_call(RecordingVote local, const std::function<RecordingVo
                             const RecordingAgreement& agree) {
   const RecordingVote way = agree(local);
   if (way != RecordingVote::ready) return way;
-  return agree(prepare());
+  RecordingVote prepared = RecordingVote::never;
+  try {
+    prepared = prepare();
+  } catch (...) {
+    // The others wait for this process's second vote: it is cast (never) before the error
+    // goes on, so that no process is left in the collective.
+    (void)agree(RecordingVote::never);
+    throw;
+  }
+  return agree(prepared);
 }
 
 StepRecording::StepRecording(const ir::Graph& graph, const MemoryAnalysis& memory,
@@ -145,13 +154,22 @@ std::optional<std::vector<Array>> StepRecording::run(const std::vector<Array>& l
   if (!agreed) agree = [](RecordingVote v) { return v; };
   RecordingVote mine = local_vote(leaves);
   Attempt attempt;
-  const RecordingVote way = agree_on_call(
-      mine,
-      [&] {
-        mine = device_graph_ != nullptr ? RecordingVote::ready : record(leaves, attempt);
-        return mine;
-      },
-      agree);
+  RecordingVote way = RecordingVote::never;
+  try {
+    way = agree_on_call(
+        mine,
+        [&] {
+          mine = device_graph_ != nullptr ? RecordingVote::ready : record(leaves, attempt);
+          return mine;
+        },
+        agree);
+  } catch (...) {
+    // The job voted never with this process (agree_on_call): off here too, as there.
+    drop();
+    recordable_ = false;
+    off_ = true;
+    throw;
+  }
   if (way == RecordingVote::ready) {
     if (attempt.graph != nullptr) return first_launch(leaves, attempt, agreed);
     std::vector<Array> results = launch(leaves);

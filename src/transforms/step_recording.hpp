@@ -35,21 +35,9 @@
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/ir/graph.hpp"
 #include "flaxpp/transforms/memory_analysis.hpp"
+#include "flaxpp/transforms/recording_agreement.hpp"
 
 namespace flaxpp::transforms {
-
-// One process's vote on a call of a recorded step; the least vote of the job's processes wins.
-enum class RecordingVote : std::uint8_t {
-  never,    // no recording of the step from now on: eagerly, without voting again
-  not_now,  // eagerly this call (an argument moved); a later call may record again
-  ready,    // a recording can be made, or launched
-};
-
-// The least of every process's vote (one host collective, so every process calls it as often
-// as the others); the identity in a job of one.
-using RecordingAgreement = std::function<RecordingVote(RecordingVote)>;
-// Installed by the dist layer for a job of several processes; empty: each decides alone.
-void set_recording_agreement(RecordingAgreement agree);
 
 // One call's way, the same on every process: the least over the processes of `local`; where
 // that is ready, the least of what `prepare` gives on each (it records the step where this

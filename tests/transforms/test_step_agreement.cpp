@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <functional>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -49,14 +50,19 @@ class FakeJob {
   std::vector<int> counts_;
 };
 
+constexpr RecordingVote kReady = RecordingVote::ready, kNotNow = RecordingVote::not_now,
+                        kNever = RecordingVote::never;
+
 struct Process {
   RecordingVote local;     // its vote before anything is done
   RecordingVote prepared;  // what its recording (or its recording already made) gives
+  bool throws = false;     // its recording throws instead (an error inside the capture)
 };
 
 struct Outcome {
   RecordingVote way;
-  bool prepared;  // prepare ran on this process
+  bool prepared;      // prepare ran on this process
+  bool threw = false;  // agree_on_call passed the recording's error on
 };
 
 // One call of a step on every process of `job`, each voting as `processes` says.
@@ -66,22 +72,24 @@ std::vector<Outcome> call(const std::vector<Process>& processes, FakeJob& job) {
   for (std::size_t r = 0; r < processes.size(); ++r)
     threads.emplace_back([&, r] {
       bool prepared = false;
-      const RecordingVote way = transforms::agree_on_call(
-          processes[r].local,
-          [&] {
-            prepared = true;
-            return processes[r].prepared;
-          },
-          [&](RecordingVote v) { return job.agree(r, v); });
-      out[r] = {way, prepared};
+      try {
+        const RecordingVote way = transforms::agree_on_call(
+            processes[r].local,
+            [&] {
+              prepared = true;
+              if (processes[r].throws) throw std::runtime_error("the capture failed");
+              return processes[r].prepared;
+            },
+            [&](RecordingVote v) { return job.agree(r, v); });
+        out[r] = {way, prepared};
+      } catch (const std::runtime_error&) {
+        out[r] = {kNever, prepared, true};
+      }
     });
   for (std::thread& t : threads)
     t.join();
   return out;
 }
-
-constexpr RecordingVote kReady = RecordingVote::ready, kNotNow = RecordingVote::not_now,
-                        kNever = RecordingVote::never;
 
 }  // namespace
 
@@ -111,6 +119,18 @@ TEST_CASE("agree_on_call: a recording that fails on one process turns the record
     CHECK(o.way == kNever);
     CHECK(o.prepared);
   }
+  CHECK(job.counts() == std::vector<int>{2, 2, 2});
+}
+
+TEST_CASE("agree_on_call: a recording that throws on one process still casts its vote (never), "
+          "so the others are not left waiting, and its error goes on") {
+  FakeJob job(3);
+  const std::vector<Outcome> out =
+      call({{kReady, kReady}, {kReady, kReady, true}, {kReady, kReady}}, job);
+  for (const Outcome& o : out)
+    CHECK(o.way == kNever);
+  CHECK(out[1].threw);
+  CHECK_FALSE(out[0].threw);
   CHECK(job.counts() == std::vector<int>{2, 2, 2});
 }
 
