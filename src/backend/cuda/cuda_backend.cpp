@@ -180,12 +180,15 @@ void* CudaBackend::allocate_impl(std::int64_t bytes, MemoryKind kind, std::uint6
   };
   cudaError_t err = allocate();
   // Out of device memory: once more after giving back what caches hold (desk review 2 #5),
-  // except in a recording, which cannot wait for the stream.
-  if (err == cudaErrorMemoryAllocation && kind == MemoryKind::device &&
-      !capturing_.load(std::memory_order_acquire)) {
+  // except in a recording, which cannot wait for the stream. The lock keeps a recording from
+  // beginning (on another thread) while the streams are waited for.
+  if (err == cudaErrorMemoryAllocation && kind == MemoryKind::device) {
     (void)cudaGetLastError();
-    release_cached_memory();
-    err = allocate();
+    std::lock_guard lock(mutex_);
+    if (!capture_.has_value()) {
+      release_cached_memory();
+      err = allocate();
+    }
   }
   if (err == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
@@ -354,7 +357,10 @@ void CudaBackend::copy_impl(const Buffer& src, std::int64_t src_offset, Buffer& 
                                     static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
   // Device-to-device copies are ordered like compute; a copy into pinned host memory completes
   // before returning (Backend's contract: the caller may read it next).
-  if (!on_device) FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (!on_device) {
+    FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    index_faults_->raise_pending();
+  }
 }
 
 void CudaBackend::fill_impl(Buffer& dst, const void* value, std::size_t itemsize,
@@ -380,7 +386,9 @@ void CudaBackend::trim_pool() {
 void CudaBackend::release_cached_memory() {
   // Frees queued on either stream complete first, so that the trims see them; then the memory
   // destroyed graphs left cached for graphs, and the pool's unused memory, go to the driver.
-  synchronize();
+  // (Not synchronize(): a bad index found meanwhile is the step's error, raised at its sync.)
+  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(copy_stream_));
   FLAXPP_CUDA_CHECK(cudaDeviceGraphMemTrim(index_));
   trim_pool();
 }

@@ -132,6 +132,10 @@ std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void(
   // end of the capture instead of synchronising the stream inside it (retire_graph).
   {
     std::lock_guard lock(mutex_);
+    if (capture_.has_value()) {  // another thread's recording, on the same stream
+      why = "another thread is recording a CUDA graph on this device's stream";
+      return nullptr;
+    }
     capture_.emplace();
   }
   // Thread-local mode: a call from this thread that could synchronise (cudaMalloc, a blocking
@@ -139,10 +143,14 @@ std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void(
   if (const cudaError_t err = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
       err != cudaSuccess) {
     (void)cudaGetLastError();
+    Capture never_begun;
     {
       std::lock_guard lock(mutex_);
+      never_begun = std::move(*capture_);
       capture_.reset();
     }
+    for (const Allocation& a : never_begun.deferred_frees)  // released meanwhile: free them
+      deallocate_impl(a);
     destroy_retired_graphs();
     why = detail::str("cudaStreamBeginCapture failed: ", cudaGetErrorString(err));
     return nullptr;

@@ -38,8 +38,11 @@ void IndexFaults::raise_pending() const {
   // record is host memory: a plain read sees their writes.
   const auto* seen = static_cast<volatile const std::int32_t*>(&host_->seen);
   if (*seen == 0) return;
+  std::unique_lock lock(mutex_);
+  if (*seen == 0) return;  // another thread raised it
   const kernels::IndexFault fault = *host_;
   std::memset(host_, 0, sizeof(kernels::IndexFault));
+  lock.unlock();
   const char* op = fault.op == kernels::IndexedOp::take ? "take" : "scatter_add";
   throw lax::index_outside_error(
       detail::str(op, " on the GPU (found there and reported at the next synchronisation with "

@@ -6,6 +6,8 @@
 // step that computed the index fails there, with flaxpp's usual message.
 #pragma once
 
+#include <mutex>
+
 #include "kernels/index_fault.hpp"
 
 namespace flaxpp::cuda {
@@ -25,6 +27,7 @@ class IndexFaults {
   void raise_pending() const;
 
  private:
+  mutable std::mutex mutex_;  // threads synchronising at once: one reads and clears
   kernels::IndexFault* host_ = nullptr;
   kernels::IndexFault* device_ = nullptr;
 };

@@ -16,6 +16,20 @@ namespace flaxpp::cuda {
 
 using backend_impl::row_elements;
 
+namespace {
+
+// Operands without rows, or with rows of no elements, leave the kernels nothing to check the
+// indices against or nothing to launch for: the host checks them there (reading them back), as
+// the CPU does. True where it did, and the result holds no element read through an index.
+bool checked_on_host(const ir::Primitive& prim, std::span<const Array> in) {
+  const Shape& x = in[0].shape();
+  if (in[1].size() == 0 || (x[0] > 0 && row_elements(x) > 0)) return false;
+  (void)backend_impl::indexed_rows(prim, in);
+  return true;
+}
+
+}  // namespace
+
 Array Families::iota(const ir::Primitive& prim, std::span<const Array> /*in*/,
                      const ir::Params& params, const AVal& out) {
   const Device device = default_device();  // where eval_primitive runs operand-less primitives
@@ -34,8 +48,10 @@ Array Families::take(const ir::Primitive& prim, std::span<const Array> in,
                      const ir::Params& /*params*/, const AVal& out) {
   const Device device = in[0].device();
   CudaBackend& b = backend_of(in[0]);
+  const bool on_host = checked_on_host(prim, in);
   return visit_dtype<kAll | kHalf>(prim, out.dtype, device, [&]<class T>(TypeTag<T>) {
     const Output o(out, device);
+    if (on_host) return o.array();  // no element to take
     check_launch(kernels::launch_take(in_data<T>(in[0]), in[0].shape()[0],
                                       in_data<std::int32_t>(in[1]), in[1].size(), row_elements(in[0].shape()),
                                       o.data<T>(), b.index_faults().device(), b.stream()),
@@ -51,6 +67,7 @@ Array Families::scatter_add(const ir::Primitive& prim, std::span<const Array> in
   if (m > std::numeric_limits<std::int32_t>::max())
     throw ValueError(detail::str("scatter_add on the GPU: ", m, " indices; at most 2^31 - 1 "
                                  "are supported (the positions are int32): split the update"));
+  if (checked_on_host(prim, in)) return x;  // no element to add to
   CudaBackend& b = backend_of(x);
   const cudaStream_t stream = b.stream();
   // The grouping's buffers: stream-ordered like any array, so they record into graphs too.
