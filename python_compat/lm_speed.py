@@ -11,8 +11,8 @@ batch and optimiser through its train step (``train::ClassifierStep``). The two 
 ``--repeat`` times; the table gives the median (min–max) of the per-run medians, the ratio of
 the medians, and each policy's step time against ``none`` (the recompute overhead).
 
-Both sides compute in float32 (flaxpp's ``LanguageModel`` has no computation dtype yet), on
-``--platform`` (``cpu``, or ``cuda`` for the GPU: JAX's platform and flaxpp's device).
+Both sides compute in float32 (flaxpp's ``LanguageModel`` has no computation dtype yet; JAX's
+products are asked for float32, not TF32, as flaxpp's are), on ``--platform`` (``cpu``, or ``cuda`` for the GPU: JAX's platform and flaxpp's device).
 
 Run: ``python_compat/.venv/bin/python python_compat/lm_speed.py [--repeat 3] [--steps 10]
 [--platform cpu|cuda] [--out TABLE.md] [build/src/flaxpp]``.
@@ -30,7 +30,12 @@ import time
 import sys
 
 # JAX's platform is chosen before jax is imported: --platform is read here, the rest in main().
-_platform = sys.argv[sys.argv.index("--platform") + 1] if "--platform" in sys.argv[:-1] else "cpu"
+_platform = "cpu"
+for _i, _arg in enumerate(sys.argv):
+    if _arg.startswith("--platform="):
+        _platform = _arg.split("=", 1)[1]
+    elif _arg == "--platform" and _i + 1 < len(sys.argv):
+        _platform = sys.argv[_i + 1]
 os.environ["JAX_PLATFORMS"] = _platform
 
 import jax  # noqa: E402
@@ -39,6 +44,10 @@ import numpy as np  # noqa: E402
 import optax  # noqa: E402
 
 from problems_lm import LM  # noqa: E402
+
+# flaxpp's float32 products are true float32 unless TF32 is asked for; JAX's on a GPU may use
+# TF32 by default: ask it for float32 too, so that both sides do the same arithmetic.
+jax.config.update("jax_default_matmul_precision", "float32")
 
 VOCAB, WIDTH, LAYERS, HEADS, MLP, SEQ, BATCH = 64, 64, 4, 4, 256, 64, 32
 POLICIES = ["none", "everything_saveable", "dots_saveable", "dots_with_no_batch_dims_saveable",
@@ -97,7 +106,8 @@ def main() -> None:
         for p in POLICIES:
             j[p].append(jax_step_ms(p, a.steps))
     med = lambda v: statistics.median(v)  # noqa: E731
-    span = lambda v: f"{med(v):.0f} ({min(v):.0f}–{max(v):.0f})"  # noqa: E731
+    num = lambda x: f"{x:.0f}" if x >= 100 else f"{x:.3g}"  # noqa: E731  (GPU steps take ~1 ms)
+    span = lambda v: f"{num(med(v))} ({num(min(v))}–{num(max(v))})"  # noqa: E731
     rows = [f"LM step on {a.platform} ({jax.devices()[0].device_kind}), batch {BATCH} x {SEQ} "
             f"tokens, float32, SGD; ms, median (min–max) of {a.repeat} runs", "",
             "| policy | flaxpp | JAX | flaxpp / JAX | flaxpp vs none | JAX vs none |",

@@ -24,6 +24,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -109,7 +110,8 @@ def python_package_lib(module: str) -> str | None:
     """``<package>/lib`` of an installed NVIDIA wheel (nvidia.cudnn, nvidia.nccl), if any."""
     code = f"import {module} as m; print(list(m.__path__)[0])"
     try:
-        out = subprocess.run(["python3", "-c", code], capture_output=True, text=True, timeout=60)
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=60)
     except (OSError, subprocess.TimeoutExpired):
         return None
     lib = Path(out.stdout.strip()) / "lib" if out.returncode == 0 and out.stdout.strip() else None

@@ -120,19 +120,19 @@ def own_items(paths: Paths, cli: str, cuda_tests: str, kernel_bench: str) -> lis
             "{compute-sanitizer}", "--tool", "memcheck", "--report-api-errors", "no",
             "--error-exitcode", "1", cuda_tests, "-tce=*(large)*,NCCL*"],
             timeout_s=MEMCHECK_SECONDS, skip_regex=no_gpu, doctest=True),
-        RunItem(name="kernel_bench", phase="B", timeout_s=120, skip_regex=no_gpu,
+        RunItem(name="kernel_bench", phase="B", timeout_s=90, skip_regex=no_gpu,
                 command=["bash", "-c", f"set -o pipefail; {kernel_bench} | tee "
                          "{work}/kernel_bench.jsonl"]),
-        RunItem(name="bench_flaxpp", phase="B", timeout_s=180, skip_regex=no_gpu, command=[
+        RunItem(name="bench_flaxpp", phase="B", timeout_s=150, skip_regex=no_gpu, command=[
             cli, "bench", "--device", "cuda", "--dtype", "bfloat16", "--out",
             "{work}/flaxpp.jsonl"]),
-        RunItem(name="bench_jax", phase="B", timeout_s=240, command=[
+        RunItem(name="bench_jax", phase="B", timeout_s=180, command=[
             "python3", f"tree/{py}/bench_jax.py", "--platform", "cuda", "--dtype", "bfloat16",
             "--out", "{work}/jax.jsonl"]),
-        RunItem(name="bench_table", phase="B", timeout_s=60, command=[
+        RunItem(name="bench_table", phase="B", timeout_s=30, command=[
             "python3", f"tree/{py}/bench_compare.py", "{work}/flaxpp.jsonl", "{work}/jax.jsonl",
             "--out-dir", "{work}/bench"]),
-        RunItem(name="bench_lm", phase="B", timeout_s=240, command=[
+        RunItem(name="bench_lm", phase="B", timeout_s=180, command=[
             "python3", f"tree/{py}/lm_speed.py", cli, "--platform", "cuda", "--repeat", "1",
             "--out", "{work}/bench/lm_table.md"]),
     ]
