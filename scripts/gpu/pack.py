@@ -14,6 +14,7 @@ the runner's own items (memcheck, the benchmarks).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -140,6 +141,7 @@ def own_items(paths: Paths, cli: str, cuda_tests: str, kernel_bench: str) -> lis
 
 # ---------------------------------------------------------------- ELF checks
 
+@functools.lru_cache(maxsize=None)
 def needed(path: Path) -> list[str]:
     return re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]", run(["readelf", "-d", str(path)]))
 
@@ -233,8 +235,7 @@ def check_and_collect_libs(elves: list[Path], dlopened: list[str], lib_dir: Path
 def check_fatbins(elves: list[Path], arch: int) -> list[str]:
     report = []
     for f in elves:
-        if "libcudart.so.13" not in needed(f) and not any(
-                s.startswith("libcudart") for s in needed(f)):
+        if not any(s.startswith("libcudart") for s in needed(f)):
             continue
         section = elf_section(f, ".nv_fatbin")
         entries = fatbin_entries(section) if section else []

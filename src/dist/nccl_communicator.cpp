@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.hpp"
+#include "backend/cuda/cuda_check.hpp"
 #include "dist/transport.hpp"
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/core/error.hpp"
@@ -34,8 +35,7 @@ ncclDataType_t nccl_type(DType dtype) {
 // it must not be blamed on the next kernel launch.
 std::string cuda_failure(cudaError_t err) {
   (void)cudaGetLastError();
-  return ::flaxpp::detail::str("CUDA error ", cudaGetErrorName(err), " (", cudaGetErrorString(err),
-                               ")");
+  return cuda::cuda_error_text(err);
 }
 
 class Nccl final : public Communicator {

@@ -268,7 +268,7 @@ int schedule_early_frees(Graph& graph, const std::vector<bool>& donated) {
     std::ptrdiff_t after = static_cast<std::ptrdiff_t>(order.size()) - 1;
     // A collective (an all_reduce of gradients) moves up as soon as it frees what it makes:
     // each bucket is reduced once its gradients are final, and the updates that read it follow.
-    const bool collective = e.params.has("collective") && freed >= made;
+    const bool collective = is_collective(e) && freed >= made;
     if (!has_subgraph && (freed > made || scalars_only || collective)) {
       // Right after the latest definition of an operand and the latest other reader of an
       // operand it frees.

@@ -93,7 +93,7 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
     } else {
       // A collective's own buffers are not modelled: a gradient bucket's packing (an
       // all_reduce of several arrays), the operands a started all_reduce holds.
-      if (e.params.has("collective") && (e.inputs.size() > 1 || e.prim->name() != "all_reduce"))
+      if (ir::is_collective(e) && (e.inputs.size() > 1 || e.prim->name() != "all_reduce"))
         m.exact = false;
       std::vector<int> from_operand(e.outputs.size(), -1);  // result -> operand whose buffer
       if (e.prim == &lax::fused_elementwise_p && e.params.has("donate") &&

@@ -30,7 +30,7 @@ Array take(const Array& leaf) {
 // Whether `graph` (or a sub-graph it holds) exchanges data between processes.
 bool has_collectives(const ir::Graph& graph) {
   for (const ir::Eqn& e : graph.eqns) {
-    if (e.params.has("collective")) return true;
+    if (ir::is_collective(e)) return true;
     bool inside = false;
     ir::for_each_subgraph(e, [&](const auto& /*name*/, const ir::Graph& sub) {
       inside = inside || has_collectives(sub);

@@ -91,34 +91,33 @@ std::vector<Outcome> call(const std::vector<Process>& processes, FakeJob& job) {
   return out;
 }
 
+// Every process went `way`, having prepared (recorded, or checked its recording) or not.
+void check_all(const std::vector<Outcome>& outcomes, RecordingVote way, bool prepared) {
+  for (const Outcome& o : outcomes) {
+    CHECK(o.way == way);
+    CHECK(o.prepared == prepared);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("agree_on_call: processes that can all record or launch do so, after two votes each") {
   FakeJob job(3);
-  for (const Outcome& o : call({{kReady, kReady}, {kReady, kReady}, {kReady, kReady}}, job)) {
-    CHECK(o.way == kReady);
-    CHECK(o.prepared);
-  }
+  check_all(call({{kReady, kReady}, {kReady, kReady}, {kReady, kReady}}, job), kReady, true);
   CHECK(job.counts() == std::vector<int>{2, 2, 2});
 }
 
 TEST_CASE("agree_on_call: one process whose argument moved makes every process run eagerly, "
           "and none records") {
   FakeJob job(2);
-  for (const Outcome& o : call({{kReady, kReady}, {kNotNow, kReady}}, job)) {
-    CHECK(o.way == kNotNow);
-    CHECK_FALSE(o.prepared);
-  }
+  check_all(call({{kReady, kReady}, {kNotNow, kReady}}, job), kNotNow, false);
   CHECK(job.counts() == std::vector<int>{1, 1});
 }
 
 TEST_CASE("agree_on_call: a recording that fails on one process turns the recordings off on "
           "every process, whose own captures succeeded") {
   FakeJob job(3);
-  for (const Outcome& o : call({{kReady, kReady}, {kReady, kNever}, {kReady, kReady}}, job)) {
-    CHECK(o.way == kNever);
-    CHECK(o.prepared);
-  }
+  check_all(call({{kReady, kReady}, {kReady, kNever}, {kReady, kReady}}, job), kNever, true);
   CHECK(job.counts() == std::vector<int>{2, 2, 2});
 }
 
@@ -136,10 +135,7 @@ TEST_CASE("agree_on_call: a recording that throws on one process still casts its
 
 TEST_CASE("agree_on_call: a process that will never record again outvotes the others") {
   FakeJob job(2);
-  for (const Outcome& o : call({{kNever, kReady}, {kNotNow, kReady}}, job)) {
-    CHECK(o.way == kNever);
-    CHECK_FALSE(o.prepared);
-  }
+  check_all(call({{kNever, kReady}, {kNotNow, kReady}}, job), kNever, false);
 }
 
 TEST_CASE("agree_on_call: alone, a process's own votes decide") {

@@ -139,6 +139,9 @@ class CudaBackend final : public Backend {
   // While capturing: notes that `what` cannot be recorded (the capture then fails) and throws
   // a DeviceError saying so, which ends the recorded work.
   void refuse_in_capture(const char* what) const;
+  // Ends the record of a capture (begun or not): the buffers released during it are freed, the
+  // graphs dropped during it destroyed. Returns the record.
+  Capture end_capture_record();
   mutable std::optional<Capture> capture_;  // guarded by mutex_
   std::atomic<bool> capturing_{false};      // capture_.has_value(), readable without the lock
   std::atomic<int> live_graphs_{0};

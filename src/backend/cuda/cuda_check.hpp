@@ -5,14 +5,20 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <string>
+
 #include "flaxpp/core/error.hpp"
 
 namespace flaxpp::cuda {
 
+// "CUDA error <name> (<description>)", as every message about a CUDA error words it.
+inline std::string cuda_error_text(cudaError_t err) {
+  return detail::str("CUDA error ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
+}
+
 [[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* call, const char* file,
                                           int line) {
-  throw DeviceError(detail::str("CUDA error ", cudaGetErrorName(err), " (", cudaGetErrorString(err),
-                                ") in ", call, " at ", file, ":", line));
+  throw DeviceError(detail::str(cuda_error_text(err), " in ", call, " at ", file, ":", line));
 }
 
 [[noreturn]] inline void throw_cublas_error(cublasStatus_t status, const char* call,

@@ -95,11 +95,6 @@ void say_no_epilogue(const LtBiasKey& g, cublasStatus_t status) {
   });
 }
 
-// d = op(first) op(second) + bias as one cuBLASLt matmul with the BIAS epilogue: the bias has
-// one element per row of the column-major d (per rhs free element of the row-major product),
-// added in the compute type before d is stored. False, with nothing queued, for a product the
-// epilogue is not asked for (bias_epilogue_applies) or when cuBLASLt's heuristic gives no
-// algorithm for it, whatever its status.
 // The plan for `key`: its descriptor (with `bias` as the bias pointer, which the heuristic may
 // look at), layouts, and the heuristic's algorithm, or unusable where there is none.
 LtBiasPlan make_plan(cublasLtHandle_t lt, const LtBiasKey& key, const void* bias) {

@@ -26,8 +26,8 @@ void check_launch(const char* kernel) {
 
 void check_launch(cudaError_t err, const char* kernel) {
   if (err != cudaSuccess)
-    throw DeviceError(detail::str("CUDA kernel ", kernel, " (or an earlier one) failed: ",
-                                  cudaGetErrorName(err), " (", cudaGetErrorString(err), ")"));
+    throw DeviceError(
+        detail::str("CUDA kernel ", kernel, " (or an earlier one) failed: ", cuda_error_text(err)));
 }
 
 namespace {

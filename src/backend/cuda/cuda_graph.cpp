@@ -124,6 +124,20 @@ void CudaBackend::destroy_graph_locked(RetiredGraph g) noexcept {
   --live_graphs_;
 }
 
+CudaBackend::Capture CudaBackend::end_capture_record() {
+  Capture done;
+  {
+    std::lock_guard lock(mutex_);
+    done = std::move(*capture_);
+    capture_.reset();
+  }
+  capturing_.store(false, std::memory_order_release);
+  for (const Allocation& a : done.deferred_frees)  // released during the capture: free them now
+    deallocate_impl(a);
+  destroy_retired_graphs();  // graphs the recorded work (or another thread) dropped meanwhile
+  return done;
+}
+
 std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void()>& work,
                                                        std::string& why) {
   FLAXPP_ASSERT(!capturing_.load(), "CudaBackend::capture inside a capture");
@@ -143,15 +157,7 @@ std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void(
   if (const cudaError_t err = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
       err != cudaSuccess) {
     (void)cudaGetLastError();
-    Capture never_begun;
-    {
-      std::lock_guard lock(mutex_);
-      never_begun = std::move(*capture_);
-      capture_.reset();
-    }
-    for (const Allocation& a : never_begun.deferred_frees)  // released meanwhile: free them
-      deallocate_impl(a);
-    destroy_retired_graphs();
+    (void)end_capture_record();
     why = detail::str("cudaStreamBeginCapture failed: ", cudaGetErrorString(err));
     return nullptr;
   }
@@ -167,16 +173,7 @@ std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void(
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
   (void)cudaGetLastError();  // capture errors are not sticky; clear the last one
-  Capture done;
-  {
-    std::lock_guard lock(mutex_);
-    done = std::move(*capture_);
-    capture_.reset();
-  }
-  capturing_.store(false, std::memory_order_release);
-  for (const Allocation& a : done.deferred_frees)
-    deallocate_impl(a);
-  destroy_retired_graphs();  // graphs the recorded work (or another thread) dropped meanwhile
+  const Capture done = end_capture_record();
   if (problem.empty() && done.failed)
     problem = done.problem.empty() ? "the recording failed" : done.problem;
   if (problem.empty() && ended != cudaSuccess)
