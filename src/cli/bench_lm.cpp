@@ -7,6 +7,7 @@
 #include "cli/bench_common.hpp"
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/io/json.hpp"
+#include "flaxpp/ir/passes.hpp"
 #include "flaxpp/nn/language_model.hpp"
 #include "flaxpp/train/train_state.hpp"
 
@@ -45,6 +46,7 @@ io::Json run(const std::string& policy_name, std::int64_t steps) {
   // The step returns the loss as a float: the step has finished.
   const double ms = median_step_ms(steps, [&] { (void)step(state, x, y); });
   const std::int64_t peak_bytes = backend(default_device()).memory_stats().peak_bytes;
+  const ir::OpCounts ops = ir::op_counts(step.lower(state, x, y).graph());
   return io::Json{{"framework", "flaxpp"},
                   {"backend", default_device().kind == DeviceKind::cpu ? "cpu" : "cuda"},
                   {"model", "lm"},
@@ -52,7 +54,9 @@ io::Json run(const std::string& policy_name, std::int64_t steps) {
                   {"steps", steps},
                   {"step_ms", ms},
                   {"tokens_per_s", static_cast<double>(kBatch * kSeq) / (ms / 1000.0)},
-                  {"peak_bytes", peak_bytes}};
+                  {"peak_bytes", peak_bytes},
+                  {"ops_per_step", ops.executed},
+                  {"ops_per_step_unfused", ops.unfused}};
 }
 
 }  // namespace

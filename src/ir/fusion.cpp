@@ -343,6 +343,11 @@ OpCounts op_counts(const Graph& graph) {
   for (const Eqn& e : graph.eqns) {
     ++n.executed;
     n.unfused += e.params.has("fused_eqns") ? e.params.get<std::int64_t>("fused_eqns") : 1;
+    for_each_subgraph(e, [&](const std::string&, const Graph& sub) {
+      const OpCounts inner = op_counts(sub);
+      n.executed += inner.executed;
+      n.unfused += inner.unfused;
+    });
   }
   return n;
 }

@@ -295,7 +295,7 @@ else
   echo "FAIL bench: expected 12 JSON lines with the shared keys"
 fi
 
-expect "bench --model lm times the language model per policy" 0 '"model":"lm","peak_bytes":[0-9]+,"policy":"nothing_saveable"' -- "$flaxpp" bench --model lm --steps 1
+expect "bench --model lm times the language model per policy" 0 '"model":"lm","ops_per_step":[0-9]+,"ops_per_step_unfused":[0-9]+,"peak_bytes":[0-9]+,"policy":"nothing_saveable"' -- "$flaxpp" bench --model lm --steps 1
 expect "bench --model: another model" 2 '--model is mlp or lm, got cnn' -- "$flaxpp" bench --model cnn
 
 # No error message shows a C++ type, a conversion function or the JSON library's exception.

@@ -51,8 +51,9 @@ int fuse_elementwise(Graph& graph, bool sixteen_bit = false);
 // equations it replaced.
 int fuse_dot_bias(Graph& graph);
 
-// How many primitives running `graph` executes, and how many it would without
-// fuse_elementwise (each fused equation counted as the equations it replaced).
+// How many equations `graph` holds, sub-graphs' (a scan's body, counted once however often it
+// runs) included, and how many it would without fuse_elementwise (each fused equation counted
+// as the equations it replaced).
 struct OpCounts {
   std::int64_t executed = 0, unfused = 0;
 };
