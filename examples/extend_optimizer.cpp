@@ -45,9 +45,7 @@ optim::GradientTransformation signum_fused(double beta) {
       [beta](optim::UpdateBuilder& b, const Tree& state) {
         const ir::EValue g = b.update(), old_m = b.load(state["m"]);
         const ir::EValue m = beta * old_m + (1.0 - beta) * g;
-        const ir::EValue zero = b.constant(0.0);
-        b.set_update(ir::select(ir::lt(zero, m), b.constant(1.0),
-                                ir::select(ir::lt(m, zero), b.constant(-1.0), zero)));
+        b.set_update(ir::sign(m));
         const int slot = b.store(m, old_m);  // the new m takes the old one's buffer
         return optim::StateFn(
             [slot](const optim::UpdateResults& r) { return Tree{{"m", r.tree(slot)}}; });

@@ -305,23 +305,30 @@ struct Sin {
 
 // ---- the elementwise primitives ----------------------------------------------------------
 
-// Every elementwise lax primitive whose math is one functor above, as X(name, Functor, dtypes):
-// flaxpp/ir/lax.hpp declares name_p and name() from these lists, src/ir/primitives/
-// elementwise.cpp defines them (with the VJP rule it writes as name_vjp), and every backend's
-// table applies the functor to the dtypes named: Num (numeric), Fp (floating); comparisons
-// take every dtype and give bool. A new elementwise primitive is a functor and a line here,
-// its name_vjp, and a test. integer_pow (a param), select_n and convert_element_type are
-// written out.
+// Every elementwise lax primitive whose math is one functor above, as
+// X(name, Functor, dtypes, unfused) (comparisons: X(name, Functor, unfused)). These lists are
+// the only ones: flaxpp/ir/lax.hpp declares name_p and name() from them, src/ir/primitives/
+// elementwise.cpp defines them (with the VJP rule it writes as name_vjp), every backend's table
+// applies the functor to the dtypes named (Num: numeric, Fp: floating; comparisons take every
+// dtype and give bool), program.hpp makes each an operation of fused programs (its arity from
+// the list it is in), elementwise_program.hpp dispatches those operations to the functors, and
+// flaxpp/ir/elementwise_program.hpp gives each a function on program values. `unfused` is ""
+// where jit's fusion pass may put the primitive into a fused program, else the reason it may
+// not (the pass then leaves it to its own kernel): every primitive here fuses, since a program
+// applies the same functor to the same element type, so its results keep their bits. A new
+// elementwise primitive is a functor and a line here, its name_vjp, and a test.
+// integer_pow (a param), select_n and convert_element_type are written out.
 // clang-format off
 #define FLAXPP_ELEMENTWISE_BINARY(X) \
-  X(add, Add, Num) X(sub, Sub, Num) X(mul, Mul, Num) X(div, Div, Num) X(max, Max, Num) \
-  X(min, Min, Num) X(pow, Pow, Fp)
+  X(add, Add, Num, "") X(sub, Sub, Num, "") X(mul, Mul, Num, "") X(div, Div, Num, "") \
+  X(max, Max, Num, "") X(min, Min, Num, "") X(pow, Pow, Fp, "")
 #define FLAXPP_ELEMENTWISE_COMPARISONS(X) \
-  X(eq, Eq) X(ne, Ne) X(lt, Lt) X(le, Le) X(gt, Gt) X(ge, Ge)
+  X(eq, Eq, "") X(ne, Ne, "") X(lt, Lt, "") X(le, Le, "") X(gt, Gt, "") X(ge, Ge, "")
 #define FLAXPP_ELEMENTWISE_UNARY(X) \
-  X(neg, Neg, Num) X(abs, Abs, Num) X(sign, Sign, Num) X(exp, Exp, Fp) X(log, Log, Fp) \
-  X(log1p, Log1p, Fp) X(tanh, Tanh, Fp) X(logistic, Logistic, Fp) X(sqrt, Sqrt, Fp) \
-  X(rsqrt, Rsqrt, Fp) X(erf, Erf, Fp) X(cos, Cos, Fp) X(sin, Sin, Fp)
+  X(neg, Neg, Num, "") X(abs, Abs, Num, "") X(sign, Sign, Num, "") X(exp, Exp, Fp, "") \
+  X(log, Log, Fp, "") X(log1p, Log1p, Fp, "") X(tanh, Tanh, Fp, "") \
+  X(logistic, Logistic, Fp, "") X(sqrt, Sqrt, Fp, "") X(rsqrt, Rsqrt, Fp, "") \
+  X(erf, Erf, Fp, "") X(cos, Cos, Fp, "") X(sin, Sin, Fp, "")
 // clang-format on
 
 // ---- conversion -------------------------------------------------------------------------

@@ -41,50 +41,28 @@ struct SelectValue {
   }
 };
 
-// Calls f(functor) for the instruction's operation; f's result is returned.
+// Calls f(functor) for the instruction's operation; f's result is returned. One case per line
+// of elementwise.hpp's lists, so every elementwise primitive is an operation with its functor.
 template <class F>
 FLAXPP_HD auto visit_instr(ProgramOp op, std::int32_t y, F&& f) {
   switch (op) {
-    case ProgramOp::add:
-      return f(Binary3<Add>{});
-    case ProgramOp::sub:
-      return f(Binary3<Sub>{});
-    case ProgramOp::mul:
-      return f(Binary3<Mul>{});
-    case ProgramOp::div:
-      return f(Binary3<Div>{});
-    case ProgramOp::neg:
-      return f(Unary3<Neg>{});
-    case ProgramOp::sqrt:
-      return f(Unary3<Sqrt>{});
-    case ProgramOp::rsqrt:
-      return f(Unary3<Rsqrt>{});
+#define FLAXPP_VISIT_BINARY(name, Functor, ...) \
+  case ProgramOp::name:                         \
+    return f(Binary3<Functor>{});
+#define FLAXPP_VISIT_COMPARISON(name, Functor, ...) \
+  case ProgramOp::name:                             \
+    return f(CompareAsValue<Functor>{});
+#define FLAXPP_VISIT_UNARY(name, Functor, ...) \
+  case ProgramOp::name:                        \
+    return f(Unary3<Functor>{});
+    FLAXPP_ELEMENTWISE_BINARY(FLAXPP_VISIT_BINARY)
+    FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_VISIT_COMPARISON)
+    FLAXPP_ELEMENTWISE_UNARY(FLAXPP_VISIT_UNARY)
+#undef FLAXPP_VISIT_BINARY
+#undef FLAXPP_VISIT_COMPARISON
+#undef FLAXPP_VISIT_UNARY
     case ProgramOp::integer_pow:
       return f(Unary3<IntegerPow>{IntegerPow{y}});
-    case ProgramOp::lt:
-      return f(CompareAsValue<Lt>{});
-    case ProgramOp::le:
-      return f(CompareAsValue<Le>{});
-    case ProgramOp::gt:
-      return f(CompareAsValue<Gt>{});
-    case ProgramOp::ge:
-      return f(CompareAsValue<Ge>{});
-    case ProgramOp::eq:
-      return f(CompareAsValue<Eq>{});
-    case ProgramOp::ne:
-      return f(CompareAsValue<Ne>{});
-    case ProgramOp::max:
-      return f(Binary3<Max>{});
-    case ProgramOp::min:
-      return f(Binary3<Min>{});
-    case ProgramOp::exp:
-      return f(Unary3<Exp>{});
-    case ProgramOp::log:
-      return f(Unary3<Log>{});
-    case ProgramOp::log1p:
-      return f(Unary3<Log1p>{});
-    case ProgramOp::abs:
-      return f(Unary3<Abs>{});
     case ProgramOp::select:
       break;
   }

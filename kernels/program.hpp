@@ -9,34 +9,69 @@
 
 #include <cstdint>
 
+#include "elementwise.hpp"
+
 namespace flaxpp::kernels {
 
-// The operations as X(name, arity), in the enum's order, with the semantics of the lax
-// primitive of the same name (and the same elementwise.hpp functor); the comparisons (lt, le,
-// gt, ge, eq, ne) give 1 or 0 in the arrays' dtype; select(c, a, b) is a where c != 0, else b.
-// clang-format off
-#define FLAXPP_PROGRAM_OPS(X) \
-  X(add, 2) X(sub, 2) X(mul, 2) X(div, 2) X(neg, 1) X(sqrt, 1) X(rsqrt, 1) X(integer_pow, 1) \
-  X(lt, 2) X(select, 3) X(max, 2) X(min, 2) X(exp, 1) X(log, 1) X(log1p, 1) X(abs, 1) \
-  X(le, 2) X(gt, 2) X(ge, 2) X(eq, 2) X(ne, 2)
-// clang-format on
-
-#define FLAXPP_PROGRAM_OP_ENUMERATOR(name, arity) name,
-enum class ProgramOp : std::uint8_t { FLAXPP_PROGRAM_OPS(FLAXPP_PROGRAM_OP_ENUMERATOR) };
+// The operations: every elementwise primitive of elementwise.hpp's lists, with the semantics
+// (and the functor) of the lax primitive of the same name, then integer_pow (its exponent in
+// the instruction) and select(c, a, b), which is a where c != 0, else b. The comparisons give
+// 1 or 0 in the arrays' dtype.
+#define FLAXPP_PROGRAM_OP_ENUMERATOR(name, ...) name,
+enum class ProgramOp : std::uint8_t {
+  FLAXPP_ELEMENTWISE_BINARY(FLAXPP_PROGRAM_OP_ENUMERATOR)
+  FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_PROGRAM_OP_ENUMERATOR)
+  FLAXPP_ELEMENTWISE_UNARY(FLAXPP_PROGRAM_OP_ENUMERATOR)
+  integer_pow,
+  select
+};
 #undef FLAXPP_PROGRAM_OP_ENUMERATOR
 
-// An operation's name, as programs print it, and its number of operands.
+// An operation's name (as programs print it), its number of operands, whether it is a
+// comparison, and why jit's fusion pass may not put its primitive into a program ("" where it
+// may): each a table generated from the lists, in the enum's order.
 inline const char* program_op_name(ProgramOp op) {
-#define FLAXPP_PROGRAM_OP_NAME(name, arity) #name,
-  static constexpr const char* kNames[] = {FLAXPP_PROGRAM_OPS(FLAXPP_PROGRAM_OP_NAME)};
+#define FLAXPP_PROGRAM_OP_NAME(name, ...) #name,
+  static constexpr const char* kNames[] = {
+      FLAXPP_ELEMENTWISE_BINARY(FLAXPP_PROGRAM_OP_NAME) FLAXPP_ELEMENTWISE_COMPARISONS(
+          FLAXPP_PROGRAM_OP_NAME) FLAXPP_ELEMENTWISE_UNARY(FLAXPP_PROGRAM_OP_NAME) "integer_pow",
+      "select"};
 #undef FLAXPP_PROGRAM_OP_NAME
   return kNames[static_cast<int>(op)];
 }
 constexpr int program_op_arity(ProgramOp op) {
-#define FLAXPP_PROGRAM_OP_ARITY(name, arity) arity,
-  constexpr int kArity[] = {FLAXPP_PROGRAM_OPS(FLAXPP_PROGRAM_OP_ARITY)};
-#undef FLAXPP_PROGRAM_OP_ARITY
+#define FLAXPP_PROGRAM_OP_ONE(name, ...) 1,
+#define FLAXPP_PROGRAM_OP_TWO(name, ...) 2,
+  constexpr int kArity[] = {FLAXPP_ELEMENTWISE_BINARY(FLAXPP_PROGRAM_OP_TWO)
+                                FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_PROGRAM_OP_TWO)
+                                    FLAXPP_ELEMENTWISE_UNARY(FLAXPP_PROGRAM_OP_ONE) 1,
+                            3};
+#undef FLAXPP_PROGRAM_OP_ONE
+#undef FLAXPP_PROGRAM_OP_TWO
   return kArity[static_cast<int>(op)];
+}
+constexpr bool program_op_is_comparison(ProgramOp op) {
+#define FLAXPP_PROGRAM_OP_NO(name, ...) false,
+#define FLAXPP_PROGRAM_OP_YES(name, ...) true,
+  constexpr bool kComparison[] = {FLAXPP_ELEMENTWISE_BINARY(FLAXPP_PROGRAM_OP_NO)
+                                      FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_PROGRAM_OP_YES)
+                                          FLAXPP_ELEMENTWISE_UNARY(FLAXPP_PROGRAM_OP_NO) false,
+                                  false};
+#undef FLAXPP_PROGRAM_OP_NO
+#undef FLAXPP_PROGRAM_OP_YES
+  return kComparison[static_cast<int>(op)];
+}
+constexpr const char* program_op_unfused_reason(ProgramOp op) {
+#define FLAXPP_PROGRAM_OP_REASON(name, Functor, dtypes, unfused) unfused,
+#define FLAXPP_PROGRAM_OP_COMPARISON_REASON(name, Functor, unfused) unfused,
+  constexpr const char* kReason[] = {
+      FLAXPP_ELEMENTWISE_BINARY(FLAXPP_PROGRAM_OP_REASON)
+          FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_PROGRAM_OP_COMPARISON_REASON)
+              FLAXPP_ELEMENTWISE_UNARY(FLAXPP_PROGRAM_OP_REASON) "",
+      ""};
+#undef FLAXPP_PROGRAM_OP_REASON
+#undef FLAXPP_PROGRAM_OP_COMPARISON_REASON
+  return kReason[static_cast<int>(op)];
 }
 
 struct ProgramInstr {

@@ -90,11 +90,11 @@ const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
   namespace k = kernels;
   constexpr unsigned kAny = B::kAny;
   static const std::unordered_map<const ir::Primitive*, EvalFn> t = {
-#define FLAXPP_EVAL_BINARY(name, Functor, dtypes) \
+#define FLAXPP_EVAL_BINARY(name, Functor, dtypes, ...) \
   {&lax::name##_p, B::template binary<B::k##dtypes, k::Functor>},
-#define FLAXPP_EVAL_COMPARISON(name, Functor) \
+#define FLAXPP_EVAL_COMPARISON(name, Functor, ...) \
   {&lax::name##_p, B::template binary<kAny, k::Functor>},
-#define FLAXPP_EVAL_UNARY(name, Functor, dtypes) \
+#define FLAXPP_EVAL_UNARY(name, Functor, dtypes, ...) \
   {&lax::name##_p, unary<B, B::k##dtypes, k::Functor>},
       FLAXPP_ELEMENTWISE_BINARY(FLAXPP_EVAL_BINARY)
           FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_EVAL_COMPARISON)

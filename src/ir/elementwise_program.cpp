@@ -258,28 +258,39 @@ std::shared_ptr<const ElementwiseProgram> ElementwiseBuilder::finish() const {
 }
 
 namespace {
-EValue op2(Op op, EValue a, EValue b) {
-  return a.builder().apply(op, a, b);
-}
 EValue c(EValue like, double v) {
   return like.builder().constant(v);
 }
 }  // namespace
 
+#define FLAXPP_EVALUE_BINARY(name, ...)       \
+  EValue name(EValue a, EValue b) {           \
+    return a.builder().apply(Op::name, a, b); \
+  }
+#define FLAXPP_EVALUE_UNARY(name, ...)     \
+  EValue name(EValue x) {                  \
+    return x.builder().apply(Op::name, x); \
+  }
+FLAXPP_ELEMENTWISE_BINARY(FLAXPP_EVALUE_BINARY)
+FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_EVALUE_BINARY)
+FLAXPP_ELEMENTWISE_UNARY(FLAXPP_EVALUE_UNARY)
+#undef FLAXPP_EVALUE_BINARY
+#undef FLAXPP_EVALUE_UNARY
+
 EValue operator+(EValue a, EValue b) {
-  return op2(Op::add, a, b);
+  return add(a, b);
 }
 EValue operator-(EValue a, EValue b) {
-  return op2(Op::sub, a, b);
+  return sub(a, b);
 }
 EValue operator*(EValue a, EValue b) {
-  return op2(Op::mul, a, b);
+  return mul(a, b);
 }
 EValue operator/(EValue a, EValue b) {
-  return op2(Op::div, a, b);
+  return div(a, b);
 }
 EValue operator-(EValue a) {
-  return a.builder().apply(Op::neg, a);
+  return neg(a);
 }
 EValue operator+(EValue a, double b) {
   return a + c(a, b);
@@ -305,17 +316,8 @@ EValue operator/(EValue a, double b) {
 EValue operator/(double a, EValue b) {
   return c(b, a) / b;
 }
-EValue sqrt(EValue x) {
-  return x.builder().apply(Op::sqrt, x);
-}
-EValue rsqrt(EValue x) {
-  return x.builder().apply(Op::rsqrt, x);
-}
 EValue integer_pow(EValue x, std::int32_t y) {
   return x.builder().apply(Op::integer_pow, x, {}, {}, y);
-}
-EValue lt(EValue a, EValue b) {
-  return op2(Op::lt, a, b);
 }
 EValue select(EValue cond, EValue on_true, EValue on_false) {
   return cond.builder().apply(Op::select, cond, on_true, on_false);

@@ -18,25 +18,26 @@ namespace {
 
 using Op = ElementwiseProgram::Op;
 
-// The program operation of an elementwise primitive (select_n, convert_element_type and
-// integer_pow are handled apart).
+// The program operation of an elementwise primitive (select_n and convert_element_type are
+// handled apart), if the fusion pass may put it into a program: every line of
+// kernels/elementwise.hpp's lists whose `unfused` column is empty, and integer_pow.
 std::optional<Op> op_of(const Primitive* p) {
-  static const std::map<const Primitive*, Op> ops = {
-      {&lax::add_p, Op::add},     {&lax::sub_p, Op::sub},     {&lax::mul_p, Op::mul},
-      {&lax::div_p, Op::div},     {&lax::max_p, Op::max},     {&lax::min_p, Op::min},
-      {&lax::neg_p, Op::neg},     {&lax::exp_p, Op::exp},     {&lax::log_p, Op::log},
-      {&lax::log1p_p, Op::log1p}, {&lax::abs_p, Op::abs},     {&lax::sqrt_p, Op::sqrt},
-      {&lax::rsqrt_p, Op::rsqrt}, {&lax::lt_p, Op::lt},       {&lax::le_p, Op::le},
-      {&lax::gt_p, Op::gt},       {&lax::ge_p, Op::ge},       {&lax::eq_p, Op::eq},
-      {&lax::ne_p, Op::ne},       {&lax::integer_pow_p, Op::integer_pow}};
+  static const std::map<const Primitive*, Op> ops = [] {
+    std::map<const Primitive*, Op> m = {
+#define FLAXPP_FUSION_OP(name, ...) {&lax::name##_p, Op::name},
+        FLAXPP_ELEMENTWISE_BINARY(FLAXPP_FUSION_OP)
+            FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_FUSION_OP)
+                FLAXPP_ELEMENTWISE_UNARY(FLAXPP_FUSION_OP)
+#undef FLAXPP_FUSION_OP
+                    {&lax::integer_pow_p, Op::integer_pow}};
+    std::erase_if(m, [](const auto& entry) {
+      return *kernels::program_op_unfused_reason(entry.second) != '\0';
+    });
+    return m;
+  }();
   const auto it = ops.find(p);
   if (it == ops.end()) return std::nullopt;
   return it->second;
-}
-
-bool is_comparison(Op op) {
-  return op == Op::lt || op == Op::le || op == Op::gt || op == Op::ge || op == Op::eq ||
-         op == Op::ne;
 }
 
 // A literal's value as a double, exactly (16-bit ones from their bits on the host).
@@ -147,11 +148,12 @@ std::optional<AVal> Fuser::fusible(const Eqn& e) const {
   }
   const std::optional<Op> op = op_of(e.prim);
   if (!op) return std::nullopt;
-  const AVal aval = is_comparison(*op) ? AVal{out.shape, g_.aval(e.inputs[0]).dtype} : out;
+  const bool comparison = kernels::program_op_is_comparison(*op);
+  const AVal aval = comparison ? AVal{out.shape, g_.aval(e.inputs[0]).dtype} : out;
   if (!fusible_dtype(aval.dtype)) return std::nullopt;
   for (const Atom& a : e.inputs)
     if (!operand_fits(a, aval)) return std::nullopt;
-  if (is_comparison(*op) && !bool_consumers_fusible(e.outputs[0], aval.dtype))
+  if (comparison && !bool_consumers_fusible(e.outputs[0], aval.dtype))
     return std::nullopt;
   return aval;
 }
@@ -203,7 +205,7 @@ int Fuser::run() {
     // max reads) joins that cluster: its bool is then taken where the value is made and the
     // value need not live on to the mask's readers (a remat'd backward pass's select_n), as
     // when the comparison joins its operand's producer.
-    if (!needs_bool && is_comparison(*op_of(e.prim)))
+    if (!needs_bool && kernels::program_op_is_comparison(*op_of(e.prim)))
       for (const Atom& a : e.inputs)
         if (!a.is_literal())
           for (const std::size_t k : uses_.readers[static_cast<std::size_t>(a.var)])

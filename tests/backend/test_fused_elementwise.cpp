@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 
 #include <cstdint>
+#include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,7 @@
 #include "flaxpp/ir/elementwise_program.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/numpy.hpp"
+#include "harness/eval_cases.hpp"
 
 using namespace flaxpp;
 using ir::ElementwiseBuilder;
@@ -108,6 +111,74 @@ TEST_CASE(
   SUBCASE("f64") {
     check_matches_primitives<double>(0.75);
   }
+}
+
+namespace {
+
+// Every pair of these values (zeros of both signs, infinities, NaN, values around the
+// branches of tanh, erf and logistic, large ones) as (x, y).
+constexpr double kSpecial[] = {0.0,  -0.0,  1.0,   -1.0, 0.5,           -2.5,
+                               3.7,  1e-3,  8.5,   -9.5, 40.0,          -90.0,
+                               1e30, 1e-30, 0.125, 2.0,  testing::kInf, -testing::kInf,
+                               testing::kNaN};
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// One instruction of `op` over every pair of kSpecial against its lax primitive.
+template <class T>
+void check_operation(ir::ElementwiseProgram::Op op,
+                     const std::function<Array(const Array&, const Array&)>& primitive) {
+  std::vector<T> xs, ys;
+  for (const double x : kSpecial)
+    for (const double y : kSpecial) {
+      xs.push_back(static_cast<T>(x));
+      ys.push_back(static_cast<T>(y));
+    }
+  const Shape shape{static_cast<std::int64_t>(xs.size())};
+  const Array x = Array::from_vector(xs, shape), y = Array::from_vector(ys, shape);
+  ElementwiseBuilder b;
+  const EValue a = b.input(), c = b.input();
+  b.output(b.apply(op, a, c));
+  const Array in[] = {x, y};
+  const std::vector<Array> fused = lax::fused_elementwise(b.finish(), {}, in);
+  Array expected = primitive(x, y);
+  if (expected.dtype() == DType::bool_) expected = lax::convert_element_type(expected, dtype_of<T>);
+  CHECK(same_bits(fused.at(0).to_vector<T>(), expected.to_vector<T>()));
+}
+
+}  // namespace
+
+TEST_CASE("fused_elementwise: every operation of the elementwise list gives its primitive's bits") {
+  using Op = ir::ElementwiseProgram::Op;
+  const auto check = [](Op op, const std::function<Array(const Array&, const Array&)>& primitive) {
+    CAPTURE(kernels::program_op_name(op));
+    check_operation<float>(op, primitive);
+    check_operation<double>(op, primitive);
+  };
+#define FLAXPP_CHECK_BINARY(name, ...) \
+  check(Op::name, [](const Array& x, const Array& y) { return lax::name(x, y); });
+#define FLAXPP_CHECK_UNARY(name, ...) \
+  check(Op::name, [](const Array& x, const Array&) { return lax::name(x); });
+  FLAXPP_ELEMENTWISE_BINARY(FLAXPP_CHECK_BINARY)
+  FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_CHECK_BINARY)
+  FLAXPP_ELEMENTWISE_UNARY(FLAXPP_CHECK_UNARY)
+#undef FLAXPP_CHECK_BINARY
+#undef FLAXPP_CHECK_UNARY
+  // The list's primitives and integer_pow and select: every operation a program has.
+  int listed = 0;
+#define FLAXPP_COUNT(name, ...) ++listed;
+  FLAXPP_ELEMENTWISE_BINARY(FLAXPP_COUNT)
+  FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_COUNT)
+  FLAXPP_ELEMENTWISE_UNARY(FLAXPP_COUNT)
+#undef FLAXPP_COUNT
+  CHECK(static_cast<int>(Op::select) == listed + 1);
+  CHECK(ir::ElementwiseProgram::arity(Op::pow) == 2);
+  CHECK(ir::ElementwiseProgram::arity(Op::tanh) == 1);
+  CHECK(kernels::program_op_is_comparison(Op::ge));
+  CHECK_FALSE(kernels::program_op_is_comparison(Op::max));
 }
 
 TEST_CASE("fused_elementwise: registers are reused after their last read; dead code is dropped") {

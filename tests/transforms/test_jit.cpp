@@ -411,6 +411,46 @@ TEST_CASE("jit passes: elementwise chains fuse into one pass with the same bits"
     CHECK(ra[i].array().to_vector<float>() == rb[i].array().to_vector<float>());
 }
 
+TEST_CASE("jit passes: tanh, logistic, sign, erf, sin, cos and pow fuse with the same bits") {
+  // GELU (its tanh form and its exact erf form), a sigmoid gate, sign and the trigonometric
+  // functions, and a float power, with their gradients: each runs inside fused programs,
+  // which give the unfused step's bits.
+  const auto f = [](std::span<const Tree> a) {
+    const auto loss = [](const Tree& p) {
+      const Array x = p["x"].array();
+      const Array h = gelu(x) * sigmoid(x) + gelu(x, false) + sin(x) * cos(x) +
+                      power(abs(x) + 1.0, lax::full_like(x, 1.5));
+      return sum(h * lax::sign(x));
+    };
+    auto [value, grad] = value_and_grad(loss)(a[0]);
+    return std::vector<Tree>{Tree(value), grad};
+  };
+  const std::vector<Tree> args{
+      Tree{{"x", astype(testing::random_f64(Shape{5, 7}, 23, -3.0, 3.0), DType::f32)}}};
+  const Jitted fused = jit(f), plain = jit(f, {.donate_argnums = {},
+                                               .fuse_elementwise = false,
+                                               .fuse_dot_bias = true,
+                                               .overlap_collectives = true});
+  const CompiledStep step = fused.lower(args);
+  CAPTURE(step.graph().str());
+  using Op = ir::ElementwiseProgram::Op;
+  for (const auto& [prim, op] : std::vector<std::pair<const ir::Primitive*, Op>>{
+           {&lax::tanh_p, Op::tanh},
+           {&lax::logistic_p, Op::logistic},
+           {&lax::sign_p, Op::sign},
+           {&lax::erf_p, Op::erf},
+           {&lax::sin_p, Op::sin},
+           {&lax::pow_p, Op::pow}}) {
+    CAPTURE(prim->name());
+    CHECK(count_with_fused(step.graph(), *prim, op) > ir::count_eqns(step.graph(), *prim));
+  }
+  const ir::OpCounts n = ir::op_counts(step.graph());
+  CHECK(n.executed * 3 < n.unfused);
+  const std::vector<Tree> ra = fused(args), rb = plain(args);
+  CHECK(ra[0].array().to_vector<float>() == rb[0].array().to_vector<float>());
+  CHECK(ra[1]["x"].array().to_vector<float>() == rb[1]["x"].array().to_vector<float>());
+}
+
 TEST_CASE("jit passes: 16-bit chains fuse only for a backend that rounds each instruction") {
   // relu(x * 0.1 + y) in bfloat16: on a GPU one program whose constant is bfloat16's 0.1
   // (0.10009765625, as the literal holds it); the CPU keeps the primitives.

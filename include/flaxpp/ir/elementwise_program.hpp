@@ -149,10 +149,17 @@ EValue operator*(EValue a, double b);
 EValue operator*(double a, EValue b);
 EValue operator/(EValue a, double b);
 EValue operator/(double a, EValue b);
-EValue sqrt(EValue x);
-EValue rsqrt(EValue x);
+// One function per elementwise primitive (kernels/elementwise.hpp's lists), with its
+// semantics: add(a, b), max(a, b), pow(a, b), exp(x), tanh(x), sign(x), ...; the comparisons
+// (lt(a, b), eq(a, b), ...) give 1 or 0 in the arrays' dtype.
+#define FLAXPP_EVALUE_BINARY(name, ...) EValue name(EValue a, EValue b);
+#define FLAXPP_EVALUE_UNARY(name, ...) EValue name(EValue x);
+FLAXPP_ELEMENTWISE_BINARY(FLAXPP_EVALUE_BINARY)
+FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_EVALUE_BINARY)
+FLAXPP_ELEMENTWISE_UNARY(FLAXPP_EVALUE_UNARY)
+#undef FLAXPP_EVALUE_BINARY
+#undef FLAXPP_EVALUE_UNARY
 EValue integer_pow(EValue x, std::int32_t y);
-EValue lt(EValue a, EValue b);
 // cond != 0 ? on_true : on_false (lax.select's argument order).
 EValue select(EValue cond, EValue on_true, EValue on_false);
 

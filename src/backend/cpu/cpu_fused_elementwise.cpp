@@ -4,9 +4,11 @@
 // inputs in place (a bool mask is converted into its row). A chunk's results are written
 // after its code has run, so donated inputs take results in place.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
+#include "backend/cpu/cpu_tanh.hpp"
 #include "flaxpp/ir/elementwise_program.hpp"
 #include "kernels/elementwise_program.hpp"
 
@@ -84,9 +86,14 @@ std::vector<Array> run(const ir::ElementwiseProgram& p, bool donate, std::span<c
         const T* a = reg[instr.a];
         const T* b = reg[instr.b];
         const T* c = reg[instr.c];
-        kernels::visit_instr(instr.op, instr.y, [&](auto f) {
-          for (std::int64_t i = 0; i < m; ++i)
-            d[i] = f(a[i], b[i], c[i]);
+        kernels::visit_instr(instr.op, instr.y, [&]<class F>(F f) {
+          if constexpr (std::is_same_v<F, kernels::Unary3<kernels::Tanh>> &&
+                        std::is_same_v<T, float>) {
+            tanh_f32(a, d, m);  // the primitive's own loop: the same bits, with FMA where it can
+          } else {
+            for (std::int64_t i = 0; i < m; ++i)
+              d[i] = f(a[i], b[i], c[i]);
+          }
         });
       }
       for (std::size_t o = 0; o < num_outputs; ++o)

@@ -56,17 +56,17 @@ FLAXPP_ELEMENTWISE_UNARY(FLAXPP_DECLARE_VJP)
 
 }  // namespace
 
-#define FLAXPP_DEFINE_BINARY(name, Functor, dtypes)                                     \
+#define FLAXPP_DEFINE_BINARY(name, Functor, dtypes, ...)                                \
   const ir::Primitive name##_p(#name, binary_shape(#name, Dtypes::dtypes), name##_vjp); \
   Array name(const Array& x, const Array& y) {                                          \
     return apply_binary(name##_p, x, y);                                                \
   }
-#define FLAXPP_DEFINE_COMPARISON(name, Functor)              \
+#define FLAXPP_DEFINE_COMPARISON(name, Functor, ...)         \
   const ir::Primitive name##_p(#name, compare_shape(#name)); \
   Array name(const Array& x, const Array& y) {               \
     return apply_binary(name##_p, x, y);                     \
   }
-#define FLAXPP_DEFINE_UNARY(name, Functor, dtypes)                                     \
+#define FLAXPP_DEFINE_UNARY(name, Functor, dtypes, ...)                                \
   const ir::Primitive name##_p(#name, unary_shape(#name, Dtypes::dtypes), name##_vjp); \
   Array name(const Array& x) {                                                         \
     return apply_unary(name##_p, x);                                                   \
