@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -182,6 +183,27 @@ int inline_calls(Graph& graph, const Primitive& prim, const std::string& body) {
     a = renamed(a);
   graph.eqns = std::move(eqns);
   return inlined;
+}
+
+int rewrite_subgraphs(Graph& graph, const std::function<void(Graph&)>& rewrite) {
+  // Keyed by the original, which the map holds, so that no other graph takes its address.
+  std::map<std::shared_ptr<const Graph>, std::shared_ptr<const Graph>> rewritten;
+  for (Eqn& e : graph.eqns) {
+    Params params = e.params;
+    for (const auto& [name, value] : e.params.items()) {
+      const auto* sub = std::get_if<std::shared_ptr<const Graph>>(&value);
+      if (sub == nullptr || !*sub) continue;
+      std::shared_ptr<const Graph>& copy = rewritten[*sub];
+      if (!copy) {
+        Graph g = **sub;
+        rewrite(g);
+        copy = std::make_shared<const Graph>(std::move(g));
+      }
+      params.set(name, copy);
+    }
+    e.params = std::move(params);
+  }
+  return static_cast<int>(rewritten.size());
 }
 
 int split_fused_groups(Graph& graph) {

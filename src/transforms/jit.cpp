@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <functional>
 #include <string_view>
 #include <map>
 #include <mutex>
@@ -297,24 +298,32 @@ struct Jitted::State {
     };
     ir::Graph g = make_graph(flat, avals);
     const bool verify = verify_passes();
-    const auto pass = [&](auto&& run) {
+    const auto pass_on = [&](const ir::Graph& graph, auto&& run) {
       run();
-      if (verify) g.verify();
+      if (verify) graph.verify();
     };
+    const auto pass = [&](auto&& run) { pass_on(g, run); };
     if (verify) g.verify();
-    pass([&] { ir::cse(g); });
-    // Checkpoint regions (a remat'd model's backward pass) join the step's equations once cse
-    // can no longer merge their recomputation away, so that their gradients are scheduled with
-    // the updates that read them; custom_vjp calls (relu) are differentiated already.
-    pass([&] { ir::inline_calls(g, checkpoint_p, "jaxpr"); });
-    pass([&] { ir::inline_calls(g, custom_vjp_call_p, "call"); });
-    pass([&] { ir::dce(g); });
-    if (options.fuse_dot_bias) pass([&] { ir::fuse_dot_bias(g); });
-    if (options.fuse_elementwise) {
-      // A GPU's fused kernel rounds each instruction to bf16/f16 as its primitive would.
-      pass([&] { ir::fuse_elementwise(g, device.kind != DeviceKind::cpu); });
-      pass([&] { ir::dce(g); });  // scalars' broadcasts the fused programs no longer read
-    }
+    // The step's graph and every loop body in it (a scan's, recursively) get the same passes.
+    const std::function<void(ir::Graph&)> simplify_and_fuse = [&](ir::Graph& graph) {
+      const auto checked = [&](auto&& run) { pass_on(graph, run); };
+      checked([&] { ir::cse(graph); });
+      // Checkpoint regions (a remat'd model's backward pass) join the step's equations once
+      // cse can no longer merge their recomputation away, so that their gradients are
+      // scheduled with the updates that read them; custom_vjp calls (relu) are differentiated
+      // already.
+      checked([&] { ir::inline_calls(graph, checkpoint_p, "jaxpr"); });
+      checked([&] { ir::inline_calls(graph, custom_vjp_call_p, "call"); });
+      checked([&] { ir::dce(graph); });
+      if (options.fuse_dot_bias) checked([&] { ir::fuse_dot_bias(graph); });
+      if (options.fuse_elementwise) {
+        // A GPU's fused kernel rounds each instruction to bf16/f16 as its primitive would.
+        checked([&] { ir::fuse_elementwise(graph, device.kind != DeviceKind::cpu); });
+        checked([&] { ir::dce(graph); });  // scalars' broadcasts the fused programs no longer read
+      }
+      ir::rewrite_subgraphs(graph, simplify_and_fuse);
+    };
+    simplify_and_fuse(g);
     s->device = device;
     // On the CPU each leaf's update runs as soon as its gradient is final, so that the
     // gradients never all exist at once; a GPU keeps one fused launch per dtype.

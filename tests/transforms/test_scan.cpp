@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ir/passes.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
@@ -234,4 +235,39 @@ TEST_CASE("scan under jit: a train step over scanned layers, traced once, equal 
     CHECK(got[1].array().item<double>() == want[1].array().item<double>());
   }
   CHECK(step.num_traces() == 1);
+}
+
+TEST_CASE("scan under jit: the loop bodies get the step's passes, with the eager step's bits") {
+  // The same step: each body (the forward loop's, the backward loop's with its checkpoint
+  // recomputation) is simplified and fused as the step itself is, and gives the same bits as
+  // the step without fusion.
+  const auto args = stack_inputs(3, 2, 3);
+  const ArrayFn loss = stack_loss(false, cp::nothing_saveable(), true);
+  auto sgd = [&](std::span<const Tree> a) {
+    const std::vector<Array> in{args[0], a[0].array(), args[2], args[3]};
+    const VjpResult r = vjp(loss, in);
+    const Array g = r.backward(std::vector<Array>{Array::scalar(1.0)})[1];
+    return std::vector<Tree>{Tree(a[0].array() - 0.1 * g), Tree(r.outputs[0])};
+  };
+  const Jitted fused = jit(sgd), plain = jit(sgd, {.donate_argnums = {},
+                                                   .fuse_elementwise = false,
+                                                   .fuse_dot_bias = true,
+                                                   .overlap_collectives = true});
+  const std::vector<Tree> in{Tree(args[1])};
+  const CompiledStep step = fused.lower(in);
+  CAPTURE(step.graph().str());
+  int bodies = 0, fused_bodies = 0;
+  for (const ir::Eqn& e : step.graph().eqns)
+    ir::for_each_subgraph(e, [&](const std::string&, const ir::Graph& body) {
+      ++bodies;
+      CHECK(ir::count_eqns(body, checkpoint_p) == 0);
+      CHECK(ir::count_eqns(body, lax::dot_general_bias_p) == 1);
+      fused_bodies += ir::count_eqns(body, lax::fused_elementwise_p) > 0;
+    });
+  CHECK(bodies == 2);        // the forward loop and the backward one
+  CHECK(fused_bodies == 1);  // the backward one: tanh's recomputation and its derivative
+  CHECK(ir::op_counts(step.graph()).executed < ir::op_counts(plain.lower(in).graph()).executed);
+  const std::vector<Tree> a = fused(in), b = plain(in);
+  CHECK(a[0].array().to_vector<double>() == b[0].array().to_vector<double>());
+  CHECK(a[1].array().item<double>() == b[1].array().item<double>());
 }

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -31,9 +32,16 @@ int cse(Graph& graph);
 // were inlined.
 int inline_calls(Graph& graph, const Primitive& prim, const std::string& body);
 
+// Replaces each sub-graph the equations hold in their params (a scan's body) by a copy that
+// `rewrite` changed, each distinct sub-graph rewritten once however often it appears (a
+// sub-graph's own sub-graphs are rewrite's to visit). Returns how many it rewrote. jit runs
+// its passes on a loop's body so.
+int rewrite_subgraphs(Graph& graph, const std::function<void(Graph&)>& rewrite);
+
 // Turns chains of elementwise equations over arrays of one shape and one float32/float64
-// dtype (arithmetic, max/min, exp/log, comparisons feeding select_n or a conversion to that
-// dtype; 0-d operands and literals broadcast) into fused_elementwise equations, XLA's loop
+// dtype (every primitive of kernels/elementwise.hpp's lists whose line lets it fuse, and
+// integer_pow; comparisons feed select_n or a conversion to that dtype; 0-d operands and
+// literals broadcast) into fused_elementwise equations, XLA's loop
 // fusion: one pass over memory, one CUDA launch, the intermediates never stored, the same
 // bits. Each fused equation stands where its first equation stood and may write into
 // operands it reads last; its param "fused_eqns" says how many equations it replaced. Returns
