@@ -16,7 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_check.hpp"
 #include "dist/transport.hpp"
 #include "flaxpp/core/backend.hpp"
@@ -42,7 +41,7 @@ class Nccl final : public Communicator {
  public:
   Nccl(int rank, int size, int local_rank, Communicator* bootstrap)
       : Communicator(rank, size), device_(Device::cuda(local_rank)) {
-    gpu_ = &static_cast<cuda::CudaBackend&>(backend(device_));
+    gpu_ = &backend(device_);
     ncclUniqueId id{};
     if (rank == 0) check(ncclGetUniqueId(&id), "ncclGetUniqueId");
     if (size > 1) {
@@ -72,7 +71,7 @@ class Nccl final : public Communicator {
   Array all_reduce_impl(const Array& x, ReduceOp op) override {
     Array out = device_array(x.shape(), x.dtype());
     check(ncclAllReduce(x.buffer().data(), out.buffer().data(), count(x), nccl_type(x.dtype()),
-                        op == ReduceOp::max ? ncclMax : ncclSum, comm_, gpu_->stream()),
+                        op == ReduceOp::max ? ncclMax : ncclSum, comm_, stream()),
           "ncclAllReduce");
     wait("all_reduce", x);
     return out;
@@ -81,7 +80,7 @@ class Nccl final : public Communicator {
   Array broadcast_impl(const Array& x, int root) override {
     Array out = device_array(x.shape(), x.dtype());
     check(ncclBroadcast(x.buffer().data(), out.buffer().data(), count(x), nccl_type(x.dtype()),
-                        root, comm_, gpu_->stream()),
+                        root, comm_, stream()),
           "ncclBroadcast");
     wait("broadcast", x);
     return out;
@@ -91,7 +90,7 @@ class Nccl final : public Communicator {
     dims.insert(dims.end(), x.shape().dims().begin(), x.shape().dims().end());
     Array out = device_array(Shape(dims), x.dtype());
     check(ncclAllGather(x.buffer().data(), out.buffer().data(), count(x), nccl_type(x.dtype()),
-                        comm_, gpu_->stream()),
+                        comm_, stream()),
           "ncclAllGather");
     wait("all_gather", x);
     return out;
@@ -118,7 +117,7 @@ class Nccl final : public Communicator {
     struct Event {
       cudaEvent_t event;
       ~Event() { (void)cudaEventDestroy(event); }
-    } done{recorded(gpu_->stream(), op)};
+    } done{recorded(stream(), op)};
     wait_event(done.event, op, x);
   }
 
@@ -185,7 +184,9 @@ class Nccl final : public Communicator {
         std::this_thread::sleep_for(kPause);
     }
   }
-  cuda::CudaBackend& gpu() const { return *gpu_; }
+  Backend& gpu() const { return *gpu_; }
+  // The GPU backend's stream, which every collective is ordered on.
+  cudaStream_t stream() const { return static_cast<cudaStream_t>(gpu_->stream_handle()); }
   cudaStream_t side() const { return side_; }
 
  private:
@@ -199,7 +200,7 @@ class Nccl final : public Communicator {
   }
 
   Device device_;
-  cuda::CudaBackend* gpu_ = nullptr;
+  Backend* gpu_ = nullptr;
   ncclComm_t comm_ = nullptr;
   cudaStream_t side_ = nullptr;  // started collectives' stream
 };
@@ -212,7 +213,7 @@ class NcclAllReduce final : public PendingCollective {
  public:
   NcclAllReduce(Nccl& nccl, Array x, Array out, ReduceOp op, ncclComm_t comm)
       : nccl_(nccl), x_(std::move(x)), out_(std::move(out)) {
-    cudaEvent_t ready = nccl_.recorded(nccl_.gpu().stream(), "all_reduce");
+    cudaEvent_t ready = nccl_.recorded(nccl_.stream(), "all_reduce");
     const cudaError_t ordered = cudaStreamWaitEvent(nccl_.side(), ready, 0);
     (void)cudaEventDestroy(ready);
     if (ordered != cudaSuccess)
@@ -242,7 +243,7 @@ class NcclAllReduce final : public PendingCollective {
     // them, or the pool would hand them out while NCCL still reads and writes them. After a
     // time-out the communicator is aborted, which ends its kernels.
     if (!joined_) {
-      if (const cudaError_t err = cudaStreamWaitEvent(nccl_.gpu().stream(), reduced_, 0);
+      if (const cudaError_t err = cudaStreamWaitEvent(nccl_.stream(), reduced_, 0);
           err != cudaSuccess) {
         (void)cudaGetLastError();
         // Without the join, the host waits for NCCL's stream (never inside a recording).
@@ -258,7 +259,7 @@ class NcclAllReduce final : public PendingCollective {
   }
   Array wait() override {
     if (!nccl_.gpu().capturing()) nccl_.wait_event(reduced_, "all_reduce", x_);
-    if (const cudaError_t err = cudaStreamWaitEvent(nccl_.gpu().stream(), reduced_, 0);
+    if (const cudaError_t err = cudaStreamWaitEvent(nccl_.stream(), reduced_, 0);
         err != cudaSuccess)
       throw DistributedError(::flaxpp::detail::str(
           "rank ", nccl_.rank(), ": all_reduce: cannot join NCCL's stream to the compute stream: ",

@@ -125,6 +125,10 @@ class Backend {
   // (ir::register_impl): a CUDA backend's cudaStream_t, nullptr on the CPU. Work queued there
   // is ordered with flaxpp's allocations, frees, copies and recordings.
   virtual void* stream_handle() const { return nullptr; }
+  // Whether work queued now is being recorded (capture(), on this thread or another) rather
+  // than run: a kernel of one's own, or a communicator, must then neither wait for the host
+  // nor synchronise. Never on the CPU.
+  virtual bool capturing() const { return false; }
 
   // Records the device work `work` queues into a DeviceGraph instead of running it (CUDA
   // stream capture). Buffers `work` allocates and keeps become the recording's: their values

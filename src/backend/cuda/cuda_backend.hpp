@@ -39,7 +39,7 @@ class CudaBackend final : public Backend {
   // The device's memory in bytes (larger requests are out of memory at once).
   std::size_t total_memory() const { return total_memory_; }
   // Whether work queued now is being recorded into a CUDA graph (capture()).
-  bool capturing() const { return capturing_.load(std::memory_order_acquire); }
+  bool capturing() const override { return capturing_.load(std::memory_order_acquire); }
   // How many recorded CUDA graphs exist: what they run must stay loaded (cuDNN's plans).
   int live_graphs() const { return live_graphs_.load(); }
   // Waits for both of the backend's streams (compute and offload copies).
