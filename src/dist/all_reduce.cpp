@@ -11,6 +11,7 @@
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/ir/passes.hpp"
+#include "flaxpp/ir/primitive_rules.hpp"
 
 namespace flaxpp::dist {
 namespace {
@@ -20,9 +21,7 @@ ReduceOp op_of(const ir::Params& params) {
 }
 
 ir::Params params_of(ReduceOp op) {
-  // "collective": an equation that exchanges data between processes, which the graph passes
-  // schedule as soon as its operands are final.
-  return {{"op", std::string(reduce_op_name(op))}, {"collective", true}};
+  return {{"op", std::string(reduce_op_name(op))}};
 }
 
 // The arrays of one dtype and device among an all_reduce's operands, packed into one flat
@@ -194,8 +193,10 @@ const ir::Primitive all_reduce_start_p("all_reduce_start", same_avals, nullptr, 
 const ir::Primitive all_reduce_done_p("all_reduce_done", same_avals, nullptr, done);
 
 namespace {
-// jit's overlap_collectives splits each all_reduce into these two.
-[[gnu::constructor]] void register_async_all_reduce() {
+// An all_reduce exchanges data between processes; jit's overlap_collectives splits each into
+// these two (collectives too).
+[[gnu::constructor]] void register_all_reduce_rules() {
+  ir::register_effects(all_reduce_p, {.collective = true});
   ir::register_async_collective(all_reduce_p, all_reduce_start_p, all_reduce_done_p);
 }
 }  // namespace

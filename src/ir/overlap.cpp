@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "flaxpp/ir/passes.hpp"
+#include "flaxpp/ir/primitive_rules.hpp"
 
 namespace flaxpp::ir {
 namespace {
@@ -58,6 +59,8 @@ void sink(std::vector<Eqn>& eqns, std::size_t i, std::size_t end, std::size_t nu
 void register_async_collective(const Primitive& sync, const Primitive& start,
                                const Primitive& done) {
   async_pairs()[&sync] = {&start, &done};
+  for (const Primitive* half : {&start, &done})
+    register_effects(*half, {.collective = true, .async_half = true});
 }
 
 int overlap_collectives(Graph& graph) {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ir/primitive_rules.hpp"
 
 namespace flaxpp::ir {
 
@@ -110,7 +111,6 @@ namespace {
 // Appends `body`'s equations to `eqns`, its variables renamed into `graph` (its inputs read
 // `args`); returns the atoms its results are.
 std::vector<Atom> inline_body(Graph& graph, const Graph& body, const std::vector<Atom>& args,
-                              const Primitive& prim, const std::string& param,
                               std::vector<Eqn>& eqns, int& inlined) {
   std::vector<Atom> env(body.num_vars());
   for (std::size_t i = 0; i < body.invars.size(); ++i)
@@ -128,11 +128,9 @@ std::vector<Atom> inline_body(Graph& graph, const Graph& body, const std::vector
     std::vector<Atom> inputs;
     for (const Atom& a : e.inputs)
       inputs.push_back(renamed(a));
-    if (e.prim == &prim) {
+    if (call_body(*e.prim) != nullptr) {
       ++inlined;
-      const std::vector<Atom> results =
-          inline_body(graph, *e.params.get<std::shared_ptr<const Graph>>(param), inputs, prim,
-                      param, eqns, inlined);
+      const std::vector<Atom> results = inline_body(graph, call_graph(e), inputs, eqns, inlined);
       for (std::size_t k = 0; k < e.outputs.size(); ++k)
         env[static_cast<std::size_t>(e.outputs[k])] = results[k];
       continue;
@@ -153,7 +151,7 @@ std::vector<Atom> inline_body(Graph& graph, const Graph& body, const std::vector
 
 }  // namespace
 
-int inline_calls(Graph& graph, const Primitive& prim, const std::string& body) {
+int inline_calls(Graph& graph) {
   int inlined = 0;
   std::vector<Eqn> eqns;
   // A call's results become other atoms: every later read goes through `rename`.
@@ -168,14 +166,12 @@ int inline_calls(Graph& graph, const Primitive& prim, const std::string& body) {
   for (Eqn& e : old) {
     for (Atom& a : e.inputs)
       a = renamed(a);
-    if (e.prim != &prim) {
+    if (call_body(*e.prim) == nullptr) {
       eqns.push_back(std::move(e));
       continue;
     }
     ++inlined;
-    const std::vector<Atom> results =
-        inline_body(graph, *e.params.get<std::shared_ptr<const Graph>>(body), e.inputs, prim,
-                    body, eqns, inlined);
+    const std::vector<Atom> results = inline_body(graph, call_graph(e), e.inputs, eqns, inlined);
     for (std::size_t k = 0; k < e.outputs.size(); ++k)
       rename[static_cast<std::size_t>(e.outputs[k])] = results[k];
   }

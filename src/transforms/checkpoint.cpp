@@ -4,6 +4,8 @@
 
 #include "flaxpp/ir/graph.hpp"
 #include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ir/primitive_rules.hpp"
+#include "transforms/checkpoint_ad.hpp"
 
 namespace flaxpp {
 namespace {
@@ -26,10 +28,22 @@ const ir::Primitive checkpoint_p(
         out.push_back(g.aval(a));
       return out;
     },
-    {},  // differentiated in autodiff.cpp, which sees the region's equations
+    {},  // differentiated by its reverse rule (checkpoint_ad.cpp), which sees the region's equations
     [](std::span<const Array> inputs, const ir::Params& params) {
       return eval_graph(body(params), inputs);
     });
+
+namespace {
+// A call (jit inlines the region once it is differentiated, the executor runs it inline),
+// differentiated by its own reverse rule (checkpoint_ad.cpp), and flattened into a region
+// that holds it.
+const bool checkpoint_rules_registered = [] {
+  ir::register_call(checkpoint_p, "jaxpr");
+  transforms::register_reverse_rule(
+      checkpoint_p, {.replay = transforms::replay_region, .flatten_in_regions = true});
+  return true;
+}();
+}  // namespace
 
 const ir::Primitive device_put_p(
     "device_put",

@@ -10,10 +10,21 @@
 #include "flaxpp/ir/passes.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "flaxpp/transforms/trace.hpp"
-#include "transforms/tape.hpp"
+#include "transforms/checkpoint_ad.hpp"
 
 namespace flaxpp::transforms {
 namespace {
+
+// A checkpointed region replayed inline: its (flattened) equations and its policy.
+struct Region final : TapeEntry {
+  PolicyPtr policy;
+  ir::Params params;
+  std::vector<Array> inputs, results;
+  std::vector<bool> input_has_tangent;  // which inputs derive from the differentiated primals
+  std::vector<TapeEqn> eqns;
+  const std::vector<Array>& outputs() const override { return results; }
+  void backward(Cotangents& cts) const override;
+};
 
 ir::Decision decide(const ir::Policy& policy, const TapeEqn& t) {
   std::vector<AVal> avals;
@@ -32,8 +43,22 @@ ir::Decision decide(const ir::Policy& policy, const TapeEqn& t) {
 
 }  // namespace
 
+std::unique_ptr<TapeEntry> replay_region(const ir::Eqn& e, std::vector<Array> ins,
+                                         TangentSet& tangents) {
+  auto region = std::make_unique<Region>();
+  region->policy = e.params.get<PolicyPtr>("policy");
+  region->params = e.params;
+  for (const Array& x : ins)
+    region->input_has_tangent.push_back(tangents.has(x));
+  region->results = replay_flat(body_of(e.params), ins, region->eqns, {}, &tangents);
+  region->inputs = std::move(ins);
+  return region;
+}
+
 // The region inputs and saved values it needs (the residuals, once partial evaluation splits
 // the joint graph) and the output cotangents go in.
+namespace {
+
 void backward_region(const Region& r, Cotangents& cts) {
   // An output that is one of the region's inputs, or repeats an earlier output, is the same
   // traced value: its cotangent already sits on that value, so it must not flow through the
@@ -42,7 +67,7 @@ void backward_region(const Region& r, Cotangents& cts) {
   std::unordered_set<const Tracer*> seen;
   for (const Array& x : r.inputs)
     if (x.is_traced()) seen.insert(x.tracer());
-  for (const Array& y : r.outputs)
+  for (const Array& y : r.results)
     out_cts.push_back(y.is_traced() && seen.insert(y.tracer()).second ? cts.get(y) : Array());
   if (std::none_of(out_cts.begin(), out_cts.end(), [](const Array& c) { return c.valid(); }))
     return;
@@ -155,6 +180,12 @@ void backward_region(const Region& r, Cotangents& cts) {
   std::size_t next = 0;
   for (std::size_t i = 0; i < r.inputs.size(); ++i)
     if (nonzero[i]) cts.add(r.inputs[i], in_cts[next++]);
+}
+
+}  // namespace
+
+void Region::backward(Cotangents& cts) const {
+  backward_region(*this, cts);
 }
 
 }  // namespace flaxpp::transforms

@@ -4,6 +4,8 @@
 #include <map>
 #include <mutex>
 
+#include "flaxpp/ir/primitive_rules.hpp"
+
 namespace flaxpp {
 namespace {
 std::mutex& registry_mutex() {
@@ -62,6 +64,11 @@ const ir::Primitive custom_vjp_call_p(
     [](std::span<const Array> inputs, const ir::Params& params) {
       return eval_graph(body(params), inputs);
     });
+
+namespace {
+// A call of the primal function: jit inlines it once the step is differentiated.
+const bool custom_vjp_call_is_call = (ir::register_call(custom_vjp_call_p, "call"), true);
+}  // namespace
 
 std::vector<Array> custom_vjp_call(const CustomVjpRule& rule, const ArrayFn& forward,
                                    std::span<const Array> inputs, const ir::Params& static_params) {

@@ -15,8 +15,6 @@
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/core/precision.hpp"
 #include "flaxpp/ir/passes.hpp"
-#include "flaxpp/transforms/checkpoint.hpp"
-#include "flaxpp/transforms/custom_vjp.hpp"
 #include "flaxpp/transforms/trace.hpp"
 #include "transforms/step_recording.hpp"
 
@@ -308,12 +306,11 @@ struct Jitted::State {
     const std::function<void(ir::Graph&)> simplify_and_fuse = [&](ir::Graph& graph) {
       const auto checked = [&](auto&& run) { pass_on(graph, run); };
       checked([&] { ir::cse(graph); });
-      // Checkpoint regions (a remat'd model's backward pass) join the step's equations once
-      // cse can no longer merge their recomputation away, so that their gradients are
+      // Calls join the step's equations once cse can no longer merge a checkpoint region's
+      // recomputation (a remat'd model's backward pass) away, so that their gradients are
       // scheduled with the updates that read them; custom_vjp calls (relu) are differentiated
       // already.
-      checked([&] { ir::inline_calls(graph, checkpoint_p, "jaxpr"); });
-      checked([&] { ir::inline_calls(graph, custom_vjp_call_p, "call"); });
+      checked([&] { ir::inline_calls(graph); });
       checked([&] { ir::dce(graph); });
       if (options.fuse_dot_bias) checked([&] { ir::fuse_dot_bias(graph); });
       if (options.fuse_elementwise) {

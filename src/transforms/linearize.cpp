@@ -9,14 +9,14 @@ namespace {
 
 using transforms::Cotangents;
 using transforms::TangentSet;
-using transforms::TapeItem;
+using transforms::Tape;
 
 // The joint function of a traced graph: (primals, output cotangents) -> (outputs, the non-zero
 // input cotangents). `nonzero` records which inputs got a cotangent.
 std::vector<Array> joint(const ir::Graph& g, std::span<const Array> in,
                          const std::vector<bool>& differentiable, std::vector<bool>& nonzero) {
   const std::size_t n = g.invars.size();
-  std::vector<TapeItem> tape;
+  Tape tape;
   TangentSet tangents;
   for (std::size_t i = 0; i < n; ++i)
     if (differentiable[i]) tangents.add(in[i]);
@@ -24,15 +24,8 @@ std::vector<Array> joint(const ir::Graph& g, std::span<const Array> in,
   Cotangents cts;
   for (std::size_t j = 0; j < results.size(); ++j)
     cts.add(results[j], in[n + j]);
-  for (std::size_t i = tape.size(); i-- > 0;) {
-    if (tape[i].region) {
-      backward_region(*tape[i].region, cts);
-    } else if (tape[i].scan) {
-      backward_scan(tape[i].eqn, *tape[i].scan, cts);
-    } else {
-      backward_eqn(tape[i].eqn, cts);
-    }
-  }
+  for (std::size_t i = tape.size(); i-- > 0;)
+    tape[i]->backward(cts);
   nonzero.assign(n, false);
   for (std::size_t i = 0; i < n; ++i) {
     const Array ct = differentiable[i] ? cts.get(in[i]) : Array();

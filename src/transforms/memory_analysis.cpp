@@ -4,8 +4,7 @@
 #include <algorithm>
 
 #include "flaxpp/ir/lax.hpp"
-#include "flaxpp/transforms/checkpoint.hpp"
-#include "flaxpp/transforms/scan.hpp"
+#include "flaxpp/ir/primitive_rules.hpp"
 
 namespace flaxpp {
 namespace {
@@ -72,16 +71,18 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
     };
     std::vector<bool> taken_operand(e.inputs.size(), false);
     std::int64_t made = 0;  // new buffers of the results
-    if (e.prim == &checkpoint_p || e.prim == &scan_p) {
+    const std::string* call = ir::call_body(*e.prim);
+    const std::string* loop = ir::loop_body(*e.prim);
+    if (call != nullptr || loop != nullptr) {
       // The body runs on the equation's operands (held by it, so none is freed inside) and
       // its results become the equation's.
-      const auto& body = *e.params.get<std::shared_ptr<const ir::Graph>>("jaxpr");
+      const auto& body = *e.params.get<std::shared_ptr<const ir::Graph>>(call ? *call : *loop);
       const MemoryAnalysis inner =
           analyze_memory(body, std::vector<bool>(body.invars.size(), false));
       for (const ir::VarId v : e.outputs)
         made += bytes(v);
       std::int64_t extra = inner.peak_bytes - inner.argument_bytes;
-      if (e.prim == &scan_p) {
+      if (loop != nullptr) {
         // The stacked results exist from the first iteration on, beside one iteration's body.
         m.exact = false;
         extra += made;
@@ -93,8 +94,8 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
     } else {
       // A collective's own buffers are not modelled: a gradient bucket's packing (an
       // all_reduce of several arrays), the operands a started all_reduce holds.
-      if (ir::is_collective(e) && (e.inputs.size() > 1 || e.prim->name() != "all_reduce"))
-        m.exact = false;
+      const ir::Effects& effects = ir::effects_of(*e.prim);
+      if (effects.collective && (e.inputs.size() > 1 || effects.async_half)) m.exact = false;
       std::vector<int> from_operand(e.outputs.size(), -1);  // result -> operand whose buffer
       if (e.prim == &lax::fused_elementwise_p && e.params.has("donate") &&
           e.params.get<bool>("donate")) {

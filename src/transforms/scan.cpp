@@ -5,7 +5,8 @@
 
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/transforms/trace.hpp"
-#include "transforms/tape.hpp"
+#include "flaxpp/ir/primitive_rules.hpp"
+#include "transforms/scan_ad.hpp"
 
 namespace flaxpp {
 namespace {
@@ -106,6 +107,15 @@ std::vector<Array> run_scan(std::span<const Array> in, const ir::Params& params)
 }  // namespace
 
 const ir::Primitive scan_p("scan", scan_avals, transforms::scan_vjp, run_scan);
+
+namespace {
+// A loop over its body, differentiated by its own reverse rule (scan_ad.cpp).
+const bool scan_rules_registered = [] {
+  ir::register_loop(scan_p, "jaxpr");
+  transforms::register_reverse_rule(scan_p, {.replay = transforms::replay_scan});
+  return true;
+}();
+}  // namespace
 
 ScanResult scan(const ScanBody& f, std::span<const Array> init, std::span<const Array> xs,
                 std::optional<std::int64_t> length, bool reverse) {

@@ -7,13 +7,14 @@
 // from that operand. The backward scan runs in the opposite direction: its carry is the
 // carry's cotangent plus an accumulator per const, its rows the stacked residuals, the xs the
 // residuals come from and the cotangents of ys; its ys are the cotangents of xs.
+#include <algorithm>
 #include <unordered_map>
 
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ir/passes.hpp"
 #include "flaxpp/transforms/scan.hpp"
 #include "transforms/linearize.hpp"
-#include "transforms/tape.hpp"
+#include "transforms/scan_ad.hpp"
 
 namespace flaxpp::transforms {
 
@@ -34,6 +35,13 @@ struct ScanLinear {
   ir::Graph hoist;                           // consts -> the invariant residuals computed from them
   std::shared_ptr<const ir::Graph> forward;  // (consts, carry, x) -> (carry, y, stacked rows)
   std::vector<std::size_t> xs_read;          // the xs operands residuals are rows of
+};
+
+// A scan replayed for reverse mode: the body's linearisation, and the residuals its forward
+// scan kept for the backward scan: loop-invariant ones once, the others stacked.
+struct ScanTape {
+  std::shared_ptr<const ScanLinear> lin;
+  std::vector<Array> invariant, stacked;
 };
 
 namespace {
@@ -115,6 +123,12 @@ std::shared_ptr<const ScanLinear> linearize_scan(const ir::Params& params,
 
 }  // namespace
 
+namespace {
+
+// Binds, in the current trace, the scan of `params` on `ins` that also stacks the residuals,
+// recording them in `tape`; returns the scan's outputs. The body is linearised with respect to
+// the consts and xs in `tangents` and every floating carry; with no `tangents`, with respect
+// to every floating input.
 std::vector<Array> forward_scan(const ir::Params& params, std::span<const Array> ins,
                                 const TangentSet* tangents, ScanTape& tape) {
   const auto num_consts = static_cast<std::size_t>(params.get<std::int64_t>("num_consts"));
@@ -140,8 +154,6 @@ std::vector<Array> forward_scan(const ir::Params& params, std::span<const Array>
   outs.resize(num_out);
   return outs;
 }
-
-namespace {
 
 // The cotangents of a scan's operands (invalid where none) from those of its outputs.
 std::vector<Array> input_cotangents(std::span<const Array> ins, std::span<const Array> out_cts,
@@ -225,12 +237,30 @@ std::vector<Array> input_cotangents(std::span<const Array> ins, std::span<const 
   return in_cts;
 }
 
+// A scan on the tape: the backward scan, from the cotangents of its outputs those of its
+// operands.
+struct ScanEntry final : TapeEntry {
+  TapeEqn eqn;
+  ScanTape tape;
+  const std::vector<Array>& outputs() const override { return eqn.outs; }
+  void backward(Cotangents& cts) const override {
+    backward_by(eqn, cts, [&](std::span<const Array> out_cts) {
+      return input_cotangents(eqn.ins, out_cts, tape);
+    });
+  }
+};
+
 }  // namespace
 
-void backward_scan(const TapeEqn& t, const ScanTape& tape, Cotangents& cts) {
-  backward_by(t, cts, [&](std::span<const Array> out_cts) {
-    return input_cotangents(t.ins, out_cts, tape);
-  });
+std::unique_ptr<TapeEntry> replay_scan(const ir::Eqn& e, std::vector<Array> ins,
+                                       TangentSet& tangents) {
+  if (std::none_of(ins.begin(), ins.end(), [&](const Array& x) { return tangents.has(x); }))
+    return replay_eqn(e, std::move(ins), tangents);
+  auto entry = std::make_unique<ScanEntry>();
+  std::vector<Array> outs = forward_scan(e.params, ins, &tangents, entry->tape);
+  tangents.propagate(e, ins, outs);
+  entry->eqn = TapeEqn{&e, std::move(ins), std::move(outs)};
+  return entry;
 }
 
 std::vector<Array> scan_vjp(const ir::VjpArgs& a) {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "flaxpp/core/error.hpp"
+#include "flaxpp/ir/primitive_rules.hpp"
 #include "flaxpp/transforms/trace.hpp"
 
 namespace flaxpp::transforms {

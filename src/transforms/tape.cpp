@@ -1,11 +1,12 @@
-// The tape: replaying a traced graph into the current trace, and one equation's VJP.
+// The tape: replaying a traced graph into the current trace (by the reverse rules where
+// primitives registered one), and one equation's VJP.
 #include "transforms/tape.hpp"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "flaxpp/ir/lax.hpp"
-#include "flaxpp/transforms/checkpoint.hpp"
-#include "flaxpp/transforms/scan.hpp"
+#include "flaxpp/ir/primitive_rules.hpp"
 
 namespace flaxpp::transforms {
 
@@ -37,11 +38,30 @@ std::vector<Array> replay_graph(const ir::Graph& g, std::span<const Array> input
   return results;
 }
 
+namespace {
+
+std::unordered_map<const ir::Primitive*, ReverseRule>& reverse_rules() {
+  static std::unordered_map<const ir::Primitive*, ReverseRule> rules;
+  return rules;
+}
+
+}  // namespace
+
+void register_reverse_rule(const ir::Primitive& prim, ReverseRule rule) {
+  reverse_rules()[&prim] = std::move(rule);
+}
+
+const ReverseRule* reverse_rule_of(const ir::Primitive& prim) {
+  const auto it = reverse_rules().find(&prim);
+  return it == reverse_rules().end() ? nullptr : &it->second;
+}
+
 std::vector<Array> replay_flat(const ir::Graph& g, std::span<const Array> inputs,
                                std::vector<TapeEqn>& eqns, const SavedFn& saved,
                                TangentSet* tangents) {
   EqnVisitor visit = [&](const ir::Eqn& e, std::vector<Array> ins) -> std::vector<Array> {
-    if (e.prim == &checkpoint_p) return replay_graph(body_of(e.params), ins, visit);
+    if (const ReverseRule* rule = reverse_rule_of(*e.prim); rule && rule->flatten_in_regions)
+      return replay_graph(ir::call_graph(e), ins, visit);
     TapeEqn t{&e, std::move(ins), {}};
     std::optional<std::vector<Array>> s = saved ? saved(eqns.size(), t) : std::nullopt;
     t.outs = s ? std::move(*s) : ir::bind(*e.prim, t.ins, e.params);
@@ -53,37 +73,21 @@ std::vector<Array> replay_flat(const ir::Graph& g, std::span<const Array> inputs
   return replay_graph(g, inputs, visit);
 }
 
-std::vector<Array> replay(const ir::Graph& g, std::span<const Array> inputs,
-                          std::vector<TapeItem>& tape, TangentSet& tangents) {
-  return replay_graph(
-      g, inputs, [&](const ir::Eqn& e, std::vector<Array> ins) -> std::vector<Array> {
-        TapeItem item;
-        if (e.prim == &checkpoint_p) {
-          auto region = std::make_unique<Region>();
-          region->policy = e.params.get<PolicyPtr>("policy");
-          region->params = e.params;
-          for (const Array& x : ins)
-            region->input_has_tangent.push_back(tangents.has(x));
-          region->outputs = replay_flat(body_of(e.params), ins, region->eqns, {}, &tangents);
-          region->inputs = std::move(ins);
-          item.region = std::move(region);
-          tape.push_back(std::move(item));
-          return tape.back().region->outputs;
-        }
-        std::vector<Array> outs;
-        const bool any_tangent =
-            std::any_of(ins.begin(), ins.end(), [&](const Array& x) { return tangents.has(x); });
-        if (e.prim == &scan_p && any_tangent) {
-          item.scan = std::make_unique<ScanTape>();
-          outs = forward_scan(e.params, ins, &tangents, *item.scan);
-        } else {
-          outs = ir::bind(*e.prim, ins, e.params);
-        }
-        tangents.propagate(e, ins, outs);
-        item.eqn = TapeEqn{&e, std::move(ins), outs};
-        tape.push_back(std::move(item));
-        return outs;
-      });
+std::unique_ptr<TapeEntry> replay_eqn(const ir::Eqn& e, std::vector<Array> ins,
+                                      TangentSet& tangents) {
+  std::vector<Array> outs = ir::bind(*e.prim, ins, e.params);
+  tangents.propagate(e, ins, outs);
+  return std::make_unique<EqnEntry>(TapeEqn{&e, std::move(ins), std::move(outs)});
+}
+
+std::vector<Array> replay(const ir::Graph& g, std::span<const Array> inputs, Tape& tape,
+                          TangentSet& tangents) {
+  return replay_graph(g, inputs, [&](const ir::Eqn& e, std::vector<Array> ins) {
+    const ReverseRule* rule = reverse_rule_of(*e.prim);
+    tape.push_back(rule ? rule->replay(e, std::move(ins), tangents)
+                        : replay_eqn(e, std::move(ins), tangents));
+    return tape.back()->outputs();
+  });
 }
 
 void backward_by(const TapeEqn& t, Cotangents& cts, const CotangentRule& rule) {
@@ -103,6 +107,10 @@ void backward_eqn(const TapeEqn& t, Cotangents& cts) {
   backward_by(t, cts, [&](std::span<const Array> out_cts) {
     return t.eqn->prim->vjp({t.ins, t.outs, t.eqn->params, out_cts});
   });
+}
+
+void EqnEntry::backward(Cotangents& cts) const {
+  backward_eqn(eqn, cts);
 }
 
 }  // namespace flaxpp::transforms

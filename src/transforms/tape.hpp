@@ -1,7 +1,8 @@
 // The tape of reverse mode (private to the transforms layer): a traced graph replayed into the
-// current (joint) trace equation by equation, checkpoint regions kept whole, the values that
-// carry a tangent, the cotangents accumulated per value, and one equation's VJP. autodiff.cpp
-// drives it; checkpoint_ad.cpp differentiates the regions.
+// current (joint) trace equation by equation, the values that carry a tangent, the cotangents
+// accumulated per value, and one equation's VJP. A higher-order primitive registers its
+// reverse rule here (a checkpoint's region kept whole, a scan's residual-stacking loop), so
+// that the tape and linearize name no primitive. linearize.cpp drives it.
 #pragma once
 
 #include <functional>
@@ -24,30 +25,43 @@ struct TapeEqn {
   std::vector<Array> ins, outs;
 };
 
-// A checkpointed region replayed inline: its (flattened) equations and its policy.
-struct Region {
-  PolicyPtr policy;
-  ir::Params params;
-  std::vector<Array> inputs, outputs;
-  std::vector<bool> input_has_tangent;  // which inputs derive from the differentiated primals
-  std::vector<TapeEqn> eqns;
+class Cotangents;
+
+// An item of the tape: what replaying one top-level equation left for the backward pass.
+struct TapeEntry {
+  virtual ~TapeEntry() = default;
+  // The equation's results, as the rest of the replay reads them.
+  virtual const std::vector<Array>& outputs() const = 0;
+  // Adds the cotangents of the equation's operands from those of its results.
+  virtual void backward(Cotangents& cts) const = 0;
 };
 
-// A scan replayed for reverse mode (scan_ad.cpp): the body's linearisation, and the residuals
-// its forward scan kept for the backward scan: loop-invariant ones once, the others stacked.
-struct ScanLinear;
-struct ScanTape {
-  std::shared_ptr<const ScanLinear> lin;
-  std::vector<Array> invariant, stacked;
-};
-
-// A top-level item of the tape: a plain equation, a region, or a scan (whose `eqn` holds its
-// operands and outputs).
-struct TapeItem {
+// A plain equation: bound again, differentiated by its primitive's VJP rule.
+struct EqnEntry final : TapeEntry {
   TapeEqn eqn;
-  std::unique_ptr<Region> region;
-  std::unique_ptr<ScanTape> scan;
+  explicit EqnEntry(TapeEqn t) : eqn(std::move(t)) {}
+  const std::vector<Array>& outputs() const override { return eqn.outs; }
+  void backward(Cotangents& cts) const override;
 };
+
+class TangentSet;
+
+// How reverse mode replays an equation of a higher-order primitive (JAX's partial-eval rule
+// of remat_p and scan_p), registered by the primitive's own file.
+struct ReverseRule {
+  // Replays `e` on `ins` in the current trace, marking in `tangents` the results that carry a
+  // tangent; the entry's backward differentiates it.
+  std::function<std::unique_ptr<TapeEntry>(const ir::Eqn& e, std::vector<Array> ins,
+                                           TangentSet& tangents)>
+      replay;
+  // Whether an equation of it inside a checkpoint region is replayed as its body's equations
+  // (a region inside a region joins it: the outermost policy decides); only for a call
+  // (ir::register_call), whose body that is.
+  bool flatten_in_regions = false;
+};
+void register_reverse_rule(const ir::Primitive& prim, ReverseRule rule);
+// nullptr for a primitive without one (differentiated by its VJP rule).
+const ReverseRule* reverse_rule_of(const ir::Primitive& prim);
 
 // A checkpoint equation's body.
 const ir::Graph& body_of(const ir::Params& params);
@@ -78,17 +92,22 @@ using EqnVisitor = std::function<std::vector<Array>(const ir::Eqn&, std::vector<
 std::vector<Array> replay_graph(const ir::Graph& g, std::span<const Array> inputs,
                                 const EqnVisitor& visit);
 
-// Replays `g` flattening checkpoint equations into their bodies; every other equation is
-// recorded in `eqns` in order. `saved` (if given) supplies the outputs of equation number i
+// Replays `g` flattening the equations whose reverse rule says so (checkpoint regions) into
+// their bodies; every other equation is recorded in `eqns` in order. `saved` (if given) supplies the outputs of equation number i
 // instead of recomputing it; `tangents` (if given) is propagated.
 using SavedFn = std::function<std::optional<std::vector<Array>>(std::size_t index, const TapeEqn&)>;
 std::vector<Array> replay_flat(const ir::Graph& g, std::span<const Array> inputs,
                                std::vector<TapeEqn>& eqns, const SavedFn& saved,
                                TangentSet* tangents);
 
-// Replays `g` at the top level: checkpoint equations become regions.
-std::vector<Array> replay(const ir::Graph& g, std::span<const Array> inputs,
-                          std::vector<TapeItem>& tape, TangentSet& tangents);
+// Replays `g` at the top level, one tape entry per equation: by its primitive's reverse rule
+// where it has one (a checkpoint equation becomes a region), else replay_eqn.
+using Tape = std::vector<std::unique_ptr<TapeEntry>>;
+std::vector<Array> replay(const ir::Graph& g, std::span<const Array> inputs, Tape& tape,
+                          TangentSet& tangents);
+// One equation bound again in the current trace, its results' tangents propagated.
+std::unique_ptr<TapeEntry> replay_eqn(const ir::Eqn& e, std::vector<Array> ins,
+                                      TangentSet& tangents);
 
 // Cotangents accumulated per traced value.
 class Cotangents {
@@ -114,23 +133,5 @@ using CotangentRule = std::function<std::vector<Array>(std::span<const Array> ou
 void backward_by(const TapeEqn& t, Cotangents& cts, const CotangentRule& rule);
 // The same by its primitive's VJP rule.
 void backward_eqn(const TapeEqn& t, Cotangents& cts);
-
-// The backward of a checkpoint region (checkpoint_ad.cpp): one checkpoint equation
-// (differentiated) in the current trace, its policy deciding what it reads saved, offloaded
-// or recomputed.
-void backward_region(const Region& r, Cotangents& cts);
-
-// scan_p's differentiation (scan_ad.cpp). forward_scan binds, in the current trace, the scan
-// of `params` on `ins` that also stacks the residuals, recording them in `tape`; it returns the
-// scan's outputs. The body is linearised with respect to the consts and xs in `tangents` and
-// every floating carry (which may pick a tangent up in the loop); with no `tangents`, with
-// respect to every floating input.
-std::vector<Array> forward_scan(const ir::Params& params, std::span<const Array> ins,
-                                const TangentSet* tangents, ScanTape& tape);
-// The backward scan: from the cotangents of the scan's outputs, those of its operands.
-void backward_scan(const TapeEqn& t, const ScanTape& tape, Cotangents& cts);
-// scan_p's VJP rule, for a scan inside a checkpoint region (recomputed there): forward_scan
-// and the backward scan in one.
-std::vector<Array> scan_vjp(const ir::VjpArgs& args);
 
 }  // namespace flaxpp::transforms

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "flaxpp/ir/graph.hpp"
-#include "flaxpp/transforms/checkpoint.hpp"
+#include "flaxpp/ir/primitive_rules.hpp"
 #include "transforms/graph_trace.hpp"
 
 namespace flaxpp {
@@ -100,9 +100,9 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
   std::vector<Array> inputs;
   for (std::ptrdiff_t i = 0; i < n; ++i) {
     const ir::Eqn& e = graph.eqns[static_cast<std::size_t>(i)];
-    if (sink != nullptr && e.prim == &checkpoint_p && ir::current_trace() == nullptr) {
-      // A checkpoint region (a remat'd model's whole backward pass) runs inline, so that its
-      // results leave one by one too: each is final when the region's graph says so.
+    if (sink != nullptr && ir::call_body(*e.prim) != nullptr && ir::current_trace() == nullptr) {
+      // A call (a checkpoint region: a remat'd model's whole backward pass) runs inline, so
+      // that its results leave one by one too: each is final when the body's graph says so.
       std::vector<Array> args_in;
       for (const ir::Atom& a : e.inputs)
         args_in.push_back(a.is_literal() ? a.literal : env[static_cast<std::size_t>(a.var)]);
@@ -120,8 +120,7 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
               static_cast<std::size_t>(graph.outvars[out].var) == v)
             deliver_one(out);
       };
-      run_graph(*e.params.get<std::shared_ptr<const ir::Graph>>("jaxpr"), std::move(args_in),
-                &region_sink);
+      run_graph(ir::call_graph(e), std::move(args_in), &region_sink);
     } else {
       inputs.clear();
       for (std::size_t j = 0; j < e.inputs.size(); ++j) {

@@ -35,12 +35,6 @@ struct Eqn {
   Params params;
 };
 
-// Whether `e` exchanges data between processes (an all_reduce, a started one or its done): its
-// primitive's binder sets the param "collective" (dist/all_reduce.cpp), which ir cannot name.
-inline bool is_collective(const Eqn& e) {
-  return e.params.has("collective");
-}
-
 class Graph {
  public:
   // Adds a variable of the given aval and returns its id.

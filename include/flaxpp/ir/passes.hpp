@@ -25,12 +25,12 @@ void dce(Graph& graph);
 // merged (their uses read the first one's outputs; dce then drops them).
 int cse(Graph& graph);
 
-// Replaces each equation of `prim` (a call holding its body in param `body`: a checkpoint
-// region's "jaxpr", a custom_vjp call's "call") by the body's equations, recursively, so that
-// later passes schedule and fuse them with the rest; run it after differentiation, and after
-// cse, which must not merge a checkpoint region with the code around it. Returns how many
-// were inlined.
-int inline_calls(Graph& graph, const Primitive& prim, const std::string& body);
+// Replaces each equation of a call (ir/primitive_rules.hpp: a checkpoint region's body, a
+// custom_vjp call's primal function) by the body's equations, recursively, so that later
+// passes schedule and fuse them with the rest; run it after differentiation, and after cse,
+// which must not merge a checkpoint region with the code around it. Returns how many were
+// inlined.
+int inline_calls(Graph& graph);
 
 // Replaces each sub-graph the equations hold in their params (a scan's body) by a copy that
 // `rewrite` changed, each distinct sub-graph rewritten once however often it appears (a
@@ -78,7 +78,7 @@ int split_fused_groups(Graph& graph);
 // last still: right after their definitions and every other reader of them. Memory then only
 // falls in the span it moved over. Equations with only 0-d results move up too (a few bytes
 // held longer), so that what depends on them can: optax's count and bias corrections, ahead
-// of the update; so do collectives (param "collective") that free as much as they make, a
+// of the update; so do collectives (ir::Effects::collective) that free as much as they make, a
 // gradient bucket's all_reduce. A leaf's update moves up to its gradient, which then never coexists with
 // the other leaves' gradients. `donated[i]` says
 // whether input i is the graph's to free (jit's donated arguments); constants never are.
@@ -87,8 +87,8 @@ int schedule_early_frees(Graph& graph, const std::vector<bool>& donated);
 
 // A collective that can run in the background: `sync` becomes `start` (sync's operands and
 // params; its results are being written) and `done` (start's results in, sync's results
-// out, once the exchange completed). Registered by the layer defining them (dist's
-// all_reduce).
+// out, once the exchange completed); both halves get the effects {collective, async_half}.
+// Registered by the layer defining them (dist's all_reduce).
 void register_async_collective(const Primitive& sync, const Primitive& start,
                                const Primitive& done);
 
