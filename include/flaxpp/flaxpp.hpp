@@ -44,7 +44,6 @@
 #include "flaxpp/random/distributions.hpp"
 #include "flaxpp/random/initializers.hpp"
 #include "flaxpp/random/key.hpp"
-#include "flaxpp/train/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"

@@ -21,7 +21,7 @@
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/losses.hpp"
-#include "flaxpp/train/mlp_apply.hpp"
+#include "tools/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"

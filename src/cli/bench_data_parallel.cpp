@@ -19,7 +19,7 @@
 #include "flaxpp/io/json.hpp"
 #include "flaxpp/optim/transform.hpp"
 #include "flaxpp/random/key.hpp"
-#include "flaxpp/train/mlp_apply.hpp"
+#include "tools/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 
 namespace flaxpp::cli {

@@ -4,7 +4,7 @@
 #include "flaxpp/nn/language_model.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/ops/activations.hpp"
-#include "flaxpp/train/mlp_apply.hpp"
+#include "tools/mlp_apply.hpp"
 
 namespace flaxpp::cli {
 namespace {

@@ -24,7 +24,7 @@
 #include "flaxpp/optim/schedule.hpp"
 #include "flaxpp/optim/transform.hpp"
 #include "flaxpp/random/key.hpp"
-#include "flaxpp/train/mlp_apply.hpp"
+#include "src/tools/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"

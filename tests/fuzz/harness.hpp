@@ -18,7 +18,7 @@
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/transform.hpp"
-#include "flaxpp/train/mlp_apply.hpp"
+#include "src/tools/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 
 // The environment every target runs in.

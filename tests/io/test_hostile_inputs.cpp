@@ -17,7 +17,7 @@
 #include "flaxpp/io/safetensors.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/optim/transform.hpp"
-#include "flaxpp/train/mlp_apply.hpp"
+#include "src/tools/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "src/io/msgpack.hpp"
 

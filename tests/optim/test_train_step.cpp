@@ -13,7 +13,7 @@
 #include "flaxpp/optim/losses.hpp"
 #include "flaxpp/optim/transform.hpp"
 #include "flaxpp/random/key.hpp"
-#include "flaxpp/train/mlp_apply.hpp"
+#include "src/tools/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "harness/finite_diff.hpp"

@@ -6,7 +6,7 @@
 #include "flaxpp/io/refs.hpp"
 #include "flaxpp/nn/language_model.hpp"
 #include "flaxpp/nn/mlp.hpp"
-#include "flaxpp/train/mlp_apply.hpp"
+#include "tools/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "io/refs/case_budget.hpp"
 #include "io/refs/problems_shared.hpp"

@@ -1,5 +1,5 @@
 // The apply of an MLP classifier, plain or remat'd.
-#include "flaxpp/train/mlp_apply.hpp"
+#include "tools/mlp_apply.hpp"
 
 #include "flaxpp/nn/remat.hpp"
 

@@ -1,5 +1,6 @@
-// flaxpp/train/mlp_apply.hpp — the apply of an MLP classifier as a ClassifierStep takes it:
-// the model of `flaxpp train`, `flaxpp bench` and the train_mlp reference problem.
+// tools/mlp_apply.hpp (private to the tools library) — the apply of an MLP classifier as a
+// ClassifierStep takes it: the model of `flaxpp train`, `flaxpp bench` and the train_mlp
+// reference problem.
 #pragma once
 
 #include <optional>
