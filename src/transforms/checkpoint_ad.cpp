@@ -11,6 +11,7 @@
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "flaxpp/transforms/trace.hpp"
 #include "transforms/checkpoint_ad.hpp"
+#include "transforms/verify_passes.hpp"
 
 namespace flaxpp::transforms {
 namespace {
@@ -141,6 +142,7 @@ void backward_region(const Region& r, Cotangents& cts) {
       },
       avals);
   ir::dce(bwd);
+  verify_if_asked(bwd);
 
   // Keep only the operands the backward body reads.
   std::vector<bool> used(bwd.num_vars(), false);

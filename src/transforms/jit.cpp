@@ -17,23 +17,10 @@
 #include "flaxpp/ir/passes.hpp"
 #include "flaxpp/transforms/trace.hpp"
 #include "transforms/step_recording.hpp"
+#include "transforms/verify_passes.hpp"
 
 namespace flaxpp {
 namespace {
-
-// Graph::verify() after each pass where asked for (the test suites set FLAXPP_VERIFY_PASSES=1),
-// and always in builds with assertions.
-bool verify_passes() {
-#ifndef NDEBUG
-  return true;
-#else
-  static const bool on = [] {
-    const char* env = std::getenv("FLAXPP_VERIFY_PASSES");
-    return env != nullptr && *env != '\0' && std::string(env) != "0";
-  }();
-  return on;
-#endif
-}
 
 bool graphs_enabled_by_environment() {
   const char* v = std::getenv("FLAXPP_CUDA_GRAPHS");
@@ -295,7 +282,7 @@ struct Jitted::State {
       return out;
     };
     ir::Graph g = make_graph(flat, avals);
-    const bool verify = verify_passes();
+    const bool verify = transforms::verify_passes();
     const auto pass_on = [&](const ir::Graph& graph, auto&& run) {
       run();
       if (verify) graph.verify();

@@ -3,6 +3,7 @@
 
 #include "flaxpp/ir/passes.hpp"
 #include "transforms/tape.hpp"
+#include "transforms/verify_passes.hpp"
 
 namespace flaxpp {
 namespace {
@@ -57,12 +58,15 @@ Linearized linearize(const ArrayFn& f, std::span<const AVal> primal_avals,
       [&](std::span<const Array> in) { return joint(g, in, differentiable, lin.nonzero); },
       joint_avals);
   ir::dce(j);
+  transforms::verify_if_asked(j);
   std::vector<bool> unknown(joint_avals.size(), false);
   std::fill(unknown.begin() + static_cast<std::ptrdiff_t>(primal_avals.size()), unknown.end(),
             true);
   lin.pe = transforms::partial_eval(j, unknown);
   ir::dce(lin.pe.known);
   ir::dce(lin.pe.unknown);
+  transforms::verify_if_asked(lin.pe.known);
+  transforms::verify_if_asked(lin.pe.unknown);
   for (std::size_t k = 0; k < lin.num_outputs; ++k)
     FLAXPP_ASSERT(lin.pe.output_known[k], "a primal output depends on a cotangent");
   std::size_t slot = lin.num_outputs;
