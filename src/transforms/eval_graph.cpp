@@ -1,0 +1,157 @@
+// eval_graph: running a graph, releasing each value after its last use, and handing outputs
+// out as soon as they are final.
+#include "flaxpp/transforms/eval_graph.hpp"
+
+#include <algorithm>
+
+#include "flaxpp/ir/primitive.hpp"
+#include "flaxpp/ir/primitive_rules.hpp"
+
+namespace flaxpp {
+
+std::vector<Array> eval_graph(const ir::Graph& graph, std::span<const Array> args) {
+  return eval_graph(graph, std::vector<Array>(args.begin(), args.end()));
+}
+
+namespace {
+
+// eval_graph's body; with a sink, outputs leave as soon as they are final.
+std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
+                             const OutputSink* sink) {
+  if (args.size() != graph.invars.size())
+    throw ValueError(detail::str("eval_graph: the graph takes ", graph.invars.size(),
+                                 " inputs, got ", args.size()));
+  const auto n = static_cast<std::ptrdiff_t>(graph.eqns.size());
+  // last_use[v]: index of the last equation reading v; n for graph outputs kept to the end.
+  std::vector<std::ptrdiff_t> last_use(graph.num_vars(), -1);
+  for (std::ptrdiff_t i = 0; i < n; ++i)
+    for (const ir::Atom& a : graph.eqns[static_cast<std::size_t>(i)].inputs)
+      if (!a.is_literal()) last_use[static_cast<std::size_t>(a.var)] = i;
+  // With a sink, output k leaves after equation ready[k] (-1: before the first): once its
+  // variable is defined and read by no later equation.
+  std::vector<std::vector<std::size_t>> ready;
+  std::vector<int> pending;
+  if (sink != nullptr) {
+    ready.resize(static_cast<std::size_t>(n) + 1);
+    pending.assign(graph.num_vars(), 0);
+    std::vector<std::ptrdiff_t> defined(graph.num_vars(), -1);
+    for (std::ptrdiff_t i = 0; i < n; ++i)
+      for (const ir::VarId v : graph.eqns[static_cast<std::size_t>(i)].outputs)
+        defined[static_cast<std::size_t>(v)] = i;
+    for (std::size_t k = 0; k < graph.outvars.size(); ++k) {
+      const ir::Atom& a = graph.outvars[k];
+      std::ptrdiff_t at = -1;
+      if (!a.is_literal()) {
+        const auto v = static_cast<std::size_t>(a.var);
+        at = std::max(defined[v], last_use[v]);
+        ++pending[v];
+      }
+      ready[static_cast<std::size_t>(at + 1)].push_back(k);
+    }
+  }
+  // Outputs stay in the environment until the end, or until they leave through the sink.
+  for (const ir::Atom& a : graph.outvars)
+    if (!a.is_literal()) last_use[static_cast<std::size_t>(a.var)] = n;
+
+  std::vector<Array> env(graph.num_vars());
+  for (std::size_t i = 0; i < graph.constvars.size(); ++i)
+    env[static_cast<std::size_t>(graph.constvars[i])] = graph.consts[i];
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const AVal& want = graph.aval(graph.invars[i]);
+    if (args[i].aval() != want)
+      throw ValueError(
+          detail::str("eval_graph: input ", i, " should be ", want, ", got ", args[i].aval()));
+    env[static_cast<std::size_t>(graph.invars[i])] = std::move(args[i]);
+  }
+  // Hands out the outputs that became final; the environment lets go of a variable with its
+  // last pending output, so the sink may own the only reference.
+  std::vector<bool> delivered(sink != nullptr ? graph.outvars.size() : 0, false);
+  auto deliver_one = [&](std::size_t k) {
+    if (delivered[k]) return;
+    delivered[k] = true;
+    const ir::Atom& a = graph.outvars[k];
+    if (a.is_literal()) {
+      (*sink)(k, a.literal);
+      return;
+    }
+    const auto v = static_cast<std::size_t>(a.var);
+    (*sink)(k, --pending[v] == 0 ? std::move(env[v]) : env[v]);
+  };
+  auto deliver = [&](std::size_t bucket) {
+    if (sink == nullptr) return;
+    for (const std::size_t k : ready[bucket])
+      deliver_one(k);
+  };
+  deliver(0);
+  std::vector<Array> inputs;
+  for (std::ptrdiff_t i = 0; i < n; ++i) {
+    const ir::Eqn& e = graph.eqns[static_cast<std::size_t>(i)];
+    if (sink != nullptr && ir::call_body(*e.prim) != nullptr && ir::current_trace() == nullptr) {
+      // A call (a checkpoint region: a remat'd model's whole backward pass) runs inline, so
+      // that its results leave one by one too: each is final when the body's graph says so.
+      std::vector<Array> args_in;
+      for (const ir::Atom& a : e.inputs)
+        args_in.push_back(a.is_literal() ? a.literal : env[static_cast<std::size_t>(a.var)]);
+      // The region's graph releases what it no longer needs only if it holds the sole
+      // reference: let go of the values this equation reads last (a value may be read twice).
+      for (const ir::Atom& a : e.inputs)
+        if (!a.is_literal() && last_use[static_cast<std::size_t>(a.var)] == i)
+          env[static_cast<std::size_t>(a.var)] = Array();
+      const OutputSink region_sink = [&](std::size_t k, Array value) {
+        const auto v = static_cast<std::size_t>(e.outputs[k]);
+        if (last_use[v] < 0) return;
+        env[v] = std::move(value);
+        for (const std::size_t out : ready[static_cast<std::size_t>(i) + 1])
+          if (!graph.outvars[out].is_literal() &&
+              static_cast<std::size_t>(graph.outvars[out].var) == v)
+            deliver_one(out);
+      };
+      run_graph(ir::call_graph(e), std::move(args_in), &region_sink);
+    } else {
+      inputs.clear();
+      for (std::size_t j = 0; j < e.inputs.size(); ++j) {
+        const ir::Atom& a = e.inputs[j];
+        if (a.is_literal()) {
+          inputs.push_back(a.literal);
+          continue;
+        }
+        // The last reader of a value takes it (at its last operand slot), so that a primitive
+        // allowed to write into an operand's buffer (fused_elementwise's donate) sees it
+        // unshared, as XLA's buffer assignment reuses a dead operand's buffer.
+        const auto v = static_cast<std::size_t>(a.var);
+        const bool last =
+            last_use[v] == i && std::none_of(e.inputs.begin() + static_cast<std::ptrdiff_t>(j) + 1,
+                                             e.inputs.end(), [&](const ir::Atom& b) {
+                                               return !b.is_literal() && b.var == a.var;
+                                             });
+        inputs.push_back(last ? std::move(env[v]) : env[v]);
+      }
+      std::vector<Array> outs = ir::bind(*e.prim, inputs, e.params);
+      inputs.clear();  // drop our references before releasing the environment's
+      for (std::size_t k = 0; k < outs.size(); ++k)
+        if (last_use[static_cast<std::size_t>(e.outputs[k])] >= 0)
+          env[static_cast<std::size_t>(e.outputs[k])] = std::move(outs[k]);
+    }
+    for (const ir::Atom& a : e.inputs)
+      if (!a.is_literal() && last_use[static_cast<std::size_t>(a.var)] == i)
+        env[static_cast<std::size_t>(a.var)] = Array();
+    deliver(static_cast<std::size_t>(i) + 1);
+  }
+  std::vector<Array> results;
+  if (sink != nullptr) return results;
+  for (const ir::Atom& a : graph.outvars)
+    results.push_back(a.is_literal() ? a.literal : env[static_cast<std::size_t>(a.var)]);
+  return results;
+}
+
+}  // namespace
+
+std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args) {
+  return run_graph(graph, std::move(args), nullptr);
+}
+
+void eval_graph(const ir::Graph& graph, std::vector<Array>&& args, const OutputSink& on_output) {
+  run_graph(graph, std::move(args), &on_output);
+}
+
+}  // namespace flaxpp
