@@ -11,8 +11,6 @@ install(TARGETS flaxpp flaxpp_core flaxpp_random flaxpp_ir flaxpp_backend flaxpp
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(TARGETS flaxpp_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(DIRECTORY include/flaxpp DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(DIRECTORY kernels/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/flaxpp/kernels
-        FILES_MATCHING PATTERN "*.hpp")
 install(EXPORT flaxppTargets NAMESPACE flaxpp:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/flaxpp)
 
 configure_package_config_file(cmake/flaxppConfig.cmake.in

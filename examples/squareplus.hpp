@@ -1,5 +1,5 @@
 // squareplus.hpp — the math of examples/extend_primitive.cpp's primitive, written once for its
-// CPU loop and its CUDA kernel (as flaxpp's own kernels/elementwise.hpp functors are), and the
+// CPU loop and its CUDA kernel (as flaxpp's own flaxpp/kernels/elementwise.hpp functors are), and the
 // evaluator around both.
 #pragma once
 

@@ -2,7 +2,7 @@
 // element in a grid-stride loop, the column from a 64-bit division by the row length.
 #include "add_bias.hpp"
 #include "cuda_launch.cuh"
-#include "elementwise.hpp"
+#include "flaxpp/kernels/elementwise.hpp"
 
 namespace flaxpp::kernels {
 namespace {

@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "cuda_launch.cuh"
-#include "elementwise.hpp"
+#include "flaxpp/kernels/elementwise.hpp"
 
 namespace flaxpp::kernels {
 

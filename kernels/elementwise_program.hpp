@@ -3,9 +3,9 @@
 // hands a functor of three operands (the unused ones ignored) to the caller's loop.
 #pragma once
 
-#include "elementwise.hpp"
-#include "hd.hpp"
-#include "program.hpp"
+#include "flaxpp/kernels/elementwise.hpp"
+#include "flaxpp/kernels/hd.hpp"
+#include "flaxpp/kernels/program.hpp"
 
 namespace flaxpp::kernels {
 

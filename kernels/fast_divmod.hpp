@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "hd.hpp"
+#include "flaxpp/kernels/hd.hpp"
 
 namespace flaxpp::kernels {
 

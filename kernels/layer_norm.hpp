@@ -3,8 +3,8 @@
 // (the element type, float for bf16/f16).
 #pragma once
 
-#include "elementwise.hpp"
-#include "hd.hpp"
+#include "flaxpp/kernels/elementwise.hpp"
+#include "flaxpp/kernels/hd.hpp"
 
 namespace flaxpp::kernels {
 

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "hd.hpp"
+#include "flaxpp/kernels/hd.hpp"
 
 namespace flaxpp::kernels {
 

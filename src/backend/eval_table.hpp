@@ -1,6 +1,6 @@
 // Private to the backends: the table from each lax primitive to its evaluation, written once
 // for every backend, so that the list of primitives — and which functor of
-// kernels/elementwise.hpp each elementwise primitive applies — cannot differ between them.
+// flaxpp/kernels/elementwise.hpp each elementwise primitive applies — cannot differ between them.
 // A backend supplies its evaluation families as the static members of a type (its
 // `Families`), which the concept EvalFamilies states once. The layout primitives are built
 // here from B::gather and layout_plan.hpp's plans.
@@ -14,7 +14,7 @@
 #include "backend/layout_plan.hpp"
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/ir/lax.hpp"
-#include "kernels/elementwise.hpp"
+#include "flaxpp/kernels/elementwise.hpp"
 
 namespace flaxpp::backend_impl {
 

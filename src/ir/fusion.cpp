@@ -1,7 +1,7 @@
 // fuse_elementwise: chains of elementwise equations over arrays of one shape and floating
 // dtype become one fused_elementwise equation (XLA's loop fusion), so that their
 // intermediates never reach memory and a backend runs one pass (one CUDA kernel) instead of
-// one per operation. Every instruction applies the same kernels/elementwise.hpp functor to
+// one per operation. Every instruction applies the same flaxpp/kernels/elementwise.hpp functor to
 // the same element type as the primitive it replaces, so results keep their bits.
 #include <algorithm>
 #include <cstring>
@@ -20,7 +20,7 @@ using Op = ElementwiseProgram::Op;
 
 // The program operation of an elementwise primitive (select_n and convert_element_type are
 // handled apart), if the fusion pass may put it into a program: every line of
-// kernels/elementwise.hpp's lists whose `unfused` column is empty, and integer_pow.
+// flaxpp/kernels/elementwise.hpp's lists whose `unfused` column is empty, and integer_pow.
 std::optional<Op> op_of(const Primitive* p) {
   static const std::map<const Primitive*, Op> ops = [] {
     std::map<const Primitive*, Op> m = {

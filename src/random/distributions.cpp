@@ -7,7 +7,7 @@
 #include <limits>
 #include <utility>
 
-#include "kernels/special_math.hpp"
+#include "flaxpp/kernels/special_math.hpp"
 #include "kernels/threefry.hpp"
 
 namespace flaxpp::random {

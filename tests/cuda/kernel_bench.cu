@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "kernels/add_bias.hpp"
-#include "kernels/elementwise.hpp"
+#include "flaxpp/kernels/elementwise.hpp"
 #include "kernels/elementwise_kernels.cuh"
 #include "kernels/fill.hpp"
 #include "kernels/gather_kernel.cuh"

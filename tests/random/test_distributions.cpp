@@ -6,7 +6,7 @@
 #include <limits>
 
 #include "flaxpp/random/distributions.hpp"
-#include "kernels/special_math.hpp"
+#include "flaxpp/kernels/special_math.hpp"
 
 using namespace flaxpp;
 

@@ -16,7 +16,7 @@
 namespace flaxpp::ir {
 
 struct ElementwiseProgram {
-  // The operations and instructions of kernels/program.hpp, which the backends' loops and
+  // The operations and instructions of flaxpp/kernels/program.hpp, which the backends' loops and
   // kernels run.
   using Op = kernels::ProgramOp;
   using Instr = kernels::ProgramInstr;
@@ -149,7 +149,7 @@ EValue operator*(EValue a, double b);
 EValue operator*(double a, EValue b);
 EValue operator/(EValue a, double b);
 EValue operator/(double a, EValue b);
-// One function per elementwise primitive (kernels/elementwise.hpp's lists), with its
+// One function per elementwise primitive (flaxpp/kernels/elementwise.hpp's lists), with its
 // semantics: add(a, b), max(a, b), pow(a, b), exp(x), tanh(x), sign(x), ...; the comparisons
 // (lt(a, b), eq(a, b), ...) give 1 or 0 in the arrays' dtype.
 #define FLAXPP_EVALUE_BINARY(name, ...) EValue name(EValue a, EValue b);

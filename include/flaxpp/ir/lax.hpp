@@ -18,7 +18,7 @@
 
 namespace flaxpp::lax {
 
-// The elementwise primitives, one per line of kernels/elementwise.hpp's lists, each as name_p
+// The elementwise primitives, one per line of flaxpp/kernels/elementwise.hpp's lists, each as name_p
 // and its typed function name(). The line names the functor that is its math (there: div
 // truncates integers, max and min propagate NaN, sign gives NaN for NaN) and its dtypes;
 // binary ones and comparisons take two operands of one dtype, comparisons give bool.

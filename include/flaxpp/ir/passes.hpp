@@ -39,7 +39,7 @@ int inline_calls(Graph& graph);
 int rewrite_subgraphs(Graph& graph, const std::function<void(Graph&)>& rewrite);
 
 // Turns chains of elementwise equations over arrays of one shape and one float32/float64
-// dtype (every primitive of kernels/elementwise.hpp's lists whose line lets it fuse, and
+// dtype (every primitive of flaxpp/kernels/elementwise.hpp's lists whose line lets it fuse, and
 // integer_pow; comparisons feed select_n or a conversion to that dtype; 0-d operands and
 // literals broadcast) into fused_elementwise equations, XLA's loop
 // fusion: one pass over memory, one CUDA launch, the intermediates never stored, the same

@@ -7,7 +7,7 @@
 #include "backend/cpu/cpu_blas.hpp"
 #include "backend/cpu/cpu_eval_impl.hpp"
 #include "flaxpp/core/error.hpp"
-#include "kernels/elementwise.hpp"
+#include "flaxpp/kernels/elementwise.hpp"
 
 namespace flaxpp::cpu {
 namespace {

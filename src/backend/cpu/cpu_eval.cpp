@@ -1,5 +1,5 @@
 // CPU evaluation of the lax primitives: the elementwise, select_n and convert families (the
-// math itself is kernels/elementwise.hpp's), and eval() through the shared table.
+// math itself is flaxpp/kernels/elementwise.hpp's), and eval() through the shared table.
 #include "backend/cpu/cpu_eval.hpp"
 
 #include <algorithm>
@@ -9,7 +9,7 @@
 #include "backend/cpu/cpu_tanh.hpp"
 #include "backend/eval_table.hpp"
 #include "flaxpp/core/error.hpp"
-#include "kernels/elementwise.hpp"
+#include "flaxpp/kernels/elementwise.hpp"
 
 namespace flaxpp::cpu {
 

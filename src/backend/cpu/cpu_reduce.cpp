@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
-#include "kernels/elementwise.hpp"
+#include "flaxpp/kernels/elementwise.hpp"
 
 namespace flaxpp::cpu {
 namespace {

@@ -1,7 +1,7 @@
 // tanh_f32: one loop, cloned for FMA (GCC on x86-64: target_clones picks the clone at load time).
 #include "backend/cpu/cpu_tanh.hpp"
 
-#include "kernels/special_math.hpp"
+#include "flaxpp/kernels/special_math.hpp"
 
 namespace flaxpp::cpu {
 

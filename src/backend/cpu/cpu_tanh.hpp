@@ -1,4 +1,4 @@
-// The CPU's float32 tanh over an array (XLA's rational approximation, kernels/special_math.hpp):
+// The CPU's float32 tanh over an array (XLA's rational approximation, flaxpp/kernels/special_math.hpp):
 // compiled twice where the compiler can, with and without FMA instructions, and chosen when the
 // program starts by what the processor has. Without FMA the approximation's fmaf calls are calls
 // into libm; with it they are one instruction each. Both are exactly rounded: the same bits.

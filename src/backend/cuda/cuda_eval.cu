@@ -1,5 +1,5 @@
 // CUDA evaluation of the lax primitives: the elementwise, select_n and convert families, whose
-// math is kernels/elementwise.hpp's functors — the same
+// math is flaxpp/kernels/elementwise.hpp's functors — the same
 // code the CPU backend runs — applied by the kernels of kernels/elementwise_kernels.cuh.
 #include <type_traits>
 

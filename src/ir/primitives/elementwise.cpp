@@ -1,4 +1,4 @@
-// Elementwise primitives: those of kernels/elementwise.hpp's lists (binary arithmetic,
+// Elementwise primitives: those of flaxpp/kernels/elementwise.hpp's lists (binary arithmetic,
 // comparisons, unary math), made here from their lines with the VJP rule each has below as
 // name_vjp, and integer_pow. The VJPs are JAX's JVP rules transposed, so gradients round alike.
 #include <cmath>

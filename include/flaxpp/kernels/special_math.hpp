@@ -1,5 +1,5 @@
-// kernels/special_math.hpp — float32 special functions computed the way XLA computes them,
-// so that random draws and activations match JAX: erf (XLA's Eigen-style rational, FMA
+// flaxpp/kernels/special_math.hpp — float32 special functions computed the way XLA computes
+// them, so that random draws and activations match JAX: erf (XLA's Eigen-style rational, FMA
 // Horner), erf_inv (M. Giles' single-precision approximation, as StableHLO's CHLO legalisation
 // expands it) and tanh (XLA's CPU fast tanh).
 // Host and device; no framework headers. Semantics doc §1.11.

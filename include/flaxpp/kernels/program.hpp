@@ -1,9 +1,8 @@
-// kernels/program.hpp — the instruction set of fused elementwise programs, as plain data:
+// flaxpp/kernels/program.hpp — the instruction set of fused elementwise programs, as plain data:
 // ir::ElementwiseProgram (flaxpp/ir/elementwise_program.hpp) is made of these instructions,
-// and the CPU loops and the CUDA kernel (elementwise_program.hpp, fused_elementwise_kernel.cuh)
-// run them. No framework header: the public headers include it as
-// <flaxpp/kernels/program.hpp>, where the install puts kernels/ (the build tree has a copy
-// there), hence the include guard rather than #pragma once.
+// and the CPU loops and the CUDA kernel (kernels/elementwise_program.hpp,
+// fused_elementwise_kernel.cuh) run them. No framework header: like the other headers of
+// flaxpp/kernels/, it is shared by the public headers, the library's C++ and its CUDA kernels.
 #ifndef FLAXPP_KERNELS_PROGRAM_HPP
 #define FLAXPP_KERNELS_PROGRAM_HPP
 

@@ -1,4 +1,4 @@
-// kernels/hd.hpp — FLAXPP_HD marks math that runs on both host and device: __host__
+// flaxpp/kernels/hd.hpp — FLAXPP_HD marks math that runs on both host and device: __host__
 // __device__ under nvcc, nothing under a plain C++ compiler (so the CPU build needs no CUDA).
 #ifndef FLAXPP_KERNELS_HD_HPP
 #define FLAXPP_KERNELS_HD_HPP

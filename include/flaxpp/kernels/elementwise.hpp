@@ -1,5 +1,6 @@
-// kernels/elementwise.hpp — the math of every elementwise lax primitive as tiny functors on the
-// element type, shared by the CPU loops and CUDA kernels; numerics follow XLA's CPU backend.
+// flaxpp/kernels/elementwise.hpp — the math of every elementwise lax primitive as tiny functors
+// on the element type, shared by the CPU loops and CUDA kernels; numerics follow XLA's CPU
+// backend.
 #ifndef FLAXPP_KERNELS_ELEMENTWISE_HPP
 #define FLAXPP_KERNELS_ELEMENTWISE_HPP
 
