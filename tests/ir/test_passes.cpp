@@ -1,0 +1,163 @@
+// The graph passes in isolation (flaxpp/ir/passes.hpp), each on a small traced graph: dce,
+// cse, elementwise fusion, the rewrite of sub-graphs and the overlap of collectives. The
+// passes' effect on whole train steps is tested with jit (tests/transforms).
+#include <doctest/doctest.h>
+
+#include <memory>
+#include <vector>
+
+#include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ir/passes.hpp"
+#include "flaxpp/ir/primitive_rules.hpp"
+#include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/transforms/trace.hpp"
+
+using namespace flaxpp;
+
+namespace {
+
+const std::vector<AVal> kTwoF32{AVal{Shape{4}, DType::f32}, AVal{Shape{4}, DType::f32}};
+
+std::vector<Array> inputs() {
+  return {Array::from_vector(std::vector<float>{0.5f, -1.0f, 2.0f, 0.0f}, Shape{4}),
+          Array::from_vector(std::vector<float>{1.5f, 3.0f, -0.25f, 4.0f}, Shape{4})};
+}
+
+// Runs `g` before and after `pass` and checks that the results keep their bits.
+template <class Pass>
+void check_same_results(ir::Graph& g, Pass&& pass) {
+  const std::vector<Array> before = eval_graph(g, inputs());
+  pass(g);
+  g.verify();
+  const std::vector<Array> after = eval_graph(g, inputs());
+  REQUIRE(before.size() == after.size());
+  for (std::size_t k = 0; k < before.size(); ++k)
+    CHECK(before[k].to_vector<float>() == after[k].to_vector<float>());
+}
+
+// An exchange split in two by overlap_collectives, defined here: identities.
+std::vector<AVal> same_avals(std::span<const AVal> in, const ir::Params&) {
+  return {in.begin(), in.end()};
+}
+std::vector<Array> identity(std::span<const Array> in, const ir::Params&) {
+  return {in.begin(), in.end()};
+}
+const ir::Primitive toy_sync_p("toy_sync", same_avals, {}, identity);
+const ir::Primitive toy_start_p("toy_start", same_avals, {}, identity);
+const ir::Primitive toy_done_p("toy_done", same_avals, {}, identity);
+const bool toy_async_registered = [] {
+  ir::register_effects(toy_sync_p, {.collective = true});
+  ir::register_async_collective(toy_sync_p, toy_start_p, toy_done_p);
+  return true;
+}();
+
+}  // namespace
+
+TEST_CASE("dce: equations and constants nothing reads go, the results stay") {
+  const Array unused_constant = Array::from_vector(std::vector<float>{9, 9, 9, 9}, Shape{4});
+  ir::Graph g = make_graph(
+      [&](std::span<const Array> v) {
+        (void)exp(v[0]);                 // read by nothing
+        (void)(v[1] + unused_constant);  // nor this, nor its constant
+        return std::vector<Array>{v[0] * v[1]};
+      },
+      kTwoF32);
+  REQUIRE(g.eqns.size() == 3);
+  REQUIRE(g.consts.size() == 1);
+  check_same_results(g, [](ir::Graph& graph) { ir::dce(graph); });
+  CHECK(g.eqns.size() == 1);
+  CHECK(g.eqns[0].prim == &lax::mul_p);
+  CHECK(g.consts.empty());
+}
+
+TEST_CASE("cse: the same primitive, params and operands merge; other params or literals do not") {
+  ir::Graph g = make_graph(
+      [](std::span<const Array> v) {
+        const Array a = exp(v[0]), b = exp(v[0]);    // the same: merged
+        const Array c = v[1] * 2.0, d = v[1] * 2.0;  // the same literal: merged
+        const Array e = v[1] * 3.0;                  // another literal: kept
+        const Array f = lax::integer_pow(v[0], 2), h = lax::integer_pow(v[0], 3);  // params
+        return std::vector<Array>{a + b, c + d + e, f + h};
+      },
+      kTwoF32);
+  const auto count = [&](const ir::Primitive& p) { return ir::count_eqns(g, p); };
+  REQUIRE(count(lax::exp_p) == 2);
+  int merged = 0;
+  check_same_results(g, [&](ir::Graph& graph) { merged = ir::cse(graph); });
+  CHECK(merged == 2);
+  CHECK(count(lax::exp_p) == 1);
+  CHECK(count(lax::mul_p) == 2);
+  CHECK(count(lax::integer_pow_p) == 2);
+}
+
+TEST_CASE("fuse_elementwise: a chain of one shape and dtype is one program; others stay") {
+  ir::Graph g = make_graph(
+      [](std::span<const Array> v) {
+        const Array chain = tanh(v[0] * 2.0 + v[1]);      // three equations: fused
+        const Array total = lax::reduce_sum(chain, {0});  // not elementwise
+        return std::vector<Array>{chain, total * 0.5};    // a 0-d chain alone: kept
+      },
+      kTwoF32);
+  int fused = 0;
+  check_same_results(g, [&](ir::Graph& graph) { fused = ir::fuse_elementwise(graph); });
+  CHECK(fused == 1);
+  CAPTURE(g.str());
+  REQUIRE(ir::count_eqns(g, lax::fused_elementwise_p) == 1);
+  for (const ir::Eqn& e : g.eqns)
+    if (e.prim == &lax::fused_elementwise_p) {
+      CHECK(e.params.get<std::int64_t>("fused_eqns") == 3);
+      const auto& program = *e.params.get<std::shared_ptr<const ir::ElementwiseProgram>>("program");
+      CHECK(program.str().find("tanh(") != std::string::npos);
+    }
+  CHECK(ir::count_eqns(g, lax::reduce_sum_p) == 1);
+  CHECK(ir::count_eqns(g, lax::tanh_p) == 0);
+  const ir::OpCounts n = ir::op_counts(g);
+  CHECK(n.unfused == n.executed + 2);
+}
+
+TEST_CASE("rewrite_subgraphs: each distinct body is rewritten once, however often it appears") {
+  ir::Graph body = make_graph(
+      [](std::span<const Array> v) {
+        (void)exp(v[1]);  // dead in the body
+        return std::vector<Array>{v[0] + v[1]};
+      },
+      kTwoF32);
+  const auto shared = std::make_shared<const ir::Graph>(body);
+  ir::Graph g;
+  for (int k = 0; k < 2; ++k)
+    g.eqns.push_back({&lax::add_p, {}, {}, ir::Params{{"body", shared}}});
+  int calls = 0;
+  CHECK(ir::rewrite_subgraphs(g, [&](ir::Graph& sub) {
+          ++calls;
+          ir::dce(sub);
+        }) == 1);
+  CHECK(calls == 1);
+  const auto& first = g.eqns[0].params.get<std::shared_ptr<const ir::Graph>>("body");
+  CHECK(first == g.eqns[1].params.get<std::shared_ptr<const ir::Graph>>("body"));
+  CHECK(first != shared);
+  CHECK(first->eqns.size() == 1);   // the dead exp went
+  CHECK(shared->eqns.size() == 2);  // the original is untouched
+}
+
+TEST_CASE("overlap_collectives: a collective becomes start and done, the done as late as it can") {
+  REQUIRE(toy_async_registered);
+  CHECK(ir::effects_of(toy_start_p).async_half);
+  CHECK(ir::effects_of(toy_done_p).collective);
+  ir::Graph g = make_graph(
+      [](std::span<const Array> v) {
+        const Array in[] = {v[0] * 2.0};
+        const Array exchanged = ir::bind1(toy_sync_p, in);
+        const Array independent = exp(v[1]);  // runs while the exchange is in flight
+        return std::vector<Array>{exchanged + independent};
+      },
+      kTwoF32);
+  int split = 0;
+  check_same_results(g, [&](ir::Graph& graph) { split = ir::overlap_collectives(graph); });
+  CHECK(split == 1);
+  CAPTURE(g.str());
+  std::vector<const ir::Primitive*> order;
+  for (const ir::Eqn& e : g.eqns)
+    order.push_back(e.prim);
+  CHECK(order == std::vector<const ir::Primitive*>{&lax::mul_p, &toy_start_p, &lax::exp_p,
+                                                   &toy_done_p, &lax::add_p});
+}
