@@ -17,6 +17,18 @@ namespace {
 
 constexpr std::int64_t kChunk = 256;
 
+// d[i] = f(a[i], b[i], c[i]) over one chunk of m elements; float32 tanh through the
+// primitive's own loop (the same bits, with FMA instructions where the processor has them).
+template <class F, class T>
+void run_instruction(F f, const T* a, const T* b, const T* c, T* d, std::int64_t m) {
+  if constexpr (std::is_same_v<F, kernels::Unary3<kernels::Tanh>> && std::is_same_v<T, float>) {
+    tanh_f32(a, d, m);
+  } else {
+    for (std::int64_t i = 0; i < m; ++i)
+      d[i] = f(a[i], b[i], c[i]);
+  }
+}
+
 template <class T>
 std::vector<Array> run(const ir::ElementwiseProgram& p, bool donate, std::span<const Array> in,
                        std::span<const AVal> out) {
@@ -86,15 +98,8 @@ std::vector<Array> run(const ir::ElementwiseProgram& p, bool donate, std::span<c
         const T* a = reg[instr.a];
         const T* b = reg[instr.b];
         const T* c = reg[instr.c];
-        kernels::visit_instr(instr.op, instr.y, [&]<class F>(F f) {
-          if constexpr (std::is_same_v<F, kernels::Unary3<kernels::Tanh>> &&
-                        std::is_same_v<T, float>) {
-            tanh_f32(a, d, m);  // the primitive's own loop: the same bits, with FMA where it can
-          } else {
-            for (std::int64_t i = 0; i < m; ++i)
-              d[i] = f(a[i], b[i], c[i]);
-          }
-        });
+        kernels::visit_instr(instr.op, instr.y,
+                             [&](auto f) { run_instruction(f, a, b, c, d, m); });
       }
       for (std::size_t o = 0; o < num_outputs; ++o)
         std::copy_n(reg[p.outputs[o]], m, dst[o] + start);
