@@ -418,7 +418,9 @@ TEST_CASE("jit passes: tanh, logistic, sign, erf, sin, cos and pow fuse with the
   const auto f = [](std::span<const Tree> a) {
     const auto loss = [](const Tree& p) {
       const Array x = p["x"].array();
-      const Array h = gelu(x) * sigmoid(x) + gelu(x, false) + sin(x) * cos(x) +
+      // Each of sin and cos heads a chain of its own, so that both fuse whichever order the
+      // compiler evaluates the operands in.
+      const Array h = gelu(x) * sigmoid(x) + gelu(x, false) + sin(x * 2.0) * cos(x * 3.0) +
                       power(abs(x) + 1.0, lax::full_like(x, 1.5));
       return sum(h * lax::sign(x));
     };
@@ -440,6 +442,7 @@ TEST_CASE("jit passes: tanh, logistic, sign, erf, sin, cos and pow fuse with the
                                                         {&lax::sign_p, Op::sign},
                                                         {&lax::erf_p, Op::erf},
                                                         {&lax::sin_p, Op::sin},
+                                                        {&lax::cos_p, Op::cos},
                                                         {&lax::pow_p, Op::pow}}) {
     const ir::Primitive& prim = *fusing.first;
     CAPTURE(prim.name());
