@@ -185,7 +185,9 @@ int rewrite_subgraphs(Graph& graph, const std::function<void(Graph&)>& rewrite) 
   // Keyed by the original, which the map holds, so that no other graph takes its address.
   std::map<std::shared_ptr<const Graph>, std::shared_ptr<const Graph>> rewritten;
   for (Eqn& e : graph.eqns) {
-    Params params = e.params;
+    // The replacements are collected first: setting a param while iterating would invalidate
+    // the iteration.
+    std::vector<std::pair<std::string, std::shared_ptr<const Graph>>> replaced;
     for (const auto& [name, value] : e.params.items()) {
       const auto* sub = std::get_if<std::shared_ptr<const Graph>>(&value);
       if (sub == nullptr || !*sub) continue;
@@ -195,9 +197,10 @@ int rewrite_subgraphs(Graph& graph, const std::function<void(Graph&)>& rewrite) 
         rewrite(g);
         copy = std::make_shared<const Graph>(std::move(g));
       }
-      params.set(name, copy);
+      replaced.emplace_back(name, copy);
     }
-    e.params = std::move(params);
+    for (auto& [name, sub] : replaced)
+      e.params.set(name, std::move(sub));
   }
   return static_cast<int>(rewritten.size());
 }
