@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "flaxpp/ir/passes.hpp"
+#include "flaxpp/ir/primitive_rules.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "flaxpp/transforms/trace.hpp"
 #include "transforms/checkpoint_ad.hpp"
@@ -28,6 +29,9 @@ struct Region final : TapeEntry {
 };
 
 ir::Decision decide(const ir::Policy& policy, const TapeEqn& t) {
+  if (const ReverseRule* rule = reverse_rule_of(*t.eqn->prim);
+      rule && rule->saved_in_region && rule->saved_in_region(*t.eqn))
+    return ir::Decision::save();
   std::vector<AVal> avals;
   for (const Array& x : t.ins)
     avals.push_back(x.aval());
@@ -42,6 +46,30 @@ ir::Decision decide(const ir::Policy& policy, const TapeEqn& t) {
   return d;
 }
 
+// `body` with the equations whose reverse rule splits them for a policy split for `policy`,
+// also inside the calls the region flattens; nullptr where there is nothing to split.
+std::shared_ptr<const ir::Graph> split_for_policy(const ir::Graph& body, const PolicyPtr& policy) {
+  ir::Graph out = body;
+  out.eqns.clear();
+  bool changed = false;
+  for (const ir::Eqn& e : body.eqns) {
+    const ReverseRule* rule = reverse_rule_of(*e.prim);
+    if (rule && rule->split_in_region) {
+      rule->split_in_region(e, policy, out);
+      changed = true;
+      continue;
+    }
+    out.eqns.push_back(e);
+    if (!rule || !rule->flatten_in_regions) continue;
+    const std::string& param = *ir::call_body(*e.prim);
+    if (auto sub = split_for_policy(ir::call_graph(e), policy)) {
+      out.eqns.back().params.set(param, std::move(sub));
+      changed = true;
+    }
+  }
+  return changed ? std::make_shared<const ir::Graph>(std::move(out)) : nullptr;
+}
+
 }  // namespace
 
 std::unique_ptr<TapeEntry> replay_region(const ir::Eqn& e, std::vector<Array> ins,
@@ -49,9 +77,11 @@ std::unique_ptr<TapeEntry> replay_region(const ir::Eqn& e, std::vector<Array> in
   auto region = std::make_unique<Region>();
   region->policy = e.params.get<PolicyPtr>("policy");
   region->params = e.params;
+  if (auto split = split_for_policy(body_of(e.params), region->policy))
+    region->params.set("jaxpr", std::move(split));
   for (const Array& x : ins)
     region->input_has_tangent.push_back(tangents.has(x));
-  region->results = replay_flat(body_of(e.params), ins, region->eqns, {}, &tangents);
+  region->results = replay_flat(body_of(region->params), ins, region->eqns, {}, &tangents);
   region->inputs = std::move(ins);
   return region;
 }

@@ -46,10 +46,6 @@ struct ScanTape {
 
 namespace {
 
-Array zeros(const AVal& a) {
-  return lax::broadcast_in_dim(lax::scalar(0.0, a.dtype), a.shape, {});
-}
-
 std::shared_ptr<const ScanLinear> linearize_scan(const ir::Params& params,
                                                  const std::vector<bool>& differentiable) {
   auto lin = std::make_shared<ScanLinear>();

@@ -28,17 +28,17 @@ Array take(const Array& leaf) {
   return Array(leaf.buffer().backend().take(leaf.buffer()), leaf.shape(), leaf.dtype());
 }
 
-// Whether `graph` (or a sub-graph it holds) exchanges data between processes.
-bool has_collectives(const ir::Graph& graph) {
+// The first equation of `graph` (or of a sub-graph it holds) with `effect`, or nullptr.
+const ir::Eqn* find_effect(const ir::Graph& graph, bool ir::Effects::*effect) {
   for (const ir::Eqn& e : graph.eqns) {
-    if (ir::is_collective(e)) return true;
-    bool inside = false;
+    if (ir::effects_of(*e.prim).*effect) return &e;
+    const ir::Eqn* inside = nullptr;
     ir::for_each_subgraph(e, [&](const auto& /*name*/, const ir::Graph& sub) {
-      inside = inside || has_collectives(sub);
+      if (inside == nullptr) inside = find_effect(sub, effect);
     });
-    if (inside) return true;
+    if (inside != nullptr) return inside;
   }
-  return false;
+  return nullptr;
 }
 
 // set_recording_agreement's, read at every call of a step with collectives.
@@ -89,7 +89,14 @@ StepRecording::StepRecording(const ir::Graph& graph, const MemoryAnalysis& memor
       alias_of_output_(num_outputs, -1),
       num_outputs_(num_outputs),
       device_(device),
-      collectives_(has_collectives(graph)) {
+      collectives_(find_effect(graph, &ir::Effects::collective) != nullptr) {
+  if (const ir::Eqn* e = find_effect(graph, &ir::Effects::host_sync)) {
+    recordable_ = false;
+    if (device_.kind != DeviceKind::cpu)
+      say_eager(device_, detail::str("its ", e->prim->name(),
+                                     " reads a value on the host to decide what runs next, which "
+                                     "a recording cannot replay"));
+  }
   for (const auto& [input, output] : memory.aliases) {
     alias_of_input_[input] = static_cast<std::ptrdiff_t>(output);
     alias_of_output_[output] = static_cast<std::ptrdiff_t>(input);

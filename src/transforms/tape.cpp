@@ -14,6 +14,10 @@ const ir::Graph& body_of(const ir::Params& params) {
   return *params.get<std::shared_ptr<const ir::Graph>>("jaxpr");
 }
 
+Array zeros(const AVal& aval) {
+  return lax::broadcast_in_dim(lax::scalar(0.0, aval.dtype), aval.shape, {});
+}
+
 std::vector<Array> replay_graph(const ir::Graph& g, std::span<const Array> inputs,
                                 const EqnVisitor& visit) {
   std::vector<Array> env(g.num_vars());

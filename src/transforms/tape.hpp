@@ -58,6 +58,15 @@ struct ReverseRule {
   // (a region inside a region joins it: the outermost policy decides); only for a call
   // (ir::register_call), whose body that is.
   bool flatten_in_regions = false;
+  // How the policy of a checkpoint region that holds an equation of it reaches inside it (JAX's
+  // partial_eval_jaxpr_custom rule of cond_p): appends to `into`, a copy of the region's body
+  // that holds `e`'s variables, the equations that replace `e` there, allocating any new
+  // variables in it. Empty: the equation stays whole, and the policy decides on it as on any.
+  std::function<void(const ir::Eqn& e, const PolicyPtr& policy, ir::Graph& into)>
+      split_in_region = {};
+  // Whether the region keeps the outputs of `e`, a replacement made by split_in_region, whatever
+  // its policy says of the primitive: they are what the policy saved inside it.
+  std::function<bool(const ir::Eqn& e)> saved_in_region = {};
 };
 void register_reverse_rule(const ir::Primitive& prim, ReverseRule rule);
 // nullptr for a primitive without one (differentiated by its VJP rule).
@@ -65,6 +74,9 @@ const ReverseRule* reverse_rule_of(const ir::Primitive& prim);
 
 // A checkpoint equation's body.
 const ir::Graph& body_of(const ir::Params& params);
+
+// Zeros of `aval`: a symbolic zero cotangent made concrete.
+Array zeros(const AVal& aval);
 
 // The traced values that carry a tangent: the differentiated primals and everything computed
 // from them (except through stop_gradient). Only they need cotangents.

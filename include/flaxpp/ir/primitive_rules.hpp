@@ -26,6 +26,10 @@ struct Effects {
   // One half of a collective split in two (register_async_collective): the exchange is in
   // flight between the start and its done, holding buffers memory analysis does not model.
   bool async_half = false;
+  // It reads a value of its operands on the host to decide what runs next (cond's branch,
+  // while_loop's predicate): a CUDA-graph recording of the step, which replays one fixed
+  // sequence of kernels, cannot hold it, so such a step runs eagerly.
+  bool host_sync = false;
 };
 void register_effects(const Primitive& prim, Effects effects);
 const Effects& effects_of(const Primitive& prim);
