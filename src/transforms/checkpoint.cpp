@@ -98,11 +98,8 @@ ArrayFn checkpoint(ArrayFn f, PolicyPtr policy, std::vector<int> static_argnums,
         avals);
     // Closed-over values become explicit operands, as in JAX: captured parameters then get
     // gradients, and the policy treats them like arguments.
-    std::vector<Array> operands = g.consts;
+    std::vector<Array> operands = close_over_consts(g);
     operands.insert(operands.end(), traced_args.begin(), traced_args.end());
-    g.invars.insert(g.invars.begin(), g.constvars.begin(), g.constvars.end());
-    g.constvars.clear();
-    g.consts.clear();
     const ir::Params params{{"jaxpr", std::make_shared<const ir::Graph>(std::move(g))},
                             {"policy", policy},
                             {"prevent_cse", prevent_cse},

@@ -163,13 +163,10 @@ ScanResult scan(const ScanBody& f, std::span<const Array> init, std::span<const 
       },
       avals);
   // Captured values become explicit operands (the loop-invariant consts), as in checkpoint.
-  std::vector<Array> operands = g.consts;
+  std::vector<Array> operands = close_over_consts(g);
+  const auto num_consts = static_cast<std::int64_t>(operands.size());
   operands.insert(operands.end(), init.begin(), init.end());
   operands.insert(operands.end(), xs.begin(), xs.end());
-  const auto num_consts = static_cast<std::int64_t>(g.consts.size());
-  g.invars.insert(g.invars.begin(), g.constvars.begin(), g.constvars.end());
-  g.constvars.clear();
-  g.consts.clear();
   const ir::Params params{{"jaxpr", std::make_shared<const ir::Graph>(std::move(g))},
                           {"num_consts", num_consts},
                           {"num_carry", static_cast<std::int64_t>(init.size())},

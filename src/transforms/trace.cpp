@@ -19,4 +19,12 @@ ir::Graph make_graph(const ArrayFn& f, std::span<const AVal> in_avals) {
   return trace.finish(outputs);
 }
 
+std::vector<Array> close_over_consts(ir::Graph& g) {
+  std::vector<Array> consts = std::move(g.consts);
+  g.invars.insert(g.invars.begin(), g.constvars.begin(), g.constvars.end());
+  g.constvars.clear();
+  g.consts.clear();
+  return consts;
+}
+
 }  // namespace flaxpp

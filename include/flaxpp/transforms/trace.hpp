@@ -22,4 +22,9 @@ using ArrayFn = std::function<std::vector<Array>(std::span<const Array>)>;
 // traces, which keeps nested transforms composable.
 ir::Graph make_graph(const ArrayFn& f, std::span<const AVal> in_avals);
 
+// Makes the constants of `g` (the values its function captured) its leading inputs and
+// returns them, for a higher-order primitive to pass as operands (JAX's closure conversion):
+// captured parameters then get gradients.
+std::vector<Array> close_over_consts(ir::Graph& g);
+
 }  // namespace flaxpp
