@@ -47,6 +47,7 @@
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
+#include "flaxpp/transforms/cond.hpp"
 #include "flaxpp/transforms/custom_vjp.hpp"
 #include "flaxpp/transforms/jit.hpp"
 #include "flaxpp/transforms/scan.hpp"
