@@ -52,3 +52,4 @@
 #include "flaxpp/transforms/jit.hpp"
 #include "flaxpp/transforms/scan.hpp"
 #include "flaxpp/transforms/trace.hpp"
+#include "flaxpp/transforms/while_loop.hpp"
