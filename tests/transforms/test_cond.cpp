@@ -64,7 +64,10 @@ void check_close(const std::vector<Array>& got, const std::vector<Array>& want) 
   }
 }
 
-const std::vector<Array> kOne{Array::scalar(1.0)};
+// The cotangent of a scalar loss (made when a test runs, on its device).
+std::vector<Array> one() {
+  return {Array::scalar(1.0)};
+}
 
 }  // namespace
 
@@ -107,14 +110,14 @@ TEST_CASE("cond and switch: gradients match float64 finite differences in every 
 TEST_CASE("cond inside checkpoint: every policy gives the plain gradients") {
   for (double sign : {1.0, -1.0}) {
     const auto args = inputs(sign);
-    const auto want = vjp(cond_loss, args).backward(kOne);
+    const auto want = vjp(cond_loss, args).backward(one());
     for (const PolicyPtr& p :
          {cp::everything_saveable(), cp::nothing_saveable(), cp::dots_saveable(),
           cp::dots_with_no_batch_dims_saveable()}) {
       CAPTURE(p->str());
-      check_close(vjp(checkpoint(cond_loss, p), args).backward(kOne), want);
-      check_close(vjp(checkpoint(switch_loss(2), p), args).backward(kOne),
-                  vjp(switch_loss(2), args).backward(kOne));
+      check_close(vjp(checkpoint(cond_loss, p), args).backward(one()), want);
+      check_close(vjp(checkpoint(switch_loss(2), p), args).backward(one()),
+                  vjp(switch_loss(2), args).backward(one()));
     }
   }
 }
@@ -153,7 +156,7 @@ TEST_CASE("cond under jit: values and gradients equal the eager ones") {
   const TreeFn step = [](std::span<const Tree> a) {
     const std::vector<Array> args{a[0].array(), a[1].array()};
     const VjpResult r = vjp(checkpoint(cond_loss, cp::dots_saveable()), args);
-    const std::vector<Array> g = r.backward(kOne);
+    const std::vector<Array> g = r.backward(one());
     return std::vector<Tree>{Tree(r.outputs[0]), Tree(g[0]), Tree(g[1])};
   };
   const Jitted jitted = jit(step);

@@ -40,7 +40,10 @@ std::vector<Array> inputs() {
   return {testing::random_f64(Shape{4, 4}, 1, -0.5, 0.5), testing::random_f64(Shape{3, 4}, 2)};
 }
 
-const std::vector<Array> kOne{Array::scalar(1.0)};
+// The cotangent of a scalar loss (made when a test runs, on its device).
+std::vector<Array> one() {
+  return {Array::scalar(1.0)};
+}
 
 void check_close(const std::vector<Array>& got, const std::vector<Array>& want) {
   REQUIRE(got.size() == want.size());
@@ -91,17 +94,17 @@ TEST_CASE("fori_loop with static bounds: gradients as the loop written out, unde
   const auto a = inputs();
   testing::check_grad(fori_loss(0, 3), a);
   const auto want = vjp([](std::span<const Array> x) { return unrolled(x, 1, 4); }, a)
-                        .backward(kOne);
-  check_close(vjp(fori_loss(1, 4), a).backward(kOne), want);
+                        .backward(one());
+  check_close(vjp(fori_loss(1, 4), a).backward(one()), want);
   for (const PolicyPtr& p : {cp::everything_saveable(), cp::nothing_saveable(),
                              cp::dots_saveable(), cp::dots_with_no_batch_dims_saveable()}) {
     CAPTURE(p->str());
-    check_close(vjp(checkpoint(fori_loss(1, 4), p), a).backward(kOne), want);
+    check_close(vjp(checkpoint(fori_loss(1, 4), p), a).backward(one()), want);
   }
   const TreeFn step = [](std::span<const Tree> t) {
     const std::vector<Array> x{t[0].array(), t[1].array()};
     const VjpResult r = vjp(fori_loss(1, 4), x);
-    const std::vector<Array> g = r.backward(kOne);
+    const std::vector<Array> g = r.backward(one());
     return std::vector<Tree>{Tree(r.outputs[0]), Tree(g[0]), Tree(g[1])};
   };
   const std::vector<Tree> in{Tree(a[0]), Tree(a[1])};
@@ -119,7 +122,7 @@ TEST_CASE("while_loop: asking for its gradient is an error that names fori_loop 
                                                 x.subspan(1, 1));
     return std::vector<Array>{sum(y[0])};
   };
-  CHECK_THROWS_WITH_AS(vjp(dynamic, a).backward(kOne),
+  CHECK_THROWS_WITH_AS(vjp(dynamic, a).backward(one()),
                        doctest::Contains("Use lax::fori_loop with static bounds, or scan"),
                        ValueError);
 }
