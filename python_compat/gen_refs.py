@@ -37,6 +37,7 @@ import jax  # noqa: E402
 import flax  # noqa: E402
 import optax  # noqa: E402
 
+import problems_control_flow  # noqa: E402
 import problems_lm  # noqa: E402
 import problems_nn  # noqa: E402
 import problems_random  # noqa: E402
@@ -78,6 +79,9 @@ TARGETS: list[Target] = [
     # Language-model trajectories (lm_train: the LM of scan(remat(Block)) + optax).
     Target("lm", "transformer", "lm.json", True, problems_lm.cases, 1_000_000,
            lambda: problems_lm.SKIPPED),
+    # Control flow (cond, switch, fori_loop: values, gradients, saved residuals per policy).
+    Target("control_flow", "control_flow", "control_flow.json", True, problems_control_flow.cases,
+           1_000_000, lambda: problems_control_flow.SKIPPED),
 ]
 
 # split(key(0), 4) in each threefry mode (docs/jax-flax-semantics.md §1.6): a self-test

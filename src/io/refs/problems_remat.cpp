@@ -87,6 +87,15 @@ std::string residual_kind(const SavedResidual& r) {
 
 }  // namespace
 
+Records residual_records(const std::vector<SavedResidual>& residuals) {
+  Records records;
+  for (const SavedResidual& r : residuals)
+    records.items.push_back(Json{{"dtype", dtype_name(r.aval.dtype)},
+                                 {"shape", r.aval.shape.dims()},
+                                 {"kind", residual_kind(r)}});
+  return records;
+}
+
 void register_remat_problems(ProblemRegistry& registry) {
   registry.add("checkpoint_dot_policy", [](const Inputs& in, const CaseContext& cx) -> Outcome {
     const ArrayFn h =
@@ -127,12 +136,7 @@ void register_remat_problems(ProblemRegistry& registry) {
           in.path(), ".function: unknown function \"", function,
           "\"; expected checkpoint_dot_policy, named_dot_policy, mlp_loss or block_loss"));
     }
-    Records records;
-    for (const SavedResidual& r : saved_residuals(with_policy(h.fn, in, "none", false), h.args))
-      records.items.push_back(Json{{"dtype", dtype_name(r.aval.dtype)},
-                                   {"shape", r.aval.shape.dims()},
-                                   {"kind", residual_kind(r)}});
-    return records;
+    return residual_records(saved_residuals(with_policy(h.fn, in, "none", false), h.args));
   });
 }
 

@@ -13,6 +13,7 @@ const ProblemRegistry& ProblemRegistry::builtin() {
     register_nn_problems(r);
     register_train_problems(r);
     register_transformer_problems(r);
+    register_control_flow_problems(r);
     return r;
   }();
   return registry;
