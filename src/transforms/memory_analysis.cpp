@@ -73,7 +73,22 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
     std::int64_t made = 0;  // new buffers of the results
     const std::string* call = ir::call_body(*e.prim);
     const std::string* loop = ir::loop_body(*e.prim);
-    if (call != nullptr || loop != nullptr) {
+    // Any other equation that holds graphs (cond's branches) runs at most one of them at a
+    // time: the largest one's peak bounds what it adds, so the figure is no longer exact.
+    std::int64_t largest = -1;
+    if (call == nullptr && loop == nullptr)
+      ir::for_each_subgraph(e, [&](const auto& /*name*/, const ir::Graph& sub) {
+        const MemoryAnalysis inner =
+            analyze_memory(sub, std::vector<bool>(sub.invars.size(), false));
+        largest = std::max(largest, inner.peak_bytes - inner.argument_bytes);
+      });
+    if (largest >= 0) {
+      for (const ir::VarId v : e.outputs)
+        made += bytes(v);
+      m.exact = false;
+      m.peak_bytes = std::max(m.peak_bytes, live + largest);
+      live += made;
+    } else if (call != nullptr || loop != nullptr) {
       // The body runs on the equation's operands (held by it, so none is freed inside) and
       // its results become the equation's.
       const auto& body = *e.params.get<std::shared_ptr<const ir::Graph>>(call ? *call : *loop);

@@ -27,8 +27,9 @@ struct MemoryAnalysis {
   std::int64_t temp_bytes = 0;
   // (input, output): output `second` is written into donated input `first`'s buffer.
   std::vector<std::pair<std::size_t, std::size_t>> aliases;
-  // False where a primitive's own temporaries are not modelled (scan's per-iteration rows):
-  // the peak is then a lower bound.
+  // False where the figure is not exact: a primitive's own temporaries are not modelled
+  // (scan's per-iteration rows: the peak is then a lower bound), or a cond's largest branch
+  // stands for whichever one runs.
   bool exact = true;
 
   std::string str() const;
