@@ -120,9 +120,8 @@ std::vector<Array> switch_(const Array& index, std::span<const Branch> branches,
                            std::span<const Array> operands) {
   if (branches.empty()) throw ValueError("switch: no branches; pass at least one");
   if (index.rank() != 0 || !is_integer(index.dtype()))
-    throw ValueError(detail::str("switch: the index must be an integer scalar, got ",
-                                 index.aval(), "; compute a branch number, e.g. with ",
-                                 "convert_element_type"));
+    throw ValueError(detail::str("switch: the index must be an integer scalar, got ", index.aval(),
+                                 "; compute a branch number, e.g. with ", "convert_element_type"));
   for (std::size_t j = 0; j < operands.size(); ++j)
     if (!operands[j].valid())
       throw ValueError(detail::str("cond: operand ", j, " is a null Array"));
@@ -133,10 +132,10 @@ std::vector<Array> switch_(const Array& index, std::span<const Branch> branches,
     for (std::size_t j = 0; same && j < g.outvars.size(); ++j)
       same = g.aval(g.outvars[j]) == t.branches[0].aval(t.branches[0].outvars[j]);
     if (!same)
-      throw ValueError(detail::str(
-          "cond: every branch must return the same types; branch 0 returns ",
-          types_of(t.branches[0]), " but branch ", k, " returns ", types_of(g),
-          ". Make the branches agree, e.g. by casting or broadcasting their results"));
+      throw ValueError(
+          detail::str("cond: every branch must return the same types; branch 0 returns ",
+                      types_of(t.branches[0]), " but branch ", k, " returns ", types_of(g),
+                      ". Make the branches agree, e.g. by casting or broadcasting their results"));
   }
   // JAX: index = clamp(0, convert_element_type(index, int32), n - 1).
   const auto last = static_cast<double>(branches.size() - 1);

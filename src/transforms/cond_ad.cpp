@@ -171,10 +171,9 @@ ir::Graph backward_graph(const BranchLinear& b, std::span<const AVal> avals,
       [&](std::span<const Array> x) {
         std::vector<Array> args;
         for (std::size_t j = 0; j < b.operand.size(); ++j)
-          args.push_back(
-              b.operand[j] >= 0
-                  ? x[m + static_cast<std::size_t>(b.operand[j])]
-                  : x[static_cast<std::size_t>(b.slot_of[b.lin.num_outputs + j])]);
+          args.push_back(b.operand[j] >= 0
+                             ? x[m + static_cast<std::size_t>(b.operand[j])]
+                             : x[static_cast<std::size_t>(b.slot_of[b.lin.num_outputs + j])]);
         args.insert(args.end(), x.begin() + static_cast<std::ptrdiff_t>(m + n), x.end());
         const std::vector<Array> u = eval_graph(b.lin.pe.unknown, args);
         std::vector<Array> cts(n);
@@ -247,8 +246,8 @@ std::vector<AVal> avals_of(std::span<const Array> xs) {
 // The split cond bound on `ins` (index, operands): its operands (index, residuals, operands)
 // and results.
 std::pair<std::vector<Array>, std::vector<Array>> bind_split(const Split& s,
-                                                            std::span<const Array> ins,
-                                                            const ir::Params& result) {
+                                                             std::span<const Array> ins,
+                                                             const ir::Params& result) {
   std::vector<Array> in{ins[0]};
   if (!s.slots.empty()) {
     const std::vector<Array> slots = ir::bind(lax::cond_p, ins, residual_params(s));

@@ -62,8 +62,8 @@ struct ReverseRule {
   // partial_eval_jaxpr_custom rule of cond_p): appends to `into`, a copy of the region's body
   // that holds `e`'s variables, the equations that replace `e` there, allocating any new
   // variables in it. Empty: the equation stays whole, and the policy decides on it as on any.
-  std::function<void(const ir::Eqn& e, const PolicyPtr& policy, ir::Graph& into)>
-      split_in_region = {};
+  using SplitFn = std::function<void(const ir::Eqn& e, const PolicyPtr& policy, ir::Graph& into)>;
+  SplitFn split_in_region = {};
   // Whether the region keeps the outputs of `e`, a replacement made by split_in_region, whatever
   // its policy says of the primitive: they are what the policy saved inside it.
   std::function<bool(const ir::Eqn& e)> saved_in_region = {};
@@ -105,8 +105,8 @@ std::vector<Array> replay_graph(const ir::Graph& g, std::span<const Array> input
                                 const EqnVisitor& visit);
 
 // Replays `g` flattening the equations whose reverse rule says so (checkpoint regions) into
-// their bodies; every other equation is recorded in `eqns` in order. `saved` (if given) supplies the outputs of equation number i
-// instead of recomputing it; `tangents` (if given) is propagated.
+// their bodies; every other equation is recorded in `eqns` in order. `saved` (if given) supplies
+// the outputs of equation number i instead of recomputing it; `tangents` (if given) is propagated.
 using SavedFn = std::function<std::optional<std::vector<Array>>(std::size_t index, const TapeEqn&)>;
 std::vector<Array> replay_flat(const ir::Graph& g, std::span<const Array> inputs,
                                std::vector<TapeEqn>& eqns, const SavedFn& saved,

@@ -31,9 +31,9 @@ std::vector<AVal> while_avals(std::span<const AVal> in, const ir::Params& params
                 "while: ", in.size(), " operands do not match its graphs' inputs");
   std::vector<AVal> carry(in.begin() + static_cast<std::ptrdiff_t>(first_carry), in.end());
   for (std::size_t i = 0; i < w.cond.invars.size(); ++i)
-    FLAXPP_ASSERT(w.cond.aval(w.cond.invars[i]) ==
-                      (i < w.cond_nconsts ? in[i] : carry[i - w.cond_nconsts]),
-                  "while: operand ", i, " does not match the predicate's input");
+    FLAXPP_ASSERT(
+        w.cond.aval(w.cond.invars[i]) == (i < w.cond_nconsts ? in[i] : carry[i - w.cond_nconsts]),
+        "while: operand ", i, " does not match the predicate's input");
   for (std::size_t i = 0; i < w.body.invars.size(); ++i)
     FLAXPP_ASSERT(w.body.aval(w.body.invars[i]) ==
                       (i < w.body_nconsts ? in[w.cond_nconsts + i] : carry[i - w.body_nconsts]),
@@ -45,8 +45,8 @@ std::vector<Array> run_while(std::span<const Array> in, const ir::Params& params
   const WhileShape w = while_shape(params);
   const std::span<const Array> cond_consts = in.subspan(0, w.cond_nconsts);
   const std::span<const Array> body_consts = in.subspan(w.cond_nconsts, w.body_nconsts);
-  std::vector<Array> carry(in.begin() + static_cast<std::ptrdiff_t>(w.cond_nconsts + w.body_nconsts),
-                           in.end());
+  std::vector<Array> carry(
+      in.begin() + static_cast<std::ptrdiff_t>(w.cond_nconsts + w.body_nconsts), in.end());
   auto with = [&](std::span<const Array> consts) {
     std::vector<Array> args(consts.begin(), consts.end());
     args.insert(args.end(), carry.begin(), carry.end());
@@ -107,10 +107,10 @@ std::vector<Array> while_loop(const LoopCond& cond_fun, const LoopBody& body_fun
       [&](std::span<const Array> carry) {
         const Array p = cond_fun(carry);
         if (!p.valid() || p.aval() != AVal{Shape{}, DType::bool_})
-          throw ValueError(detail::str(
-              "while_loop: cond_fun must return a bool scalar, got ",
-              p.valid() ? p.aval().str() : std::string("a null Array"),
-              "; compare, e.g. with less(), and reduce with all() or any() if needed"));
+          throw ValueError(
+              detail::str("while_loop: cond_fun must return a bool scalar, got ",
+                          p.valid() ? p.aval().str() : std::string("a null Array"),
+                          "; compare, e.g. with less(), and reduce with all() or any() if needed"));
         return std::vector<Array>{p};
       },
       avals);

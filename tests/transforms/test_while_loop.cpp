@@ -93,11 +93,11 @@ TEST_CASE("fori_loop: static and run-time bounds give the loop written out") {
 TEST_CASE("fori_loop with static bounds: gradients as the loop written out, under every policy") {
   const auto a = inputs();
   testing::check_grad(fori_loss(0, 3), a);
-  const auto want = vjp([](std::span<const Array> x) { return unrolled(x, 1, 4); }, a)
-                        .backward(one());
+  const auto want =
+      vjp([](std::span<const Array> x) { return unrolled(x, 1, 4); }, a).backward(one());
   check_close(vjp(fori_loss(1, 4), a).backward(one()), want);
-  for (const PolicyPtr& p : {cp::everything_saveable(), cp::nothing_saveable(),
-                             cp::dots_saveable(), cp::dots_with_no_batch_dims_saveable()}) {
+  for (const PolicyPtr& p : {cp::everything_saveable(), cp::nothing_saveable(), cp::dots_saveable(),
+                             cp::dots_with_no_batch_dims_saveable()}) {
     CAPTURE(p->str());
     check_close(vjp(checkpoint(fori_loss(1, 4), p), a).backward(one()), want);
   }
@@ -118,8 +118,8 @@ TEST_CASE("while_loop: asking for its gradient is an error that names fori_loop 
     const lax::ForiBody step = [&](const Array&, std::span<const Array> y) {
       return std::vector<Array>{tanh(matmul(y[0], x[0]))};
     };
-    const std::vector<Array> y = lax::fori_loop(Array::scalar(0), Array::scalar(3), step,
-                                                x.subspan(1, 1));
+    const std::vector<Array> y =
+        lax::fori_loop(Array::scalar(0), Array::scalar(3), step, x.subspan(1, 1));
     return std::vector<Array>{sum(y[0])};
   };
   CHECK_THROWS_WITH_AS(vjp(dynamic, a).backward(one()),
@@ -130,19 +130,20 @@ TEST_CASE("while_loop: asking for its gradient is an error that names fori_loop 
 TEST_CASE("while_loop and fori_loop: bad input is a clear error") {
   const std::vector<Array> init{Array::scalar(1.0)};
   const lax::LoopBody same = [](std::span<const Array> c) { return std::vector<Array>{c[0]}; };
+  CHECK_THROWS_WITH_AS(lax::while_loop([](std::span<const Array> c) { return c[0]; }, same, init),
+                       doctest::Contains("cond_fun must return a bool scalar, got f64[]"),
+                       ValueError);
   CHECK_THROWS_WITH_AS(
-      lax::while_loop([](std::span<const Array> c) { return c[0]; }, same, init),
-      doctest::Contains("cond_fun must return a bool scalar, got f64[]"), ValueError);
-  CHECK_THROWS_WITH_AS(
-      lax::while_loop([](std::span<const Array> c) { return less(c[0], c[0]); },
-                      [](std::span<const Array> c) { return std::vector<Array>{astype(c[0], DType::f32)}; },
-                      init),
+      lax::while_loop(
+          [](std::span<const Array> c) { return less(c[0], c[0]); },
+          [](std::span<const Array> c) { return std::vector<Array>{astype(c[0], DType::f32)}; },
+          init),
       doctest::Contains("body_fun must return the carry's shapes and dtypes, (f64[]), but "
                         "returned (f32[])"),
       ValueError);
   CHECK_THROWS_WITH_AS(
-      lax::fori_loop(0, 2, [](const Array&, std::span<const Array>) { return std::vector<Array>{}; },
-                     init),
+      lax::fori_loop(
+          0, 2, [](const Array&, std::span<const Array>) { return std::vector<Array>{}; }, init),
       doctest::Contains("fori_loop: body_fun must return the carry's shapes and dtypes"),
       ValueError);
   CHECK_THROWS_WITH_AS(lax::fori_loop(Array::scalar(0.0), Array::scalar(2), {}, init),

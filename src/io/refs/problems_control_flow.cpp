@@ -57,9 +57,9 @@ ArrayFn function_of(const Inputs& in, Device device) {
       const lax::ForiBody step = [&w](const Array& i, std::span<const Array> y) {
         return std::vector<Array>{tanh(matmul(y[0], w)) + astype(i, y[0].dtype())};
       };
-      const std::vector<Array> y = lax::fori_loop(static_cast<std::int32_t>(lower),
-                                                  static_cast<std::int32_t>(upper), step,
-                                                  a.subspan(1, 1));
+      const std::vector<Array> y =
+          lax::fori_loop(static_cast<std::int32_t>(lower), static_cast<std::int32_t>(upper), step,
+                         a.subspan(1, 1));
       return std::vector<Array>{sum(square(y[0]))};
     };
   }
