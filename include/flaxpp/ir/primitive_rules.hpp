@@ -4,8 +4,8 @@
 //   - effects: what an equation does besides computing its results from its operands;
 //   - calls and loops: a primitive whose equation runs a graph it holds on its operands, once
 //     or once per iteration.
-// The transforms layer keeps the rules of its own (reverse mode, memory) beside these
-// (src/transforms/rules.hpp). Register before first use: from a static initialiser of the
+// The transforms layer keeps its reverse-mode rules beside these
+// (src/transforms/tape.hpp). Register before first use: from a static initialiser of the
 // primitive's own file.
 #pragma once
 
