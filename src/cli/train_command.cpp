@@ -185,7 +185,6 @@ int train_command(const std::vector<std::string>& args) {
   step.set_communicator(job.communicator());
   train::TrainState state = step.init(
       model.init(random::key(c.seed), data::take(data.train, std::vector<std::int64_t>{0}).x));
-  if (!data.vocab.empty() && job.leader()) write_vocab(files.vocab, data.vocab);
 
   const std::int64_t spe = plan.steps_per_epoch;
   std::int64_t saved_step = -1;  // the step of the checkpoint on disk (-1: none of this run)
@@ -194,7 +193,9 @@ int train_command(const std::vector<std::string>& args) {
   if (!job.leader()) {
     // The leader's state, below.
   } else if (c.resume && fs::exists(files.checkpoint)) {
+    // Nothing in output_dir is written until the run is accepted.
     const std::vector<std::string> changes = check_run_record(files, c);
+    if (!data.vocab.empty()) accept_vocab(files, data.vocab);
     const bool recorded = fs::exists(files.record);
     state = load_checkpoint_state(files, c, state);
     saved_step = state.step;
@@ -228,6 +229,7 @@ int train_command(const std::vector<std::string>& args) {
     for (const std::string* f : {&files.checkpoint, &files.metrics, &files.curves})
       fs::remove(*f, ignored);
     write_run_record(files, c);
+    if (!data.vocab.empty()) write_vocab(files.vocab, data.vocab);
   }
   job.share_leader_state(state, saved_step);
 

@@ -79,6 +79,46 @@ void write_vocab(const std::string& path, const std::string& vocab) {
   io::write_file_atomically(path, Json{{"format", kVocabFormat}, {"bytes", bytes}}.dump() + "\n");
 }
 
+std::string read_vocab(const std::string& path) {
+  const Json vocab = io::read_json_file(path);
+  const Json* bytes = vocab.is_object() && vocab.value("format", Json()) == kVocabFormat &&
+                              vocab.contains("bytes") && vocab["bytes"].is_array()
+                          ? &vocab["bytes"]
+                          : nullptr;
+  if (bytes == nullptr || bytes->empty())
+    throw ParseError(detail::str(path, ": expected {\"format\": \"", kVocabFormat,
+                                 "\", \"bytes\": [...]}; the file was changed or damaged"));
+  std::string out;
+  for (const Json& b : *bytes) {
+    if (!b.is_number_integer() || b.get<std::int64_t>() < 0 || b.get<std::int64_t>() > 255)
+      throw ParseError(detail::str(path, ": expected byte values 0..255, got ", b.dump()));
+    const auto ch = static_cast<char>(b.get<int>());
+    if (out.find(ch) != std::string::npos)
+      throw ParseError(detail::str(path, ": byte ", b.get<int>(),
+                                   " appears twice; each character has one token id. The file "
+                                   "was changed or damaged"));
+    out.push_back(ch);
+  }
+  return out;
+}
+
+void accept_vocab(const RunFiles& files, const std::string& vocab) {
+  if (!fs::exists(files.vocab)) {
+    write_vocab(files.vocab, vocab);
+    return;
+  }
+  const std::string recorded = read_vocab(files.vocab);
+  if (recorded != vocab)
+    throw ValueError(detail::str(
+        "the training text's characters differ from those of the run in ",
+        fs::path(files.vocab).parent_path().string(), ": ", files.vocab, " has ", recorded.size(),
+        " characters, the text now ",
+        recorded.size() == vocab.size() ? std::string("as many, but others")
+                                        : std::to_string(vocab.size()),
+        "; the checkpoint's embedding rows stand for vocab.json's. Train on the run's text, "
+        "into another output_dir, or pass --fresh to replace the run"));
+}
+
 LmRun read_lm_run(const std::string& checkpoint) {
   const fs::path dir = fs::path(checkpoint).parent_path();
   const std::string record_file = (dir / "run.json").string(),
@@ -102,19 +142,7 @@ LmRun read_lm_run(const std::string& checkpoint) {
                                  ": the run trained an MLP classifier; generate "
                                  "samples text from a language model's checkpoint"));
   need(vocab_file);
-  const Json vocab = io::read_json_file(vocab_file);
-  const Json* bytes = vocab.is_object() && vocab.value("format", Json()) == kVocabFormat &&
-                              vocab.contains("bytes") && vocab["bytes"].is_array()
-                          ? &vocab["bytes"]
-                          : nullptr;
-  if (bytes == nullptr || bytes->empty())
-    throw ParseError(detail::str(vocab_file, ": expected {\"format\": \"", kVocabFormat,
-                                 "\", \"bytes\": [...]}; the file was changed or damaged"));
-  for (const Json& b : *bytes) {
-    if (!b.is_number_integer() || b.get<std::int64_t>() < 0 || b.get<std::int64_t>() > 255)
-      throw ParseError(detail::str(vocab_file, ": expected byte values 0..255, got ", b.dump()));
-    run.vocab.push_back(static_cast<char>(b.get<int>()));
-  }
+  run.vocab = read_vocab(vocab_file);
   return run;
 }
 

@@ -27,6 +27,13 @@ void write_run_record(const RunFiles& files, const io::TrainConfig& config);
 
 // vocab.json: a language-model run's characters in token-id order, as byte values.
 void write_vocab(const std::string& path, const std::string& vocab);
+// Reads vocab.json; throws ParseError naming the file when it is damaged or repeats a
+// character.
+std::string read_vocab(const std::string& path);
+// For a resumed language-model run: throws ValueError unless `vocab`, the characters of the
+// training text now, are those of vocab.json (the characters the checkpoint's embedding rows
+// stand for); writes vocab.json where it is missing.
+void accept_vocab(const RunFiles& files, const std::string& vocab);
 
 // What `flaxpp generate` needs of the run a checkpoint belongs to, read from the run.json and
 // vocab.json beside it: the run's config (its model, data.seq_len) and its characters. Throws

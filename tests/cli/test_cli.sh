@@ -278,6 +278,23 @@ expect "generate: a negative temperature" 2 '--temperature: expected a number >=
 expect "generate: an MLP's checkpoint" 2 'the run trained an MLP classifier' -- "$flaxpp" generate "$dir/full/checkpoint.json" --prompt G
 mkdir -p "$dir/lone" && cp "$dir/lm/checkpoint.json" "$dir/lone/"
 expect "generate: a checkpoint without its run files" 2 'run.json: missing; generate reads the run.json and vocab.json' -- "$flaxpp" generate "$dir/lone/checkpoint.json" --prompt G
+# A refused run writes nothing into output_dir: vocab.json stays the checkpoint's (another text
+# path is refused by run.json; a text changed in place, by its characters).
+cp "$dir/lm/vocab.json" "$dir/vocab_before.json"
+for i in $(seq 1 40); do printf 'Quick zebras jump over the lazy dog! '; done >"$dir/other.txt"
+lm_config "$dir/lm" | sed "s|$dir/tiny.txt|$dir/other.txt|" >"$dir/lm_other.json"
+expect "resume: another text is refused" 2 '\$\.data\.text is .*other\.txt. now' -- "$flaxpp" train "$dir/lm_other.json"
+check "a refused resume leaves vocab.json as it was" cmp -s "$dir/lm/vocab.json" "$dir/vocab_before.json"
+cp "$dir/tiny.txt" "$dir/changing.txt"
+lm_config "$dir/lm_changing" | sed "s|$dir/tiny.txt|$dir/changing.txt|" >"$dir/lm_changing.json"
+expect "train the run whose text will change" 0 '^test accuracy' -- "$flaxpp" train "$dir/lm_changing.json"
+cp "$dir/lm_changing/vocab.json" "$dir/vocab_before.json"
+cp "$dir/other.txt" "$dir/changing.txt"
+expect "resume: a text changed in place is refused by its characters" 2 "the training text's characters differ from those of the run in .*lm_changing: .*vocab\.json has [0-9]+ characters, the text now" -- "$flaxpp" train "$dir/lm_changing.json"
+check "that refusal leaves vocab.json as it was" cmp -s "$dir/lm_changing/vocab.json" "$dir/vocab_before.json"
+mkdir -p "$dir/twice" && cp "$dir/lm/checkpoint.json" "$dir/lm/run.json" "$dir/twice/"
+printf '{"format": "flaxpp.vocab/1", "bytes": [73, 110, 73]}\n' >"$dir/twice/vocab.json"
+expect "generate: a vocabulary that repeats a character" 2 'twice/vocab\.json: byte 73 appears twice' -- "$flaxpp" generate "$dir/twice/checkpoint.json" --prompt I
 lm_config "$dir/lm" | sed 's/"num_heads": 2/"num_heads": 3/' >"$dir/lm_heads.json"
 expect "train: heads that do not divide the width" 2 '\$\.model\.num_heads: 3 heads do not divide the width \$\.model\.features 16' -- "$flaxpp" train "$dir/lm_heads.json"
 lm_config "$dir/lm" | sed 's/"kind": "lm", //' >"$dir/lm_kind.json"
