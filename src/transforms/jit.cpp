@@ -186,8 +186,20 @@ std::vector<Tree> CompiledStep::run(std::vector<Tree> args) const {
   // The graph's inputs: every argument's leaves in order. A donated argument's buffers are
   // taken from the caller (whose arrays become unusable) and handed over, so the graph holds
   // the only reference and frees or reuses each at its last use.
+  // A donated buffer that reaches the call more than once (the same array donated and not, two
+  // leaves of a donated tree sharing one buffer) cannot be the step's alone: it is copied, and
+  // the caller's array stays valid, before anything is taken.
+  std::map<const Buffer*, int> uses;
+  for (const Tree& t : args)
+    for (const Array& a : t.leaves())
+      ++uses[&a.buffer()];
+  bool shared_donation = false;
+  for (std::size_t i = 0; i < args.size(); ++i)
+    if (s.donated[i])
+      for (const Array& a : args[i].leaves())
+        shared_donation = shared_donation || uses[&a.buffer()] > 1;
   std::vector<Array> leaves;
-  if (s.recording != nullptr && s.graphs->load()) {
+  if (s.recording != nullptr && s.graphs->load() && !shared_donation) {
     for (const Tree& t : args)
       for (Array& a : t.leaves())
         leaves.push_back(std::move(a));
@@ -198,22 +210,18 @@ std::vector<Tree> CompiledStep::run(std::vector<Tree> args) const {
       return assemble(std::move(*recorded));
     }
   }
-  std::map<const Buffer*, Array> taken;  // a donated buffer that appears twice is taken once
   for (std::size_t i = 0; i < args.size(); ++i) {
     for (Array& a : args[i].leaves()) {
-      if (!s.donated[i]) {
-        leaves.push_back(std::move(a));
-        continue;
-      }
       const Buffer& b = a.buffer();
-      auto it = taken.find(&b);
-      if (it == taken.end())
-        it = taken.emplace(&b, Array(b.backend().take(b), a.shape(), a.dtype())).first;
-      leaves.push_back(it->second);
+      if (!s.donated[i])
+        leaves.push_back(std::move(a));
+      else if (uses[&b] > 1)
+        leaves.push_back(a.copy());
+      else
+        leaves.emplace_back(b.backend().take(b), a.shape(), a.dtype());
     }
   }
   args.clear();
-  taken.clear();
   return assemble(eval_graph(s.graph, std::move(leaves)));
 }
 
@@ -232,6 +240,29 @@ std::vector<Tree> CompiledStep::assemble(std::vector<Array> results) const {
 std::int64_t CompiledStep::replays() const {
   return impl_->recording != nullptr ? impl_->recording->replays() : 0;
 }
+
+namespace {
+
+// A donated argument that the function also captures becomes a constant of the graph, which
+// every later call reads; donating it would hand that buffer to the first call to overwrite.
+// Refused at trace time, naming the argument.
+void refuse_donated_constants(const ir::Graph& g, std::span<const Tree> args,
+                              const std::vector<bool>& donated) {
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (!donated[i]) continue;
+    for (const auto& [path, leaf] : args[i].flatten())
+      for (const Array& c : g.consts)
+        if (!c.is_traced() && &c.buffer() == &leaf.buffer())
+          throw ValueError(detail::str(
+              "jit: argument ", i, path.empty() ? "" : " leaf " + path, " (", leaf.aval(),
+              ") is donated (donate_argnums) but the function also captures it as a constant, "
+              "which every later call reads; the donated buffer is the step's to overwrite. Pass "
+              "it only as the argument, or do not donate argument ",
+              i));
+  }
+}
+
+}  // namespace
 
 struct Jitted::State {
   TreeFn f;
@@ -282,6 +313,7 @@ struct Jitted::State {
       return out;
     };
     ir::Graph g = make_graph(flat, avals);
+    refuse_donated_constants(g, args, s->donated);
     const bool verify = transforms::verify_passes();
     const auto pass_on = [&](const ir::Graph& graph, auto&& run) {
       run();

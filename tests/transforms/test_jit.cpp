@@ -331,6 +331,57 @@ TEST_CASE("jit: donated arguments give their buffers to the step; reading them i
   CHECK(after == before);
 }
 
+TEST_CASE("jit: a donated buffer that reaches the call twice is copied, never destroyed") {
+  // f(a, b) = (a * 2 + b, sum(b)), argument 0 donated. Each call below passes a buffer twice;
+  // the results are the eager ones and the caller's arrays stay readable.
+  const TreeFn f = [](std::span<const Tree> a) {
+    Tree doubled = tree_map(a[0], [](const Array& x) { return x * Array::scalar(2.0f); });
+    const Array b = a[1].is_leaf() ? a[1].array() : a[1].leaves()[0];
+    doubled = tree_map(doubled, [&](const Array& x) { return x + b; });
+    return std::vector<Tree>{doubled, Tree(sum(b))};
+  };
+  const Jitted step = jit(f, {.donate_argnums = {0}});
+  const auto values = [](const Tree& t) {
+    std::vector<float> out;
+    for (const Array& x : t.leaves())
+      for (const float v : x.to_vector<float>())
+        out.push_back(v);
+    return out;
+  };
+  const Array w = Array::from_vector(std::vector<float>{1, 2, 3}, Shape{3});
+  SUBCASE("the same array donated and not donated") {
+    const std::vector<Tree> got = step({Tree(w), Tree(w)});
+    CHECK(values(got[0]) == std::vector<float>{3, 6, 9});
+    CHECK(w.to_vector<float>() == std::vector<float>{1, 2, 3});
+  }
+  SUBCASE("two leaves of a donated tree sharing a buffer (tied weights)") {
+    const Tree tied{{"a", w}, {"b", w}};
+    const std::vector<Tree> got = step({tied, Tree(Array::full(Shape{3}, 1.0, DType::f32))});
+    CHECK(values(got[0]) == std::vector<float>{3, 5, 7, 3, 5, 7});
+    CHECK(w.to_vector<float>() == std::vector<float>{1, 2, 3});
+  }
+  SUBCASE("params and a copy made by assignment, both donated") {
+    const Jitted both = jit(f, {.donate_argnums = {0, 1}});
+    const Tree params{{"w", w}};
+    const Tree copy = params;  // shares the buffers
+    const std::vector<Tree> got = both({params, copy});
+    CHECK(values(got[0]) == std::vector<float>{3, 6, 9});
+    CHECK(w.to_vector<float>() == std::vector<float>{1, 2, 3});
+  }
+}
+
+TEST_CASE("jit: a donated argument the function also captures is refused when traced") {
+  const Array w = Array::from_vector(std::vector<float>{1, 2}, Shape{2});
+  const Jitted step = jit(
+      [&](std::span<const Tree> a) { return std::vector<Tree>{Tree(a[0].array() + w)}; },
+      {.donate_argnums = {0}});
+  CHECK_THROWS_WITH_AS(step({Tree(w)}),
+                       doctest::Contains("argument 0 (f32[2]) is donated (donate_argnums) but the "
+                                         "function also captures it as a constant"),
+                       ValueError);
+  CHECK(w.to_vector<float>() == std::vector<float>{1, 2});
+}
+
 TEST_CASE("jit: a compiled step called with another tree names the path that differs") {
   const Jitted f = jit([](std::span<const Tree> a) {
     return std::vector<Tree>{Tree(a[0]["w"].array() * 2.0 + a[0]["b"].array())};
