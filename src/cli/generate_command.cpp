@@ -81,6 +81,27 @@ std::optional<Options> parse_options(const std::vector<std::string>& args) {
   return o;
 }
 
+// `text` with control characters and non-ASCII bytes written as C escapes, for a message.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char ch : text) {
+    const auto b = static_cast<unsigned char>(ch);
+    if (ch == '\n') {
+      out += "\\n";
+    } else if (ch == '\t') {
+      out += "\\t";
+    } else if (ch == '\\' || ch == '"') {
+      out += std::string{'\\', ch};
+    } else if (b < 0x20 || b >= 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += std::string{'\\', 'x', kHex[b >> 4], kHex[b & 15]};
+    } else {
+      out.push_back(ch);
+    }
+  }
+  return out;
+}
+
 // The index of the character `u` (uniform in [0, 1)) falls on in softmax(logits / t).
 std::size_t sample(const std::vector<float>& logits, double t, double u) {
   std::size_t best = 0;
@@ -110,11 +131,11 @@ int generate_command(const std::vector<std::string>& args) {
   std::vector<std::int32_t> tokens;
   for (const char ch : o->prompt) {
     if (id[static_cast<unsigned char>(ch)] < 0)
-      throw UsageError(detail::str("--prompt: the character '", std::string(1, ch), "' (byte ",
-                                   static_cast<int>(static_cast<unsigned char>(ch)),
+      throw UsageError(detail::str("--prompt: the character '", printable(std::string(1, ch)),
+                                   "' (byte ", static_cast<int>(static_cast<unsigned char>(ch)),
                                    ") is not in the model's vocabulary of ", run.vocab.size(),
-                                   " characters, which its training text fixed: \"", run.vocab,
-                                   "\""));
+                                   " characters, which its training text fixed: \"",
+                                   printable(run.vocab), "\""));
     tokens.push_back(id[static_cast<unsigned char>(ch)]);
   }
   const train::TrainState state = train::TrainState::from_tree(io::load_checkpoint(o->checkpoint));
@@ -125,6 +146,19 @@ int generate_command(const std::vector<std::string>& args) {
     lm.policy = checkpoint_policies::nothing_saveable();
   const TrainModel model =
       train_model(lm, run.config.data.seq_len, static_cast<std::int64_t>(run.vocab.size()));
+  // What cannot be sampled from is refused, naming the file: parameters of another model (a
+  // vocab.json of another size, a checkpoint of another run) or that are not finite.
+  const Tree expected = model.init(random::key(0), Array::full(Shape{1, 1}, 0.0, DType::i32));
+  if (const auto why = tree_difference(expected, state.params, "params",
+                                       "the language model of its run.json and vocab.json"))
+    throw ParseError(
+        detail::str(o->checkpoint, ": not the model its run.json and vocab.json describe: ", *why,
+                    "; keep a checkpoint with the run.json and vocab.json its training wrote"));
+  if (const auto path = first_nonfinite(state.params))
+    throw ParseError(detail::str(o->checkpoint, ": the parameter params/", *path,
+                                 " holds a NaN or an infinity, so the model samples nothing "
+                                 "meaningful; use an earlier checkpoint, or train again with a "
+                                 "lower learning rate"));
   const Tree params = tree_map(state.params, [](const Array& a) { return a.to(default_device()); });
   const random::Key key = random::key(o->seed);
   std::string text = o->prompt;

@@ -98,21 +98,6 @@ std::optional<Options> parse_options(const std::vector<std::string>& args) {
   return o;
 }
 
-// The path of the first float leaf holding a NaN or an infinity.
-std::optional<std::string> first_nonfinite(const Tree& tree) {
-  for (const auto& [path, a] : tree.flatten()) {
-    bool finite = true;
-    if (a.dtype() == DType::f32)
-      for (const float v : a.to_vector<float>())
-        finite = finite && std::isfinite(v);
-    if (a.dtype() == DType::f64)
-      for (const double v : a.to_vector<double>())
-        finite = finite && std::isfinite(v);
-    if (!finite) return path;
-  }
-  return std::nullopt;
-}
-
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }

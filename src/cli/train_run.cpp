@@ -1,6 +1,7 @@
 // The files of a `flaxpp train` run and the checks before resuming from them.
 #include "cli/train_run.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -120,6 +121,9 @@ void accept_vocab(const RunFiles& files, const std::string& vocab) {
 }
 
 LmRun read_lm_run(const std::string& checkpoint) {
+  if (fs::is_directory(checkpoint))
+    throw ParseError(detail::str(checkpoint, ": a directory; give the checkpoint file in it, e.g. ",
+                                 (fs::path(checkpoint) / "checkpoint.json").string()));
   const fs::path dir = fs::path(checkpoint).parent_path();
   const std::string record_file = (dir / "run.json").string(),
                     vocab_file = (dir / "vocab.json").string();
@@ -136,7 +140,13 @@ LmRun read_lm_run(const std::string& checkpoint) {
     throw ParseError(detail::str(record_file, ": expected a run record (\"format\": \"",
                                  kRecordFormat,
                                  "\" and \"run\"); the file was changed or damaged"));
-  LmRun run{io::parse_train_config(record["run"].dump(), record_file), {}};
+  LmRun run;
+  try {
+    run.config = io::parse_train_config(record["run"].dump(), record_file);
+  } catch (const Error& e) {
+    throw ParseError(
+        detail::str(record_file, ": ", e.what(), " (the run record was changed or damaged)"));
+  }
   if (run.config.model.kind != io::TrainConfig::Kind::lm)
     throw ParseError(detail::str(record_file,
                                  ": the run trained an MLP classifier; generate "
@@ -174,6 +184,43 @@ std::vector<std::string> check_run_record(const RunFiles& files, const io::Train
                                how_to_go_on(c)));
 }
 
+std::optional<std::string> tree_difference(const Tree& expected_tree, const Tree& found_tree,
+                                           std::string_view name, const std::string& what) {
+  std::map<std::string, Array> expected, found;
+  for (auto& [path, a] : expected_tree.flatten())
+    expected.emplace(path, a);
+  for (auto& [path, a] : found_tree.flatten())
+    found.emplace(path, a);
+  for (const auto& [path, a] : expected) {
+    const auto it = found.find(path);
+    if (it == found.end())
+      return detail::str(what, " has ", name, "/", path, " (", aval_text(a),
+                         "), which the checkpoint lacks");
+    if (it->second.aval() != a.aval())
+      return detail::str("the checkpoint's ", name, "/", path, " is ", aval_text(it->second), ", ",
+                         what, " makes it ", aval_text(a));
+  }
+  for (const auto& [path, a] : found)
+    if (!expected.count(path))
+      return detail::str("the checkpoint has ", name, "/", path, " (", aval_text(a), "), which ",
+                         what, " does not have");
+  return std::nullopt;
+}
+
+std::optional<std::string> first_nonfinite(const Tree& tree) {
+  for (const auto& [path, a] : tree.flatten()) {
+    bool finite = true;
+    if (a.dtype() == DType::f32)
+      for (const float v : a.to_vector<float>())
+        finite = finite && std::isfinite(v);
+    if (a.dtype() == DType::f64)
+      for (const double v : a.to_vector<double>())
+        finite = finite && std::isfinite(v);
+    if (!finite) return path;
+  }
+  return std::nullopt;
+}
+
 train::TrainState load_checkpoint_state(const RunFiles& files, const io::TrainConfig& c,
                                         const train::TrainState& fresh) {
   train::TrainState loaded;
@@ -188,30 +235,11 @@ train::TrainState load_checkpoint_state(const RunFiles& files, const io::TrainCo
   for (const auto& [name, now, then] :
        {std::tuple{"params", &fresh.params, &loaded.params},
         std::tuple{"opt_state", &fresh.opt_state, &loaded.opt_state}}) {
-    std::map<std::string, Array> expected, found;
-    for (auto& [path, a] : now->flatten())
-      expected.emplace(path, a);
-    for (auto& [path, a] : then->flatten())
-      found.emplace(path, a);
     const std::string what = std::string_view(name) == "params" ? "the model of $.model.features"
                                                                 : "the optimiser of $.optimizer";
-    auto refuse = [&](const std::string& why) {
-      throw ValueError(detail::str(files.checkpoint, " was not made with this config: ", why,
+    if (const auto why = tree_difference(*now, *then, name, what))
+      throw ValueError(detail::str(files.checkpoint, " was not made with this config: ", *why,
                                    ".\nResuming would not continue that run. ", how_to_go_on(c)));
-    };
-    for (const auto& [path, a] : expected) {
-      const auto it = found.find(path);
-      if (it == found.end())
-        refuse(detail::str(what, " has ", name, "/", path, " (", aval_text(a),
-                           "), which the checkpoint lacks"));
-      if (it->second.aval() != a.aval())
-        refuse(detail::str("the checkpoint's ", name, "/", path, " is ", aval_text(it->second),
-                           ", ", what, " makes it ", aval_text(a)));
-    }
-    for (const auto& [path, a] : found)
-      if (!expected.count(path))
-        refuse(detail::str("the checkpoint has ", name, "/", path, " (", aval_text(a), "), which ",
-                           what, " does not have"));
   }
   // Checkpoints load into host memory; training continues on the default device.
   const auto to_device = [](const Array& a) { return a.to(default_device()); };

@@ -4,7 +4,9 @@
 // configured model and optimiser; otherwise it refuses and says what differs.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "flaxpp/io/train_config.hpp"
@@ -51,6 +53,15 @@ LmRun read_lm_run(const std::string& checkpoint);
 // each as "$.key is NOW now, THEN in that run". A missing run.json (from an older flaxpp) is
 // not checked.
 std::vector<std::string> check_run_record(const RunFiles& files, const io::TrainConfig& config);
+
+// How `found` (a checkpoint's `name` tree, "params" or "opt_state") differs from `expected`
+// (what `what`, e.g. "the model of $.model.features", makes): the first path missing, extra or
+// of another shape or dtype; nullopt where they agree.
+std::optional<std::string> tree_difference(const Tree& expected, const Tree& found,
+                                           std::string_view name, const std::string& what);
+
+// The path of the first float leaf holding a NaN or an infinity.
+std::optional<std::string> first_nonfinite(const Tree& tree);
 
 // The state in the checkpoint, on the default device. Throws (naming the checkpoint and saying
 // how to go on) when it cannot be read, when its step is negative, or when its parameters or
