@@ -150,6 +150,10 @@ int train_command(const std::vector<std::string>& args) {
   g_speaks = job.leader();
   const RunFiles files(c);
   if (job.leader()) create_output_dir(c);
+  // One run per output_dir; taking the lock also proves the folder can be written.
+  std::optional<RunLock> lock;
+  if (job.leader()) lock.emplace(c);
+  if (lock && !lock->note().empty()) say(lock->note());
   if (const std::size_t n = job.leader() ? remove_stale_temporaries(files) : 0)
     say(detail::str("removed ", n, " temporary file", n == 1 ? "" : "s",
                     " left by an interrupted run in ", c.output_dir));
@@ -229,7 +233,7 @@ int train_command(const std::vector<std::string>& args) {
                          "\"on_nonfinite\": \"continue\" to train on regardless."));
     return 1;
   };
-  bool warned_nonfinite = false;
+  bool warned_nonfinite = false, warned_plot = false;
   auto warn_nonfinite = [&](const std::string& what) {
     if (!warned_nonfinite)
       complain("warning: " + what + "; training goes on (\"on_nonfinite\": \"continue\")");
@@ -331,7 +335,16 @@ int train_command(const std::vector<std::string>& args) {
                     fixed(test_acc, 4), " | ", fixed(epoch_secs, 1), " s"));
     if (job.leader()) write_metrics(files.metrics, history);
     if (!save()) return 1;
-    if (job.leader()) write_curves(files.curves, history);
+    if (job.leader()) {
+      try {
+        write_curves(files.curves, history);
+      } catch (const std::exception& e) {  // e.g. a full disk: the checkpoint is saved already
+        if (!warned_plot)
+          complain(detail::str("warning: ", files.curves, " could not be written (", e.what(),
+                               "); training goes on"));
+        warned_plot = true;
+      }
+    }
   }
   progress.clear();
   if (stopped) {

@@ -1,8 +1,15 @@
 // The files of a `flaxpp train` run and the checks before resuming from them.
 #include "cli/train_run.hpp"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <tuple>
@@ -59,6 +66,61 @@ RunFiles::RunFiles(const io::TrainConfig& c)
       curves(in_dir(c, "curves.png")),
       record(in_dir(c, "run.json")),
       vocab(in_dir(c, "vocab.json")) {}
+
+namespace {
+
+std::string host_name() {
+  char name[256] = {};
+  return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("?");
+}
+
+// Creates `path` holding "PID HOST" unless it exists; errno is left for the caller.
+bool create_lock(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return false;
+  const std::string text = detail::str(getpid(), " ", host_name(), "\n");
+  const bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  if (!written) {
+    ::unlink(path.c_str());
+    errno = EIO;
+  }
+  return written;
+}
+
+}  // namespace
+
+RunLock::RunLock(const io::TrainConfig& c) : path_(in_dir(c, "train.lock")) {
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (create_lock(path_)) return;
+    if (errno != EEXIST)
+      throw ValueError(detail::str("$.output_dir: cannot write in ", c.output_dir, " (",
+                                   std::strerror(errno), "); choose a directory you can write to"));
+    std::ifstream in(path_);
+    long long pid = 0;
+    std::string host;
+    in >> pid >> host;
+    const bool gone =
+        host == host_name() && pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    if (!gone)
+      throw ValueError(detail::str(
+          "$.output_dir: ", c.output_dir, " is in use by another flaxpp train (process ", pid,
+          " on ", host.empty() ? std::string("an unknown host") : host, ", per ", path_,
+          "); wait for it to finish, or choose another output_dir. If that run is gone, delete ",
+          path_));
+    std::error_code ignored;
+    fs::remove(path_, ignored);
+    note_ = detail::str("note: took over ", path_, " from process ", pid,
+                        ", which is gone (a run that ended without removing it)");
+  }
+  throw ValueError(detail::str("$.output_dir: cannot take over the lock ", path_,
+                               ": another run took it first"));
+}
+
+RunLock::~RunLock() {
+  std::error_code ignored;
+  fs::remove(path_, ignored);
+}
 
 std::size_t remove_stale_temporaries(const RunFiles& files) {
   std::size_t removed = 0;

@@ -20,6 +20,23 @@ struct RunFiles {
   std::string checkpoint, metrics, curves, record, vocab;
 };
 
+// Holds output_dir/train.lock while a run trains there, so that a second run in the same folder
+// is refused, naming the first (its process and host). A lock whose process is gone (on this
+// host) is taken over, with a note. Creating the lock is also the check that the folder can be
+// written, before anything is trained.
+class RunLock {
+ public:
+  explicit RunLock(const io::TrainConfig& config);
+  ~RunLock();
+  RunLock(const RunLock&) = delete;
+  RunLock& operator=(const RunLock&) = delete;
+  // What happened to a stale lock ("" when there was none).
+  const std::string& note() const { return note_; }
+
+ private:
+  std::string path_, note_;
+};
+
 // Deletes what interrupted atomic writes of these files left behind (their `.tmp-<pid>` files
 // whose writing process is gone); returns how many.
 std::size_t remove_stale_temporaries(const RunFiles& files);

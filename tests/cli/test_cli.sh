@@ -268,6 +268,27 @@ lm_config() {  # lm_config OUTPUT_DIR [, "model": ...] -> a config on stdout
 lm_config "$dir/lm" >"$dir/lm.json"
 expect "train a language model" 0 '^test accuracy: [01]\.[0-9]{4}$' -- "$flaxpp" train "$dir/lm.json"
 check "train writes the language model's vocabulary" test -s "$dir/lm/vocab.json"
+check "a finished run leaves no lock" test ! -e "$dir/lm/train.lock"
+# One run per output_dir (issue 33): a live lock is refused naming its process; a lock whose
+# process is gone is taken over with a note; a curves.png that cannot be written is a warning.
+mkdir -p "$dir/locked" && printf '%s %s\n' "$$" "$(uname -n)" >"$dir/locked/train.lock"
+lm_config "$dir/locked" >"$dir/lm_locked.json"
+expect "a second run in one output_dir is refused" 2 "is in use by another flaxpp train \(process $$ on " -- "$flaxpp" train "$dir/lm_locked.json"
+check "the refused run leaves the other's lock" test -s "$dir/locked/train.lock"
+sleep 0 & wait $!
+printf '%s %s\n' "$!" "$(uname -n)" >"$dir/locked/train.lock"
+expect "a stale lock is taken over with a note" 0 "note: took over .*train\.lock from process $!, which is gone" -- "$flaxpp" train "$dir/lm_locked.json"
+mkdir -p "$dir/noplot/curves.png/in-the-way"
+lm_config "$dir/noplot" >"$dir/lm_noplot.json"
+out=$("$flaxpp" train "$dir/lm_noplot.json" 2>&1)
+rc=$?
+if grep -q 'curves.png is not drawn' <<<"$out" ||
+   { [ "$rc" -eq 0 ] && grep -q 'curves.png could not be written .*training goes on' <<<"$out"; }; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+  printf 'FAIL a plot that cannot be written is a warning: exit %s, output:\n%s\n' "$rc" "$out"
+fi
 expect "generate continues the prompt" 0 '^In the beginning' -- "$flaxpp" generate "$dir/lm/checkpoint.json" --prompt "In the beginning" --tokens 20 --seed 3
 a=$("$flaxpp" generate "$dir/lm/checkpoint.json" --prompt "God" --tokens 30 --seed 7 2>&1)
 b=$("$flaxpp" generate "$dir/lm/checkpoint.json" --prompt "God" --tokens 30 --seed 7 2>&1)
