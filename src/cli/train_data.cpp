@@ -102,7 +102,8 @@ TrainData load_text(const io::TrainConfig& c) {
   const std::int64_t n = (static_cast<std::int64_t>(text.size()) - 1) / t;
   if (n < 2)
     throw ValueError(detail::str("$.data.seq_len: ", c.data.text, " has ", text.size(),
-                                 " characters, not enough for two sequences of ", t + 1,
+                                 " characters, not enough for two sequences of ",
+                                 static_cast<std::uint64_t>(t) + 1,  // no overflow at 2^63 - 1
                                  " (one to train on, one to test); use a shorter seq_len or a "
                                  "longer text"));
   std::vector<std::int32_t> x, y;

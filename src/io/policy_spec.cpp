@@ -69,7 +69,12 @@ std::optional<PolicyPtr> policy_at(const Json& spec, const std::string& path, in
       fail(path, e.what());
     }
   }
-  if (!spec.is_object() || !spec.contains("name") || !spec["name"].is_string())
+  if (spec.is_object() && spec.contains("name") && !spec["name"].is_string())
+    fail(path + ".name",
+         detail::str("expected a policy name string such as \"dots_saveable\" or "
+                     "\"save_only_these_names\", got ",
+                     describe_json(spec["name"])));
+  if (!spec.is_object() || !spec.contains("name"))
     fail(path, detail::str("expected a policy name string or an object with a \"name\", got ",
                            describe_json(spec)));
   const std::string name = spec["name"].get<std::string>();

@@ -86,6 +86,11 @@ Array init_layers(Scope& s, const std::string& where, std::int64_t length, const
   Array x = carry;
   for (std::int64_t i = 0; i < length; ++i) {
     Layer r = run(i, counters, x);
+    if (!r.out.valid() || r.out.aval() != carry.aval())
+      throw ValueError(detail::str(
+          where, ": the scanned layer must return the carry's shape and dtype, ", carry.aval(),
+          ", but layer ", i, " returned ", r.out.valid() ? r.out.aval().str() : "a null Array",
+          "; nn::scan passes each layer's output to the next as its carry"));
     x = r.out;
     made.push_back(std::move(r.params));
     if (i == 0) counters_after = std::move(r.counters);

@@ -27,10 +27,13 @@ Array one_hot(const Array& labels, std::int64_t num_classes, DType dtype) {
 }
 
 Array softmax_cross_entropy_with_integer_labels(const Array& logits, const Array& labels) {
-  if (labels.shape().rank() + 1 != logits.rank())
+  std::vector<std::int64_t> want = logits.shape().dims();
+  if (!want.empty()) want.pop_back();
+  if (logits.rank() == 0 || labels.shape().dims() != want)
     throw ValueError(detail::str(
         "softmax_cross_entropy_with_integer_labels: labels ", labels.aval(),
-        " must have the logits' shape without the class axis; logits are ", logits.aval()));
+        " do not match logits ", logits.aval(), "; expected one class id per row of the logits, ",
+        "labels of shape ", Shape(want), " (the logits' shape without the class axis)"));
   const Axes last{logits.rank() - 1};
   const Array shifted = logits - lax::stop_gradient(max(logits, last, true));
   // take_along_axis(shifted, labels) as a one-hot sum: one non-zero term, the same value and

@@ -96,6 +96,11 @@ Schedule join_schedules(std::vector<Schedule> schedules, std::vector<std::int64_
 Schedule warmup_cosine_decay_schedule(double init_value, double peak_value,
                                       std::int64_t warmup_steps, std::int64_t decay_steps,
                                       double end_value, double exponent) {
+  if (warmup_steps < 0 || decay_steps <= warmup_steps)
+    throw ValueError(detail::str(
+        "warmup_cosine_decay_schedule: decay_steps (", decay_steps,
+        ") must exceed warmup_steps (", warmup_steps, ") >= 0; decay_steps counts the warmup too, "
+        "as in optax, so the cosine decay runs for decay_steps - warmup_steps steps"));
   const double alpha = peak_value == 0.0 ? 0.0 : end_value / peak_value;
   return join_schedules(
       {linear_schedule(init_value, peak_value, warmup_steps),

@@ -334,6 +334,8 @@ lm_config "$dir/lm" | sed 's/"kind": "lm", //' >"$dir/lm_kind.json"
 expect "train: a text without kind lm" 2 '\$\.model\.num_layers: a language-model setting; add "kind": "lm"' -- "$flaxpp" train "$dir/lm_kind.json"
 lm_config "$dir/lm" | sed 's/"seq_len": 16/"seq_len": 2000/' >"$dir/lm_long.json"
 expect "train: sequences longer than the text" 2 '\$\.data\.seq_len: .* not enough for two sequences of 2001' -- "$flaxpp" train "$dir/lm_long.json" --fresh
+lm_config "$dir/lm" | sed 's/"seq_len": 16/"seq_len": 9223372036854775807/' >"$dir/lm_longest.json"
+expect "train: the longest seq_len does not overflow the message" 2 'not enough for two sequences of 9223372036854775808 ' -- "$flaxpp" train "$dir/lm_longest.json" --fresh
 
 # flaxpp bench: one timed step per configuration; 12 JSON lines with the schema bench_jax.py shares.
 expect "bench runs the default grid" 0 '' -- "$flaxpp" bench --steps 1 --out "$dir/bench.jsonl"

@@ -51,6 +51,11 @@ TEST_CASE("policy spec: malformed specs are ParseErrors naming the path and what
       doctest::Contains("\"none\" is not a policy"), ParseError);
   CHECK_THROWS_AS(io::policy_from_spec(Json(3)), ParseError);
   CHECK_THROWS_AS(io::policy_from_spec_text("{not json"), ParseError);
+  // A "name" that is not a string is named as such (it was "expected … an object with a name").
+  CHECK_THROWS_WITH_AS(io::policy_from_spec(Json::parse(R"({"name": 5})")),
+                       doctest::Contains("$.name: expected a policy name string such as "
+                                         "\"dots_saveable\""),
+                       ParseError);
 }
 
 TEST_CASE(

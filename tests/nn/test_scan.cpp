@@ -144,6 +144,12 @@ TEST_CASE("nn::scan: bad input is a clear error") {
   CHECK_THROWS_WITH_AS(nn::scan(WithStats{}, {.length = 2}).init(random::key(0), x),
                        doctest::Contains("creates variables of the \"batch_stats\" collection"),
                        ValueError);
+  // A layer that changes the carry's width (it was "Backend::copy: cannot copy 48 bytes").
+  CHECK_THROWS_WITH_AS(
+      nn::scan(nn::Dense{.features = 9}, {.length = 2}).init(random::key(0), x),
+      doctest::Contains("the scanned layer must return the carry's shape and dtype, f32[2,3,8], "
+                        "but layer 0 returned f32[2,3,9]"),
+      ValueError);
 }
 
 TEST_CASE("scan(remat(Block)): the products each policy recomputes in the backward pass") {

@@ -38,6 +38,11 @@ TEST_CASE("schedules: optax's formulas at the boundaries") {
   CHECK(warm(2) == doctest::Approx(0.5));
   CHECK(warm(4) == doctest::Approx(1.0));
   CHECK(warm(14) == doctest::Approx(0.1));
+  // Its own arguments are named, not the inner cosine_decay_schedule's decay_steps of -6.
+  CHECK_THROWS_WITH_AS(o::warmup_cosine_decay_schedule(0.0, 1.0, 10, 4, 0.1),
+                       doctest::Contains("warmup_cosine_decay_schedule: decay_steps (4) must "
+                                         "exceed warmup_steps (10)"),
+                       ValueError);
 }
 
 TEST_CASE("sgd: updates are -lr * g; momentum keeps a trace; nesterov looks ahead") {
@@ -88,6 +93,15 @@ TEST_CASE("losses: cross-entropy with integer labels equals -log softmax at the 
   const float bce = o::sigmoid_binary_cross_entropy(Array::scalar(0.0f), Array::scalar(1.0f))
                         .to_vector<float>()[0];
   CHECK(bce == doctest::Approx(std::log(2.0)).epsilon(1e-6));
+}
+
+TEST_CASE("losses: labels of another length than the logits' rows are named as labels") {
+  const Array logits = Array::full(Shape{4, 3}, 0.0, DType::f32);
+  const Array labels = Array::from_vector(std::vector<std::int32_t>{0, 1, 2}, Shape{3});
+  CHECK_THROWS_WITH_AS(o::softmax_cross_entropy_with_integer_labels(logits, labels),
+                       doctest::Contains("labels i32[3] do not match logits f32[4,3]; expected one "
+                                         "class id per row of the logits, labels of shape [4]"),
+                       ValueError);
 }
 
 TEST_CASE("optimizer specs: optax's arguments by name; anything else is a clear error") {
