@@ -317,8 +317,10 @@ int train_command(const std::vector<std::string>& args) {
     // The epoch's end: its metrics row first, then the checkpoint, so that no row is lost (a
     // resumed run drops rows past its checkpoint and writes them again).
     progress.clear();
-    const auto [train_loss, train_acc] = step.evaluate(state.params, train_shard.x, train_shard.y);
-    const auto [test_loss, test_acc] = step.evaluate(state.params, test_shard.x, test_shard.y);
+    const auto [train_loss, train_acc] =
+        step.evaluate(state.params, train_shard.x, train_shard.y, plan.batch_rows);
+    const auto [test_loss, test_acc] =
+        step.evaluate(state.params, test_shard.x, test_shard.y, plan.batch_rows);
     if (!std::isfinite(train_loss) || !std::isfinite(test_loss)) {
       const bool train_bad = !std::isfinite(train_loss);
       const std::string what = detail::str(
@@ -359,7 +361,8 @@ int train_command(const std::vector<std::string>& args) {
                     "; run the same command again to resume"));
     return interrupted ? 130 : 0;
   }
-  const auto [test_loss, test_acc] = step.evaluate(state.params, test_shard.x, test_shard.y);
+  const auto [test_loss, test_acc] =
+      step.evaluate(state.params, test_shard.x, test_shard.y, plan.batch_rows);
   (void)test_loss;
   say(detail::str("metrics: ", files.metrics,
                   plots_available() ? ", curves: " + files.curves : std::string(),

@@ -1,8 +1,6 @@
 // The data of a `flaxpp train` run, checked against the model, and the run's size.
 #include "cli/train_data.hpp"
 
-#include <unistd.h>
-
 #include <array>
 #include <cerrno>
 #include <cmath>
@@ -13,6 +11,7 @@
 #include <limits>
 #include <sstream>
 
+#include "flaxpp/core/host_memory.hpp"
 #include "flaxpp/data/csv.hpp"
 
 namespace flaxpp::cli {
@@ -181,8 +180,10 @@ TrainPlan plan_training(const io::TrainConfig& c, const TrainData& d) {
 
   // A lower bound of what training holds at once, in doubles (no overflow): the parameters and
   // their gradients (the optimiser's state comes on top), and the widest layer's activations
-  // over the training set (each epoch ends by evaluating it; for the language model, per
-  // token: the MLP, the logits, or a row of attention scores per head).
+  // over one batch (steps and evaluation run a batch at a time; for the language model, per
+  // token: the MLP, the logits, or a row of attention scores per head). Compared with the host
+  // memory available now (the data is loaded already): the least of what the machine has
+  // free, the cgroup's limit and FLAXPP_HOST_MEMORY_LIMIT.
   double params = 0, widest = 0,
          in = static_cast<double>(d.train.x.size()) /
               static_cast<double>(std::max<std::int64_t>(p.train_rows, 1));
@@ -201,18 +202,19 @@ TrainPlan plan_training(const io::TrainConfig& c, const TrainData& d) {
     in = out;
   }
   const double weights_bytes = 4 * 2 * params;
-  const double activation_bytes = 4 * static_cast<double>(p.train_rows) * widest;
-  const double memory = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
-                        static_cast<double>(::sysconf(_SC_PAGE_SIZE));
-  if (memory > 0 && weights_bytes + activation_bytes > memory)
+  const double activation_bytes = 4 * static_cast<double>(p.batch_rows) * widest;
+  const auto memory = static_cast<double>(available_host_memory());
+  if (weights_bytes + activation_bytes > memory)
     throw ValueError(detail::str(
         "$.model: training this model needs at least ", gigabytes(weights_bytes + activation_bytes),
         " (", params,
         " parameters and their "
         "gradients: ",
-        gigabytes(weights_bytes), "; the widest layer's activations over the ", p.train_rows,
-        " training rows: ", gigabytes(activation_bytes), "), more than the ", gigabytes(memory),
-        " of memory this machine has; use a smaller model"));
+        gigabytes(weights_bytes), "; the widest layer's activations over a batch of ", p.batch_rows,
+        " rows: ", gigabytes(activation_bytes), "), more than the ", gigabytes(memory),
+        " of host memory available; ",
+        activation_bytes > weights_bytes ? "lower $.batch_size, or use a smaller model"
+                                         : "use a smaller model (its parameters need the most)"));
   return p;
 }
 

@@ -5,6 +5,7 @@
 
 #include "flaxpp/dist/all_reduce.hpp"
 #include "flaxpp/dist/communicator.hpp"
+#include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/losses.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
@@ -60,8 +61,7 @@ double shard_weight(dist::Communicator* comm, std::int64_t rows) {
   const Array mine = Array::from_vector(std::vector<std::int32_t>{static_cast<std::int32_t>(rows)},
                                         Shape{}, Device::cpu());
   const std::int64_t total = comm->all_reduce(mine, dist::ReduceOp::sum).item<std::int32_t>();
-  if (total == 0)
-    throw ValueError("a data-parallel step over batches of no rows on every process");
+  if (total == 0) throw ValueError("a data-parallel step over batches of no rows on every process");
   return static_cast<double>(rows) / static_cast<double>(total);
 }
 
@@ -196,16 +196,36 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   return host_float(out[2].array());
 }
 
-std::pair<float, float> ClassifierStep::evaluate(const Tree& params, const Array& x,
-                                                 const Array& y) const {
-  const Array logits = apply_(params, x);
-  const double w = shard_weight(comm_, x.shape()[0]);
+std::pair<float, float> ClassifierStep::evaluate(const Tree& params, const Array& x, const Array& y,
+                                                 std::int64_t batch_rows) const {
+  const std::int64_t n = x.shape()[0];
+  const double w = shard_weight(comm_, n);
   const auto global = [&](const Array& v) {
     if (comm_ == nullptr || comm_->size() == 1) return v;
     return comm_->all_reduce(astype(v * w, v.dtype()), dist::ReduceOp::sum);
   };
-  return {host_float(global(mean(optim::softmax_cross_entropy_with_integer_labels(logits, y)))),
-          host_float(global(optim::accuracy(logits, y)))};
+  if (batch_rows <= 0 || batch_rows >= n) {
+    const Array logits = apply_(params, x);
+    return {host_float(global(mean(optim::softmax_cross_entropy_with_integer_labels(logits, y)))),
+            host_float(global(optim::accuracy(logits, y)))};
+  }
+  // Batch by batch, so that only one batch's activations exist at a time: the means of the
+  // batches weighted by their rows, summed in double.
+  double loss = 0, accuracy = 0;
+  for (std::int64_t begin = 0; begin < n; begin += batch_rows) {
+    const std::int64_t end = std::min(n, begin + batch_rows);
+    std::vector<std::int32_t> rows(static_cast<std::size_t>(end - begin));
+    for (std::int64_t r = begin; r < end; ++r)
+      rows[static_cast<std::size_t>(r - begin)] = static_cast<std::int32_t>(r);
+    const Array index = Array::from_vector(rows, Shape{end - begin}, x.device());
+    const Array bx = lax::take(x, index), by = lax::take(y, index);
+    const Array logits = apply_(params, bx);
+    const double share = static_cast<double>(end - begin) / static_cast<double>(n);
+    loss += share * host_float(mean(optim::softmax_cross_entropy_with_integer_labels(logits, by)));
+    accuracy += share * host_float(optim::accuracy(logits, by));
+  }
+  const auto scalar = [&](double v) { return Array::full(Shape{}, v, DType::f32, x.device()); };
+  return {host_float(global(scalar(loss))), host_float(global(scalar(accuracy)))};
 }
 
 }  // namespace flaxpp::train

@@ -213,7 +213,7 @@ expect "a data file that is not there" 2 '\$\.data\.path: cannot open .*nope.csv
 train_config "$dir/sizes" | sed 's/"batch_size": 8/"batch_size": 9223372036854775807/' >"$dir/huge_batch.json"
 expect "batch_size 2^63-1 trains on all rows at once" 0 'note: \$\.batch_size 9223372036854775807 exceeds the 45 training rows' -- timeout 60 "$flaxpp" train "$dir/huge_batch.json"
 train_config "$dir/sizes" | sed 's/"features": \[8, 3\]/"features": [1e12, 3]/' >"$dir/huge_model.json"
-expect "a model larger than memory" 2 '\$\.model: training this model needs at least .* more than the .* of memory this machine has' -- "$flaxpp" train "$dir/huge_model.json" --fresh
+expect "a model larger than memory" 2 '\$\.model: training this model needs at least .* more than the .* of host memory available; use a smaller model' -- "$flaxpp" train "$dir/huge_model.json" --fresh
 train_config "$dir/sizes" | sed 's/"epochs": 3/"epochs": 1e12/' >"$dir/huge_epochs.json"
 expect "more steps than a checkpoint counts" 2 '\$\.epochs: 1000000000000 epochs of 6 steps is more than 2147483647 steps.*use at most 357913941 epochs' -- timeout 60 "$flaxpp" train "$dir/huge_epochs.json" --fresh
 
@@ -334,6 +334,8 @@ lm_config "$dir/lm" | sed 's/"kind": "lm", //' >"$dir/lm_kind.json"
 expect "train: a text without kind lm" 2 '\$\.model\.num_layers: a language-model setting; add "kind": "lm"' -- "$flaxpp" train "$dir/lm_kind.json"
 lm_config "$dir/lm" | sed 's/"seq_len": 16/"seq_len": 2000/' >"$dir/lm_long.json"
 expect "train: sequences longer than the text" 2 '\$\.data\.seq_len: .* not enough for two sequences of 2001' -- "$flaxpp" train "$dir/lm_long.json" --fresh
+lm_config "$dir/lm_big" | sed 's/"batch_size": 8/"batch_size": 100000/' >"$dir/lm_big.json"
+expect "train: a batch whose activations exceed the memory available says to lower batch_size" 2 'of host memory available; lower \$\.batch_size' -- env FLAXPP_HOST_MEMORY_LIMIT=100000 "$flaxpp" train "$dir/lm_big.json"
 lm_config "$dir/lm" | sed 's/"seq_len": 16/"seq_len": 9223372036854775807/' >"$dir/lm_longest.json"
 expect "train: the longest seq_len does not overflow the message" 2 'not enough for two sequences of 9223372036854775808 ' -- "$flaxpp" train "$dir/lm_longest.json" --fresh
 

@@ -105,3 +105,30 @@ TEST_CASE(
   }
   CHECK(be.memory_stats().live_bytes <= live);  // nothing left behind
 }
+
+TEST_CASE("train step: evaluate in batches gives the one-pass metrics with one batch's memory") {
+  // 103 rows in batches of 10 (the last of 3 rows): the same loss and accuracy to float32
+  // rounding, and a peak that holds one batch's activations, not the data set's.
+  const nn::MLP mlp{.features = {512, 10}};
+  const Batch b = batch(103, 64, 5);
+  train::ClassifierStep step(train::mlp_apply(mlp, std::nullopt), o::sgd(0.01));
+  const Tree params = nn::Model(mlp).init(random::key(1), b.x)["params"];
+  Backend& be = backend(params.leaves().front().device());
+  be.synchronize();
+  const std::int64_t live = be.memory_stats().live_bytes;
+  be.reset_peak_memory();
+  const auto [loss, accuracy] = step.evaluate(params, b.x, b.y);
+  be.synchronize();
+  const std::int64_t whole = be.memory_stats().peak_bytes - live;
+  be.reset_peak_memory();
+  const auto [batched_loss, batched_accuracy] = step.evaluate(params, b.x, b.y, 10);
+  be.synchronize();
+  const std::int64_t batched = be.memory_stats().peak_bytes - live;
+  CHECK(batched_loss == doctest::Approx(loss).epsilon(1e-6));
+  CHECK(batched_accuracy == doctest::Approx(accuracy).epsilon(1e-6));
+  CAPTURE(whole);
+  CAPTURE(batched);
+  // The hidden layer's activations: 103 x 512 floats at once, against 10 x 512.
+  CHECK(whole >= 103 * 512 * 4);
+  CHECK(batched < whole / 4);
+}

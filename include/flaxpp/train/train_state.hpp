@@ -59,8 +59,11 @@ class ClassifierStep {
   // its graph and memory_analysis().
   CompiledStep lower(const TrainState& state, const Array& x, const Array& y) const;
   // Mean loss and accuracy of `params` on a data set (no update); with a communicator, of the
-  // union of the processes' shards.
-  std::pair<float, float> evaluate(const Tree& params, const Array& x, const Array& y) const;
+  // union of the processes' shards. `batch_rows` > 0 evaluates that many rows at a time, so
+  // that memory holds one batch's activations, not the data set's (the batches' means,
+  // weighted by their rows, summed in double: another rounding than one pass).
+  std::pair<float, float> evaluate(const Tree& params, const Array& x, const Array& y,
+                                   std::int64_t batch_rows = 0) const;
   // How many distinct input signatures were traced so far.
   std::size_t traces() const { return step_.num_traces(); }
   // Turning graphs off also frees the recordings made so far.
