@@ -234,6 +234,9 @@ int train_command(const std::vector<std::string>& args) {
     return 1;
   };
   bool warned_nonfinite = false, warned_plot = false;
+  // The step whose parameters the last epoch's evaluation saw (every process alike), and its
+  // test accuracy.
+  std::pair<std::int64_t, float> last_test{-1, 0.0f};
   auto warn_nonfinite = [&](const std::string& what) {
     if (!warned_nonfinite)
       complain("warning: " + what + "; training goes on (\"on_nonfinite\": \"continue\")");
@@ -321,6 +324,7 @@ int train_command(const std::vector<std::string>& args) {
         step.evaluate(state.params, train_shard.x, train_shard.y, plan.batch_rows);
     const auto [test_loss, test_acc] =
         step.evaluate(state.params, test_shard.x, test_shard.y, plan.batch_rows);
+    last_test = {state.step, test_acc};
     if (!std::isfinite(train_loss) || !std::isfinite(test_loss)) {
       const bool train_bad = !std::isfinite(train_loss);
       const std::string what = detail::str(
@@ -361,9 +365,11 @@ int train_command(const std::vector<std::string>& args) {
                     "; run the same command again to resume"));
     return interrupted ? 130 : 0;
   }
-  const auto [test_loss, test_acc] =
-      step.evaluate(state.params, test_shard.x, test_shard.y, plan.batch_rows);
-  (void)test_loss;
+  // The last epoch's evaluation is of these parameters already, unless the run took no step.
+  const float test_acc =
+      last_test.first == state.step
+          ? last_test.second
+          : step.evaluate(state.params, test_shard.x, test_shard.y, plan.batch_rows).second;
   say(detail::str("metrics: ", files.metrics,
                   plots_available() ? ", curves: " + files.curves : std::string(),
                   ", checkpoint: ", files.checkpoint, " (", fixed(seconds_since(start), 1), " s)"));

@@ -74,6 +74,18 @@ std::string host_name() {
   return gethostname(name, sizeof name - 1) == 0 ? std::string(name) : std::string("?");
 }
 
+// Whether process `pid` of this host is running: it exists and is not a zombie (a process
+// killed under mpirun in a container whose init reaps nothing stays one).
+bool process_running(long long pid) {
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat(detail::str("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(stat, line)) return true;  // no /proc: kill's answer stands
+  const std::size_t close = line.rfind(')');   // the name in parentheses may hold anything
+  return close == std::string::npos || close + 2 >= line.size() ||
+         (line[close + 2] != 'Z' && line[close + 2] != 'X');
+}
+
 // Creates `path` holding "PID HOST" unless it exists; errno is left for the caller.
 bool create_lock(const std::string& path) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -100,8 +112,7 @@ RunLock::RunLock(const io::TrainConfig& c) : path_(in_dir(c, "train.lock")) {
     long long pid = 0;
     std::string host;
     in >> pid >> host;
-    const bool gone =
-        host == host_name() && pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    const bool gone = host == host_name() && pid > 0 && !process_running(pid);
     if (!gone)
       throw ValueError(detail::str(
           "$.output_dir: ", c.output_dir, " is in use by another flaxpp train (process ", pid,
