@@ -76,7 +76,9 @@ TEST_CASE("while_loop: runs while the predicate holds; captured arrays; no itera
 
 TEST_CASE("fori_loop: static and run-time bounds give the loop written out") {
   const auto a = inputs();
-  for (auto [lo, hi] : {std::pair{0, 3}, std::pair{2, 5}, std::pair{3, 3}, std::pair{4, 1}}) {
+  for (const std::pair<int, int>& range :
+       {std::pair{0, 3}, std::pair{2, 5}, std::pair{3, 3}, std::pair{4, 1}}) {
+    const int lo = range.first, hi = range.second;
     CAPTURE(lo);
     CAPTURE(hi);
     const double want = unrolled(a, lo, hi)[0].item<double>();
