@@ -313,18 +313,19 @@ cp "$dir/lm_changing/vocab.json" "$dir/vocab_before.json"
 cp "$dir/other.txt" "$dir/changing.txt"
 expect "resume: a text changed in place is refused by its characters" 2 "the training text's characters differ from those of the run in .*lm_changing: .*vocab\.json has [0-9]+ characters, the text now" -- "$flaxpp" train "$dir/lm_changing.json"
 check "that refusal leaves vocab.json as it was" cmp -s "$dir/lm_changing/vocab.json" "$dir/vocab_before.json"
-mkdir -p "$dir/twice" && cp "$dir/lm/checkpoint.json" "$dir/lm/run.json" "$dir/twice/"
-printf '{"format": "flaxpp.vocab/1", "bytes": [73, 110, 73]}\n' >"$dir/twice/vocab.json"
+# generate refuses what it cannot sample from, naming the file (issue 33): each case is the lm
+# run's files with one of them changed.
+altered_run() {  # altered_run NAME FILE < new FILE -> $dir/NAME: the lm run with FILE replaced
+  mkdir -p "$dir/$1" && cp "$dir/lm/checkpoint.json" "$dir/lm/run.json" "$dir/lm/vocab.json" "$dir/$1/"
+  cat >"$dir/$1/$2"
+}
+printf '{"format": "flaxpp.vocab/1", "bytes": [73, 110, 73]}\n' | altered_run twice vocab.json
 expect "generate: a vocabulary that repeats a character" 2 'twice/vocab\.json: byte 73 appears twice' -- "$flaxpp" generate "$dir/twice/checkpoint.json" --prompt I
-# generate refuses what it cannot sample from, naming the file (issue 33).
-mkdir -p "$dir/nan" && cp "$dir/lm/run.json" "$dir/lm/vocab.json" "$dir/nan/"
-sed 's/\("params":{"Dense_0":{"bias":{"data":\[\)[^,]*/\1"NaN"/' "$dir/lm/checkpoint.json" >"$dir/nan/checkpoint.json"
+sed 's/\("params":{"Dense_0":{"bias":{"data":\[\)[^,]*/\1"NaN"/' "$dir/lm/checkpoint.json" | altered_run nan checkpoint.json
 expect "generate: non-finite parameters" 2 'nan/checkpoint\.json: the parameter params/Dense_0/bias holds a NaN or an infinity' -- "$flaxpp" generate "$dir/nan/checkpoint.json" --prompt I
-mkdir -p "$dir/small" && cp "$dir/lm/checkpoint.json" "$dir/lm/run.json" "$dir/small/"
-printf '{"format": "flaxpp.vocab/1", "bytes": [73, 110]}\n' >"$dir/small/vocab.json"
+printf '{"format": "flaxpp.vocab/1", "bytes": [73, 110]}\n' | altered_run small vocab.json
 expect "generate: a vocabulary of another size" 2 'small/checkpoint\.json: not the model its run\.json and vocab\.json describe: the checkpoint.s params/Dense_0/bias is f32\[[0-9]+\]' -- "$flaxpp" generate "$dir/small/checkpoint.json" --prompt I
-mkdir -p "$dir/badrun" && cp "$dir/lm/checkpoint.json" "$dir/lm/vocab.json" "$dir/badrun/"
-sed 's/"num_heads": 2/"num_heads": "two"/' "$dir/lm/run.json" >"$dir/badrun/run.json"
+sed 's/"num_heads": 2/"num_heads": "two"/' "$dir/lm/run.json" | altered_run badrun run.json
 expect "generate: a damaged run.json is named" 2 'badrun/run\.json: \$\.model\.num_heads: expected an integer' -- "$flaxpp" generate "$dir/badrun/checkpoint.json" --prompt I
 expect "generate: a directory as the checkpoint" 2 'lm: a directory; give the checkpoint file in it' -- "$flaxpp" generate "$dir/lm" --prompt I
 expect "generate: control characters are escaped" 2 "the character '.x01' \(byte 1\)" -- "$flaxpp" generate "$dir/lm/checkpoint.json" --prompt "$(printf 'I\001')"

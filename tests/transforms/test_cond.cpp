@@ -10,9 +10,11 @@
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "flaxpp/transforms/cond.hpp"
 #include "flaxpp/transforms/jit.hpp"
+#include "harness/close.hpp"
 #include "harness/finite_diff.hpp"
 
 using namespace flaxpp;
+using testing::check_close;
 namespace cp = flaxpp::checkpoint_policies;
 
 namespace {
@@ -52,16 +54,6 @@ std::vector<Array> inputs(double sign, DType dtype = DType::f64) {
   Array w = testing::random_f64(Shape{4, 4}, 1, -0.5, 0.5);
   Array x = testing::random_f64(Shape{3, 4}, 2, 0.1, 1.0) * Array::scalar(sign);
   return {astype(w, dtype), astype(x, dtype)};
-}
-
-void check_close(const std::vector<Array>& got, const std::vector<Array>& want) {
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const auto g = got[i].to_vector<double>(), w = want[i].to_vector<double>();
-    REQUIRE(g.size() == w.size());
-    for (std::size_t j = 0; j < g.size(); ++j)
-      CHECK(g[j] == doctest::Approx(w[j]).epsilon(1e-12));
-  }
 }
 
 // The cotangent of a scalar loss (made when a test runs, on its device).

@@ -11,9 +11,11 @@
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "flaxpp/transforms/jit.hpp"
 #include "flaxpp/transforms/scan.hpp"
+#include "harness/close.hpp"
 #include "harness/finite_diff.hpp"
 
 using namespace flaxpp;
+using testing::check_close;
 namespace cp = flaxpp::checkpoint_policies;
 
 namespace {
@@ -61,16 +63,6 @@ ArrayFn stack_loss(bool unrolled, PolicyPtr policy = nullptr, bool remat = false
 std::vector<Array> stack_inputs(std::int64_t L, std::int64_t B, std::int64_t D) {
   return {testing::random_f64(Shape{B, D}, 1), testing::random_f64(Shape{L, D, D}, 2, -0.6, 0.6),
           testing::random_f64(Shape{L, D}, 3, -0.2, 0.2), Array::scalar(0.7)};
-}
-
-void check_close(const std::vector<Array>& got, const std::vector<Array>& want) {
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const auto a = got[i].to_vector<double>(), b = want[i].to_vector<double>();
-    REQUIRE(a.size() == b.size());
-    for (std::size_t k = 0; k < a.size(); ++k)
-      CHECK(a[k] == doctest::Approx(b[k]).epsilon(1e-12));
-  }
 }
 
 }  // namespace

@@ -10,9 +10,11 @@
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "flaxpp/transforms/jit.hpp"
 #include "flaxpp/transforms/while_loop.hpp"
+#include "harness/close.hpp"
 #include "harness/finite_diff.hpp"
 
 using namespace flaxpp;
+using testing::check_close;
 namespace cp = flaxpp::checkpoint_policies;
 
 namespace {
@@ -43,16 +45,6 @@ std::vector<Array> inputs() {
 // The cotangent of a scalar loss (made when a test runs, on its device).
 std::vector<Array> one() {
   return {Array::scalar(1.0)};
-}
-
-void check_close(const std::vector<Array>& got, const std::vector<Array>& want) {
-  REQUIRE(got.size() == want.size());
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const auto g = got[i].to_vector<double>(), w = want[i].to_vector<double>();
-    REQUIRE(g.size() == w.size());
-    for (std::size_t j = 0; j < g.size(); ++j)
-      CHECK(g[j] == doctest::Approx(w[j]).epsilon(1e-12));
-  }
 }
 
 }  // namespace
