@@ -188,16 +188,19 @@ std::vector<Tree> CompiledStep::run(std::vector<Tree> args) const {
   // the only reference and frees or reuses each at its last use.
   // A donated buffer that reaches the call more than once (the same array donated and not, two
   // leaves of a donated tree sharing one buffer) cannot be the step's alone: it is copied, and
-  // the caller's array stays valid, before anything is taken.
+  // the caller's array stays valid, before anything is taken. Counted only for a step that
+  // donates: the others pay nothing per call.
   std::map<const Buffer*, int> uses;
-  for (const Tree& t : args)
-    for (const Array& a : t.leaves())
-      ++uses[&a.buffer()];
   bool shared_donation = false;
-  for (std::size_t i = 0; i < args.size(); ++i)
-    if (s.donated[i])
-      for (const Array& a : args[i].leaves())
-        shared_donation = shared_donation || uses[&a.buffer()] > 1;
+  if (std::find(s.donated.begin(), s.donated.end(), true) != s.donated.end()) {
+    for (const Tree& t : args)
+      for (const Array& a : t.leaves())
+        ++uses[&a.buffer()];
+    for (std::size_t i = 0; i < args.size(); ++i)
+      if (s.donated[i])
+        for (const Array& a : args[i].leaves())
+          shared_donation = shared_donation || uses[&a.buffer()] > 1;
+  }
   std::vector<Array> leaves;
   if (s.recording != nullptr && s.graphs->load() && !shared_donation) {
     for (const Tree& t : args)
