@@ -22,5 +22,6 @@ install(FILES "${CMAKE_CURRENT_BINARY_DIR}/flaxppConfig.cmake"
               "${CMAKE_CURRENT_BINARY_DIR}/flaxppConfigVersion.cmake"
               cmake/FindCUDNN.cmake
               cmake/FindNCCL.cmake
+              cmake/FindOneDNN.cmake
               cmake/FlaxppFindNvidiaLibrary.cmake
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/flaxpp)

@@ -6,9 +6,10 @@ set -euo pipefail
 
 # libcairo2-dev: the curves flaxpp train draws (optional to CMake; installed here so that every
 # README command draws them). Open MPI: multi-process jobs (optional to CMake; the tests run
-# two-process jobs).
+# two-process jobs). libdnnl-dev: oneDNN, for float32 products on the CPU (optional to CMake,
+# which falls back to OpenBLAS).
 FLAXPP_APT_PACKAGES=(cmake g++ make pkg-config nlohmann-json3-dev doctest-dev libopenblas-dev
-  libcairo2-dev libopenmpi-dev openmpi-bin)
+  libdnnl-dev libcairo2-dev libopenmpi-dev openmpi-bin)
 # The fuzz targets (tests/fuzz, scripts/fuzz.sh) need clang and its libFuzzer and sanitizer
 # runtimes.
 FLAXPP_FUZZ_APT_PACKAGES=(clang libclang-rt-14-dev)

@@ -80,7 +80,7 @@ io::Json run_job(const DataParallelBench& b, std::int64_t n) {
 }  // namespace
 
 int bench_processes(const DataParallelBench& b, std::ostream& out) {
-  set_blas_threads(1, true);
+  set_product_threads(1, true);
   double per_process_base = 0;  // samples/s per process of the smallest job
   std::vector<std::int64_t> order = b.processes;
   std::ranges::sort(order);

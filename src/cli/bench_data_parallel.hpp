@@ -1,5 +1,5 @@
 // `flaxpp bench --processes 1,2`: data-parallel training steps of the benchmark MLP as jobs of
-// N processes under mpirun (one BLAS thread per process, so that they do not fight over the
+// N processes under mpirun (one product thread per process, so that they do not fight over the
 // cores), with a fixed batch per process (weak scaling, as DDP is measured). One JSON line per
 // N: step time, samples/s, the scaling efficiency against one process, and the share of the
 // step spent in collectives.

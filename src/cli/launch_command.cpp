@@ -2,7 +2,7 @@
 // processes under Open MPI's mpirun (the launcher flaxpp::dist joins), e.g.
 // `flaxpp launch -n 2 -- train cfg.json`. It adds what a job on one machine needs: mpirun's
 // consent to run as root, oversubscription when N exceeds the cores, and an even share of the
-// cores as each process's BLAS threads (unless OPENBLAS_NUM_THREADS is set).
+// cores as each process's product threads (unless FLAXPP_NUM_THREADS is set).
 #include <unistd.h>
 
 #include <cerrno>
@@ -20,8 +20,9 @@ constexpr const char* kLaunchUsage =
     "usage: flaxpp launch -n N [--] COMMAND [ARGS...]\n"
     "  Runs flaxpp COMMAND ARGS... as N processes on this machine under Open MPI's mpirun\n"
     "  (FLAXPP_MPIRUN names another one), e.g. flaxpp launch -n 2 -- train cfg.json: the\n"
-    "  processes train data-parallel (see flaxpp help train). Each process gets cores / N BLAS\n"
-    "  threads unless OPENBLAS_NUM_THREADS is set. For several machines, run mpirun yourself:\n"
+    "  processes train data-parallel (see flaxpp help train). Each process's matrix products\n"
+    "  get cores / N threads unless FLAXPP_NUM_THREADS is set. For several machines, run\n"
+    "  mpirun yourself:\n"
     "  mpirun -np N --hostfile HOSTS flaxpp train cfg.json.\n"
     "  -n, --processes N  how many processes (1 to 1024)\n";
 
@@ -50,7 +51,7 @@ int launch_command(const std::vector<std::string>& args) {
   if (i == args.size()) throw UsageError("no command to launch; e.g. flaxpp launch -n 2 -- train cfg.json");
   if (args[i] == "launch") throw UsageError("flaxpp launch cannot launch itself");
 
-  set_blas_threads(cores() / processes, false);
+  set_product_threads(cores() / processes, false);
   std::vector<std::string> argv =
       mpirun_command(processes, std::vector<std::string>(args.begin() + static_cast<std::ptrdiff_t>(i), args.end()));
   std::vector<char*> c_argv;

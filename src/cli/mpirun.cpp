@@ -27,8 +27,8 @@ std::vector<std::string> mpirun_command(std::int64_t processes,
   return argv;
 }
 
-void set_blas_threads(std::int64_t threads, bool overwrite) {
-  ::setenv("OPENBLAS_NUM_THREADS", std::to_string(std::max<std::int64_t>(1, threads)).c_str(),
+void set_product_threads(std::int64_t threads, bool overwrite) {
+  ::setenv("FLAXPP_NUM_THREADS", std::to_string(std::max<std::int64_t>(1, threads)).c_str(),
            overwrite ? 1 : 0);
 }
 

@@ -14,8 +14,10 @@ namespace flaxpp::cli {
 std::vector<std::string> mpirun_command(std::int64_t processes,
                                         const std::vector<std::string>& args);
 
-// Sets OPENBLAS_NUM_THREADS to `threads` unless it is set (overwrite: always).
-void set_blas_threads(std::int64_t threads, bool overwrite);
+// Sets FLAXPP_NUM_THREADS, the threads of each matrix product whatever its engine
+// (flaxpp/backend/cpu.hpp), to `threads` for the processes this one starts, unless it is set
+// (overwrite: always).
+void set_product_threads(std::int64_t threads, bool overwrite);
 
 // The cores of this machine (at least 1).
 std::int64_t cores();

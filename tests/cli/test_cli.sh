@@ -49,8 +49,10 @@ expect "residuals" 0 'f32\[5,4\] output of dot_general' -- "$flaxpp" residuals c
 expect "residuals, named" 0 "named 'a'" -- "$flaxpp" residuals named_dot_policy --policy '{"name": "save_only_these_names", "names": ["a"]}'
 expect "residuals of a scan over remat'd Blocks: one carry per layer" 0 'f32\[3,2,4,8\] output of scan +768 bytes' -- "$flaxpp" residuals stack_loss -N 2 -d 8 -T 4 -L 3 --policy nothing_saveable
 expect "residuals, bad policy" 2 'unknown checkpoint policy' -- "$flaxpp" residuals checkpoint_dot_policy --policy dots_savable
-expect "a library that is no BLAS" 2 'libm.so.6 has no cblas_[sd]gemm .*unset it' -- env FLAXPP_BLAS=libm.so.6 "$flaxpp" bench --steps 1 --width 64 --device cpu --out "$dir/no_blas.jsonl"
-expect "a BLAS that does not load" 2 'cannot load the BLAS library /nonexistent/libblas.so .*FLAXPP_BLAS' -- env FLAXPP_BLAS=/nonexistent/libblas.so "$flaxpp" bench --steps 1 --width 64 --device cpu --out "$dir/no_blas.jsonl"
+expect "a library that is no BLAS" 2 'libm.so.6 has no cblas_[sd]gemm .*unset it' -- env FLAXPP_CPU_GEMM=blas FLAXPP_BLAS=libm.so.6 "$flaxpp" bench --steps 1 --width 64 --device cpu --out "$dir/no_blas.jsonl"
+expect "a BLAS that does not load" 2 'cannot load the BLAS library /nonexistent/libblas.so .*FLAXPP_BLAS' -- env FLAXPP_CPU_GEMM=blas FLAXPP_BLAS=/nonexistent/libblas.so "$flaxpp" bench --steps 1 --width 64 --device cpu --out "$dir/no_blas.jsonl"
+expect "an unknown product engine" 2 "FLAXPP_CPU_GEMM is 'mkl'; expected 'onednn' or 'blas'" -- env FLAXPP_CPU_GEMM=mkl "$flaxpp" bench --steps 1 --width 64 --device cpu --out "$dir/no_blas.jsonl"
+expect "a thread count that is no number" 2 "FLAXPP_NUM_THREADS is '2x'; expected a positive number" -- env FLAXPP_NUM_THREADS=2x "$flaxpp" bench --steps 1 --width 64 --device cpu --out "$dir/no_blas.jsonl"
 
 # flaxpp check against cases that blow up (issue 15): sizes beyond the host memory are refused
 # up front (the limit makes it independent of the machine), a runaway case stops at its time

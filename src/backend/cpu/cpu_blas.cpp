@@ -3,9 +3,6 @@
 #include "backend/cpu/cpu_blas.hpp"
 
 #include <dlfcn.h>
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
 
 #include <cstdlib>
 #include <cstring>
@@ -26,25 +23,6 @@ constexpr int kTrans = 112;
 
 int trans(Transpose t) {
   return t == Transpose::kYes ? kTrans : kNoTrans;
-}
-
-// AMD family 19h (Zen 3 and Zen 4) with AVX-512F, which only Zen 4 has.
-bool is_zen4() {
-#if defined(__x86_64__) || defined(__i386__)
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  if (__get_cpuid(0, &eax, &ebx, &ecx, &edx) == 0) return false;
-  char vendor[13] = {};
-  std::memcpy(vendor, &ebx, 4);
-  std::memcpy(vendor + 4, &edx, 4);
-  std::memcpy(vendor + 8, &ecx, 4);
-  if (std::strcmp(vendor, "AuthenticAMD") != 0) return false;
-  __get_cpuid(1, &eax, &ebx, &ecx, &edx);
-  const unsigned family = ((eax >> 8) & 0xf) + ((eax >> 20) & 0xff);
-  if (family != 0x19) return false;
-  return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && (ebx & (1u << 16)) != 0;
-#else
-  return false;
-#endif
 }
 
 // Where the library to load comes from, for messages.
@@ -88,10 +66,6 @@ void* open_configured(std::string& tried, std::string& error) {
 Blas load() {
   const char* chosen = std::getenv("FLAXPP_BLAS");
   Source source{"", chosen != nullptr && *chosen != '\0'};
-  // OpenBLAS reads OPENBLAS_CORETYPE once, in its constructor: set it just for the load (not
-  // where the user set it, and to no effect where the process loaded OpenBLAS already).
-  const bool set_coretype = is_zen4() && std::getenv("OPENBLAS_CORETYPE") == nullptr &&
-                            setenv("OPENBLAS_CORETYPE", "Haswell", /*overwrite=*/0) == 0;
   std::string error;
   void* handle = nullptr;
   if (source.from_environment) {
@@ -101,7 +75,6 @@ Blas load() {
   } else {
     handle = open_configured(source.library, error);
   }
-  if (set_coretype) unsetenv("OPENBLAS_CORETYPE");
   if (handle == nullptr)
     throw DeviceError(detail::str("cannot load the BLAS library ", source.library, " (", error,
                                   "); ", what_to_do(source)));
@@ -115,7 +88,9 @@ Blas load() {
                                       "32-bit-integer CBLAS interface: ",
                                       what_to_do(source)));
     return Blas(symbol<Blas::Sgemm>(handle, "cblas_sgemm", source),
-                symbol<Blas::Dgemm>(handle, "cblas_dgemm", source));
+                symbol<Blas::Dgemm>(handle, "cblas_dgemm", source),
+                reinterpret_cast<Blas::SetThreads>(dlsym(handle, "openblas_set_num_threads")),
+                reinterpret_cast<Blas::GetThreads>(dlsym(handle, "openblas_get_num_threads")));
   } catch (...) {
     dlclose(handle);
     throw;
@@ -123,6 +98,19 @@ Blas load() {
 }
 
 }  // namespace
+
+Blas::Blas(Sgemm sgemm, Dgemm dgemm, SetThreads set_threads, GetThreads get_threads)
+    : sgemm_(sgemm),
+      dgemm_(dgemm),
+      set_threads_(get_threads == nullptr ? nullptr : set_threads),
+      get_threads_(set_threads == nullptr ? nullptr : get_threads),
+      initial_threads_(get_threads_ == nullptr ? 0 : get_threads_()) {}
+
+void Blas::use_threads(int threads) const {
+  if (set_threads_ == nullptr) return;
+  const int wanted = threads > 0 ? threads : initial_threads_;
+  if (get_threads_() != wanted) set_threads_(wanted);
+}
 
 void Blas::gemm(Transpose ta, Transpose tb, int m, int n, int k, const float* a, int lda,
                 const float* b, int ldb, float* c, int ldc) const {

@@ -1,13 +1,10 @@
 // The CPU backend's BLAS: the library CMake found, loaded on first use rather than linked, so
-// that flaxpp can pick OpenBLAS's kernels for this CPU before OpenBLAS initialises itself.
+// that FLAXPP_BLAS can name another one at run time. float64 products always run on it, and
+// float32 products where oneDNN is absent or FLAXPP_CPU_GEMM=blas
+// (include/flaxpp/backend/cpu.hpp).
 //
 // OpenBLAS chooses its kernels once, when it is loaded, from the CPU and the environment
-// variable OPENBLAS_CORETYPE. On AMD Zen 4 (family 19h with AVX-512) Debian's OpenBLAS 0.3.21
-// takes its Cooperlake AVX-512 kernels, which ran 10-20% slower here than its Haswell AVX2
-// kernels on every matrix-product shape of an MLP step (docs/PERFORMANCE.md). Where the
-// variable is unset on such a CPU, flaxpp sets it to Haswell while it loads the library (the
-// first matrix product; not thread-safe against another thread's getenv at that moment) and
-// removes it again. A value the user set is always kept; FLAXPP_BLAS names another library.
+// variable OPENBLAS_CORETYPE; flaxpp leaves that variable to the user.
 #pragma once
 
 namespace flaxpp::cpu {
@@ -22,16 +19,26 @@ class Blas {
   using Dgemm = void (*)(int, int, int, int, int, int, double, const double*, int, const double*,
                          int, double, double*, int);
 
-  Blas(Sgemm sgemm, Dgemm dgemm) : sgemm_(sgemm), dgemm_(dgemm) {}
+  using SetThreads = void (*)(int);
+  using GetThreads = int (*)();
+
+  Blas(Sgemm sgemm, Dgemm dgemm, SetThreads set_threads, GetThreads get_threads);
 
   void gemm(Transpose ta, Transpose tb, int m, int n, int k, const float* a, int lda,
             const float* b, int ldb, float* c, int ldc) const;
   void gemm(Transpose ta, Transpose tb, int m, int n, int k, const double* a, int lda,
             const double* b, int ldb, double* c, int ldc) const;
 
+  // Asks the library for `threads` threads (0: its default, as it was when it was loaded)
+  // where it has OpenBLAS's openblas_set_num_threads; other libraries keep their own.
+  void use_threads(int threads) const;
+
  private:
-  Sgemm sgemm_;  // cblas_sgemm
-  Dgemm dgemm_;  // cblas_dgemm
+  Sgemm sgemm_;             // cblas_sgemm
+  Dgemm dgemm_;             // cblas_dgemm
+  SetThreads set_threads_;  // openblas_set_num_threads, or null
+  GetThreads get_threads_;  // openblas_get_num_threads, or null
+  int initial_threads_;
 };
 
 // The BLAS, loaded on the first call (thread-safe). Throws DeviceError naming the library

@@ -1,11 +1,17 @@
-// CPU evaluation of dot_general through BLAS (sgemm/dgemm, one call per batch element) for
-// any dimension numbers. f32 accumulates in f32, as JAX's CPU backend does. dot_general_bias
-// adds its bias to the fresh product.
+// CPU evaluation of dot_general for any dimension numbers: float32 on oneDNN's matmul (one
+// call for the whole batch) or the BLAS, float64 on the BLAS (one call per batch element), as
+// cpu::gemm_settings() says. f32 accumulates in f32, as JAX's CPU backend does.
+// dot_general_bias adds its bias to the fresh product.
 #include <algorithm>
 #include <climits>
+#include <type_traits>
 
 #include "backend/cpu/cpu_blas.hpp"
 #include "backend/cpu/cpu_eval_impl.hpp"
+#include "backend/cpu/cpu_gemm_settings.hpp"
+#ifdef FLAXPP_WITH_ONEDNN
+#include "backend/cpu/cpu_onednn.hpp"
+#endif
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/kernels/elementwise.hpp"
 
@@ -53,9 +59,20 @@ Array dot_general_t(const Array& lhs, const Array& rhs, const ir::DotDimensionNu
   }
   const MatrixBatch<T> a = as_matrix_batch<T>(lhs, p.lhs);  // (batch, m, k)
   const MatrixBatch<T> b = as_matrix_batch<T>(rhs, p.rhs);  // (batch, k, n)
+  const GemmSettings settings = gemm_settings();
+#ifdef FLAXPP_WITH_ONEDNN
+  if constexpr (std::is_same_v<T, float>) {
+    if (settings.engine == GemmEngine::onednn) {
+      onednn_gemm({p.batch, p.m, p.n, p.k, p.lhs.transposed, p.rhs.transposed}, a.data, b.data, c,
+                  settings.threads);
+      return o.array();
+    }
+  }
+#endif
   const int lda = blas_int(p.lhs.transposed ? p.m : p.k);
   const int ldb = blas_int(p.rhs.transposed ? p.k : p.n);
   const Blas& lib = blas();
+  lib.use_threads(settings.threads);
   const auto ta = static_cast<Transpose>(p.lhs.transposed);
   const auto tb = static_cast<Transpose>(p.rhs.transposed);
   for (std::int64_t i = 0; i < p.batch; ++i)
