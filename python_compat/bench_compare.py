@@ -4,11 +4,21 @@ Usage (from the repository root)::
 
     python_compat/.venv/bin/python python_compat/bench_compare.py FLAXPP.jsonl JAX.jsonl \
         [--out-dir docs/bench]
+    python3 python_compat/bench_compare.py --engines FLAXPP.jsonl
+
+The second form compares the CPU's product engines from ``flaxpp bench`` runs made with
+``FLAXPP_CPU_GEMM=blas`` and ``=onednn`` in turn, their lines in one file (each names its
+engine): per configuration each engine's median step time and GEMM floor over its runs, and
+their ratios; printed only. The engines are compared across processes, not within one: each
+runs on its own thread runtime, and the idle threads of one slow the other down.
 
 Rows are joined on (backend, width, depth, batch, dtype, policy); rows present in only one
 file are listed on stderr and left out of the table (the plots show every row). A
 configuration measured several times (``scripts/bench.sh --repeat N`` appends each run) is
-reported by the median of its runs' step times and GEMM floors. Writes
+reported by the median of its runs' step times and GEMM floors. On the CPU, flaxpp's rows carry
+the machine's float32 GEMM peak (the faster of its engines at 1024³, measured by each run) and
+the rate of the step's products (their FLOPs over the GEMM floor); the table reports that rate
+over the median peak. Writes
 ``OUT_DIR/table.md`` (also printed to stdout), ``OUT_DIR/step_time.png`` (median step time vs
 width, log y) and ``OUT_DIR/peak_memory.png`` (peak MiB vs width), one line per
 (framework, policy), one panel per (backend, depth, batch, dtype) group.
@@ -57,6 +67,11 @@ def merge(runs: list[dict]) -> dict:
     if floors:
         row["gemm_floor_ms"] = median(floors)
         row["step_over_floor"] = step / row["gemm_floor_ms"]
+    if runs[0].get("product_gflops") is not None:
+        row["product_gflops"] = (runs[0]["product_gflops"] * runs[0]["gemm_floor_ms"]
+                                 / row["gemm_floor_ms"])
+        row["machine_peak_gflops"] = median([r["machine_peak_gflops"] for r in runs])
+        row["product_over_peak"] = row["product_gflops"] / row["machine_peak_gflops"]
     return row
 
 
@@ -102,14 +117,20 @@ def table(fpp: dict, jx: dict) -> str:
     dtypes = sorted({k[4] for k in keys})
     runs = sorted({fpp[k].get("runs", 1) for k in keys} | {jx[k].get("runs", 1) for k in keys})
     over = f" over {', '.join(map(str, runs))} runs each" if runs and runs != [1] else ""
+    peaks = [fpp[k]["machine_peak_gflops"] for k in keys
+             if fpp[k].get("machine_peak_gflops") is not None]
+    engines = sorted({fpp[k]["gemm_engine"] for k in keys if fpp[k].get("gemm_engine")})
+    machine = (f" flaxpp's products on {', '.join(engines)}; the machine's float32 GEMM peak "
+               f"(1024³, the faster engine): {median(peaks):.0f} GFLOP/s." if peaks else "")
     lines = [f"Backend: {', '.join(backends) or 'n/a'}; dtype: {', '.join(dtypes) or 'n/a'}. "
              f"Step times are medians{over}; ratios > 1 mean flaxpp is slower / uses more "
-             "memory.",
+             f"memory.{machine}",
              "",
              "| width | depth | batch | policy | flaxpp ms (min-max) | JAX ms (min-max) "
-             "| time ratio flaxpp/JAX | flaxpp step/floor | flaxpp ops/step (unfused) | flaxpp peak MiB "
-             "| JAX peak MiB | peak ratio |",
-             "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| time ratio flaxpp/JAX | flaxpp step/floor | flaxpp products/peak "
+             "| flaxpp ops/step (unfused) | flaxpp peak MiB | JAX peak MiB | peak ratio |",
+             "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
+             "| ---: |"]
     for k in keys:
         a, b = fpp[k], jx[k]
         pa = a.get("peak_bytes")
@@ -117,10 +138,44 @@ def table(fpp: dict, jx: dict) -> str:
         lines.append(
             f"| {k[1]} | {k[2]} | {k[3]} | {k[5]} | {step_time(a)} "
             f"| {step_time(b)} | {fmt(ratio(a.get('step_ms'), b.get('step_ms')), '.2f')} "
-            f"| {fmt(a.get('step_over_floor'), '.2f')} | {ops(a)} "
+            f"| {fmt(a.get('step_over_floor'), '.2f')} | {fmt(a.get('product_over_peak'), '.2f')} "
+            f"| {ops(a)} "
             f"| {fmt(None if pa is None else pa / MIB, '.2f')} "
             f"| {fmt(None if pb is None else pb / MIB, '.2f')} | {fmt(ratio(pa, pb), '.2f')} |")
     return "\n".join(lines) + "\n"
+
+
+def engine_table(rows: list[dict]) -> str:
+    """Each engine's medians per configuration, and the ratios of the others to the first."""
+    groups = defaultdict(lambda: defaultdict(list))  # config -> engine -> rows
+    order = []
+    for r in rows:
+        engine = r.get("gemm_engine")
+        if engine is None:
+            raise SystemExit("bench_compare --engines: a line without gemm_engine; write them "
+                             "with FLAXPP_CPU_GEMM=blas|onednn flaxpp bench --device cpu")
+        if engine not in order:
+            order.append(engine)
+        groups[tuple(r[c] for c in KEY)][engine].append(r)
+    base, others = order[0], order[1:]
+    head = ["width", "policy"] + [f"{e} step ms (min-max)" for e in order] + \
+        [f"{e} floor ms" for e in order] + [f"{e} products/peak" for e in order] + \
+        [f"step {e}/{base}" for e in others] + [f"floor {e}/{base}" for e in others]
+    lines = ["| " + " | ".join(head) + " |", "|" + " ---: |" * len(head)]
+    for k in sorted(groups, key=sort_key):
+        m = {e: merge(groups[k][e]) for e in order if groups[k][e]}
+        if len(m) < len(order):
+            continue
+        cells = [str(k[1]), k[5]] + [step_time(m[e]) for e in order] + \
+            [fmt(m[e].get("gemm_floor_ms"), ".3f") for e in order] + \
+            [fmt(m[e].get("product_over_peak"), ".2f") for e in order] + \
+            [fmt(ratio(m[e]["step_ms"], m[base]["step_ms"]), ".2f") for e in others] + \
+            [fmt(ratio(m[e].get("gemm_floor_ms"), m[base].get("gemm_floor_ms")), ".2f")
+             for e in others]
+        lines.append("| " + " | ".join(cells) + " |")
+    runs = sorted({len(v) for g in groups.values() for v in g.values()})
+    return (f"CPU product engines, one process per run; medians over "
+            f"{', '.join(map(str, runs))} runs each.\n\n" + "\n".join(lines) + "\n")
 
 
 def plot(rows: list[dict], field: str, scale: float, ylabel: str, title: str, path: str):
@@ -166,9 +221,16 @@ def plot(rows: list[dict], field: str, scale: float, ylabel: str, title: str, pa
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("flaxpp", help="flaxpp bench JSON lines")
-    ap.add_argument("jax", help="bench_jax.py JSON lines")
+    ap.add_argument("jax", nargs="?", help="bench_jax.py JSON lines")
     ap.add_argument("--out-dir", default="docs/bench")
+    ap.add_argument("--engines", action="store_true",
+                    help="compare the product engines of flaxpp's lines (no JAX file)")
     args = ap.parse_args(argv)
+    if args.engines:
+        sys.stdout.write(engine_table(load(args.flaxpp)))
+        return 0
+    if args.jax is None:
+        ap.error("the JAX file is needed (or --engines)")
 
     fpp_rows, jax_rows = load(args.flaxpp), load(args.jax)
     fpp, jx = index(fpp_rows), index(jax_rows)

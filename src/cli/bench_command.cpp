@@ -1,19 +1,23 @@
 // `flaxpp bench [--grid default|large] [--out FILE.jsonl]`: MLP classifier training steps over a
 // grid of width, depth, batch and remat policy; per configuration the median step time,
-// samples/s, achieved FLOP/s, peak and residual bytes, and the GEMM floor (the no-remat step's
-// matrix products alone, through the same BLAS) — one JSON line each, the schema that
+// samples/s, achieved FLOP/s, peak and residual bytes, the GEMM floor (the no-remat step's
+// matrix products alone, through the same engine) and, on the CPU, the products' rate against
+// the machine's float32 GEMM peak — one JSON line each, the schema that
 // python_compat/bench_jax.py writes for JAX.
 #include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <random>
 
 #include "cli/args.hpp"
 #include "cli/bench_common.hpp"
 #include "cli/bench_data_parallel.hpp"
+#include "cli/bench_gemm_peak.hpp"
 #include "cli/bench_lm.hpp"
 #include "cli/commands.hpp"
+#include "flaxpp/backend/cpu.hpp"
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/io/json.hpp"
 #include "flaxpp/ir/lax.hpp"
@@ -39,14 +43,17 @@ constexpr const char* kBenchUsage =
     "  FLAXPP_DEVICE, else the GPU if present, else the CPU) for each width, depth, batch and\n"
     "  remat policy of the grid (--width: only that width) and writes one JSON line per\n"
     "  configuration (median step time, samples/s, GFLOP/s, peak and residual bytes, GEMM\n"
-    "  floor). python_compat/bench_jax.py writes the same\n"
+    "  floor; on the CPU the products' rate against the machine's float32 GEMM peak, the\n"
+    "  faster engine's at 1024^3, measured first). python_compat/bench_jax.py writes the same\n"
     "  lines for JAX; python_compat/bench_compare.py turns both into a table and plots.\n"
     "  --processes: data-parallel steps (SGD, depth 4, width W, default 512) as jobs of each\n"
-    "  number of processes under mpirun, one BLAS thread each, B rows per process (default\n"
+    "  number of processes under mpirun, one product thread each, B rows per process (default\n"
     "  128); per job a JSON line with samples/s, scaling_efficiency (against the smallest job)\n"
     "  and comm_share (the step time spent in collectives).\n"
     "  --model lm: the language model of examples/lm.json (batch 32 of 64 tokens, SGD) under\n"
-    "  each remat policy of its Blocks; python_compat/lm_speed.py compares it with JAX.\n";
+    "  each remat policy of its Blocks; python_compat/lm_speed.py compares it with JAX.\n"
+    "  On the CPU, FLAXPP_CPU_GEMM=blas|onednn picks the engine of the float32 products; each\n"
+    "  line names it (python_compat/bench_compare.py --engines compares runs of both).\n";
 
 struct Config {
   std::int64_t width, depth, batch;
@@ -65,8 +72,13 @@ std::vector<std::pair<std::int64_t, std::int64_t>> layers(const Config& c) {
 }
 
 // The no-remat step's matrix products alone: per layer the forward dot, the weight cotangent
-// and (except for the first layer) the input cotangent.
-double gemm_floor_ms(const Config& c, std::int64_t repeats) {
+// and (except for the first layer) the input cotangent; their median time and their FLOPs.
+struct GemmFloor {
+  double ms = -1;  // < 0: not measured yet
+  double flops = 0;
+};
+
+GemmFloor gemm_floor(const Config& c, std::int64_t repeats) {
   std::vector<std::array<Array, 2>> operands;
   std::vector<ir::DotDimensionNumbers> dims;
   std::uint32_t seed = 7;
@@ -92,12 +104,17 @@ double gemm_floor_ms(const Config& c, std::int64_t repeats) {
     if (r >= 2)
       times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
-  return median(times);
+  double flops = 0;
+  for (std::size_t l = 0; l < ls.size(); ++l)
+    flops += (l > 0 ? 3.0 : 2.0) * 2.0 * static_cast<double>(c.batch * ls[l].first * ls[l].second);
+  return {median(times), flops};
 }
 
-// One configuration's JSON line. `floor_ms` caches the GEMM floor across the policies of one
-// shape (< 0: not measured yet); it is measured after the steps, whose peak it must not touch.
-io::Json run(const Config& c, std::int64_t steps, double& floor_ms) {
+// One configuration's JSON line. `floor` caches the GEMM floor across the policies of one
+// shape; it is measured after the steps, whose peak it must not touch. `peak` is the CPU's
+// GEMM peak (nullopt on a GPU).
+io::Json run(const Config& c, std::int64_t steps, GemmFloor& floor,
+             const std::optional<GemmPeak>& peak) {
   const nn::MLP mlp = bench_mlp(c.width, c.depth, c.dtype);
   const Array x = bench_inputs(Shape{c.batch, c.width}, 1);
   const Array y = bench_labels(c.batch, 2);
@@ -134,27 +151,35 @@ io::Json run(const Config& c, std::int64_t steps, double& floor_ms) {
     flops += 6.0 * static_cast<double>(c.batch * in * out);
   // The compiled step: its primitives executed per step, and its memory plan.
   const CompiledStep compiled = step.lower(state, x, y);
-  if (floor_ms < 0) floor_ms = gemm_floor_ms(c, steps);
-  const double floor = floor_ms;
-  return io::Json{{"framework", "flaxpp"},
-                  {"backend", default_device().kind == DeviceKind::cpu ? "cpu" : "cuda"},
-                  {"width", c.width},
-                  {"depth", c.depth},
-                  {"batch", c.batch},
-                  {"dtype", std::string(dtype_name(c.dtype))},
-                  {"policy", c.policy},
-                  {"steps", steps},
-                  {"step_ms", ms},
-                  {"samples_per_s", static_cast<double>(c.batch) / (ms / 1000.0)},
-                  {"gflops", flops / (ms / 1000.0) / 1e9},
-                  {"peak_bytes", peak_bytes},
-                  {"residual_bytes", residual_bytes},
-                  {"predicted_peak_bytes", compiled.memory_analysis().peak_bytes},
-                  {"ops_per_step", ir::op_counts(compiled.graph()).executed},
-                  {"ops_per_step_unfused", ir::op_counts(compiled.graph()).unfused},
-                  {"cuda_graph_replays", step.replays()},
-                  {"gemm_floor_ms", floor},
-                  {"step_over_floor", ms / floor}};
+  if (floor.ms < 0) floor = gemm_floor(c, steps);
+  io::Json line{{"framework", "flaxpp"},
+                {"backend", default_device().kind == DeviceKind::cpu ? "cpu" : "cuda"},
+                {"width", c.width},
+                {"depth", c.depth},
+                {"batch", c.batch},
+                {"dtype", std::string(dtype_name(c.dtype))},
+                {"policy", c.policy},
+                {"steps", steps},
+                {"step_ms", ms},
+                {"samples_per_s", static_cast<double>(c.batch) / (ms / 1000.0)},
+                {"gflops", flops / (ms / 1000.0) / 1e9},
+                {"peak_bytes", peak_bytes},
+                {"residual_bytes", residual_bytes},
+                {"predicted_peak_bytes", compiled.memory_analysis().peak_bytes},
+                {"ops_per_step", ir::op_counts(compiled.graph()).executed},
+                {"ops_per_step_unfused", ir::op_counts(compiled.graph()).unfused},
+                {"cuda_graph_replays", step.replays()},
+                {"gemm_floor_ms", floor.ms},
+                {"step_over_floor", ms / floor.ms}};
+  if (peak) {
+    const double product_gflops = floor.flops / (floor.ms / 1000.0) / 1e9;
+    line["product_gflops"] = product_gflops;
+    line["machine_peak_gflops"] = peak->gflops;
+    line["machine_peak_engine"] = peak->engine;
+    line["product_over_peak"] = product_gflops / peak->gflops;
+    line["gemm_engine"] = std::string(cpu::gemm_engine_name(cpu::gemm_engine()));
+  }
+  return line;
 }
 
 }  // namespace
@@ -277,14 +302,22 @@ int bench_command(const std::vector<std::string>& args) {
   std::ofstream file;
   if (!out_path.empty()) file.open(out_path);
   std::ostream& out = out_path.empty() ? std::cout : file;
+  std::optional<GemmPeak> peak;
+  if (default_device().kind == DeviceKind::cpu) {
+    peak = measure_cpu_gemm_peak(10);
+    std::cerr << "bench: the machine's float32 GEMM peak (1024^3):";
+    for (const auto& [engine, gflops] : peak->engines)
+      std::cerr << " " << engine << " " << static_cast<int>(gflops) << " GFLOP/s";
+    std::cerr << "\n";
+  }
   for (std::int64_t batch : batches)
     for (std::int64_t width : widths) {
       if (only_width != 0 && width != only_width) continue;
-      double floor_ms = -1;  // the same for every policy
+      GemmFloor floor;  // the same for every policy
       for (const char* policy : {"none", "dots_with_no_batch_dims_saveable", "nothing_saveable"}) {
         std::cerr << "bench: width " << width << " depth 4 batch " << batch << " policy " << policy
                   << "\n";
-        out << run({width, 4, batch, policy, dtype}, steps, floor_ms).dump() << std::endl;
+        out << run({width, 4, batch, policy, dtype}, steps, floor, peak).dump() << std::endl;
       }
     }
   return 0;
