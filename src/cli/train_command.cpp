@@ -183,7 +183,7 @@ int train_command(const std::vector<std::string>& args) {
     // The leader's state, below.
   } else if (c.resume && fs::exists(files.checkpoint)) {
     // Nothing in output_dir is written until the run is accepted.
-    const std::vector<std::string> changes = check_run_record(files, c);
+    const RecordCheck check = check_run_record(files, c, data.sha256);
     if (!data.vocab.empty()) accept_vocab(files, data.vocab);
     const bool recorded = fs::exists(files.record);
     state = load_checkpoint_state(files, c, state);
@@ -195,15 +195,24 @@ int train_command(const std::vector<std::string>& args) {
                         ? detail::str(" (epoch ", state.step / spe + 1, ", batch ",
                                       state.step % spe + 1, " of ", spe, ")")
                         : std::string()));
-    for (const std::string& change : changes)
-      say("note: resuming with a changed optimiser: " + change);
+    for (const std::string& change : check.changes)
+      say(detail::str("note: resuming with a changed ",
+                      change.starts_with("$.optimizer") ? "optimiser" : "remat policy", ": ",
+                      change));
+    if (!check.unrecorded.empty()) {
+      std::string what;
+      for (const std::string& u : check.unrecorded)
+        what += (what.empty() ? "" : " and ") + u;
+      say(detail::str("note: ", files.record, " does not record ", what,
+                      " (a run of an older flaxpp): recording this run's, unchecked"));
+    }
     if (!recorded)
       say(detail::str("note: ", files.record,
                       " is missing (a run of an older flaxpp): the data, "
                       "batch_size and seed cannot be compared with that run's; recording this "
                       "config's"));
     // Recorded with the first checkpoint made under the new settings.
-    record_pending = !recorded || !changes.empty();
+    record_pending = !recorded || !check.changes.empty() || !check.unrecorded.empty();
     const std::int64_t finished = std::min(state.step, plan.total_steps) / spe;
     if (static_cast<std::int64_t>(history.size()) < finished || torn > 0)
       say(detail::str("note: ", files.metrics, " has ", history.size(), " rows for the ", finished,
@@ -217,7 +226,7 @@ int train_command(const std::vector<std::string>& args) {
     std::error_code ignored;  // a file that cannot be removed cannot be replaced either: said then
     for (const std::string* f : {&files.checkpoint, &files.metrics, &files.curves})
       fs::remove(*f, ignored);
-    write_run_record(files, c);
+    write_run_record(files, c, data.sha256);
     if (!data.vocab.empty()) write_vocab(files.vocab, data.vocab);
   }
   job.share_leader_state(state, saved_step);
@@ -256,7 +265,7 @@ int train_command(const std::vector<std::string>& args) {
     job.check_replicas(state);
     if (job.leader()) io::save_checkpoint(files.checkpoint, state.to_tree());
     saved_step = state.step;
-    if (record_pending && job.leader()) write_run_record(files, c);
+    if (record_pending && job.leader()) write_run_record(files, c, data.sha256);
     record_pending = false;
     return true;
   };

@@ -11,6 +11,7 @@
 #include <limits>
 #include <sstream>
 
+#include "cli/sha256.hpp"
 #include "flaxpp/core/host_memory.hpp"
 #include "flaxpp/data/csv.hpp"
 
@@ -126,6 +127,7 @@ TrainData load_text(const io::TrainConfig& c) {
                              static_cast<std::uint64_t>(c.seed));
   d.train = std::move(train);
   d.test = std::move(test);
+  d.sha256 = sha256_hex(text);
   return d;
 }
 
@@ -161,7 +163,7 @@ TrainData load_train_data(const io::TrainConfig& c) {
                                  fraction(1 - 0.5 / static_cast<double>(n) * 1.001)));
   auto [train, test] =
       data::train_test_split(all, c.data.test_fraction, static_cast<std::uint64_t>(c.seed));
-  return {std::move(train), std::move(test), {}};
+  return {std::move(train), std::move(test), {}, file_sha256_hex(c.data.path)};
 }
 
 TrainPlan plan_training(const io::TrainConfig& c, const TrainData& d) {

@@ -18,6 +18,8 @@ struct TrainData {
   // A text (language-model) run's vocabulary: its characters, the token id of each being its
   // position. Empty for a CSV run.
   std::string vocab;
+  // SHA-256 of the data file ($.data.text or $.data.path), as hex: run.json records it.
+  std::string sha256;
 };
 
 // Throws ParseError (a malformed file) or ValueError (data the model cannot train on).

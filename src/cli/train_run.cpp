@@ -141,8 +141,20 @@ std::size_t remove_stale_temporaries(const RunFiles& files) {
   return removed;
 }
 
-void write_run_record(const RunFiles& files, const io::TrainConfig& c) {
-  const Json record{{"format", kRecordFormat}, {"run", c.run_identity()}};
+namespace {
+
+std::string policy_text(const io::TrainConfig& c) {
+  return c.model.policy ? (**c.model.policy).str() : std::string("none");
+}
+
+}  // namespace
+
+void write_run_record(const RunFiles& files, const io::TrainConfig& c,
+                      const std::string& data_sha256) {
+  const Json record{{"format", kRecordFormat},
+                    {"run", c.run_identity()},
+                    {"data_sha256", data_sha256},
+                    {"policy", policy_text(c)}};
   io::write_file_atomically(files.record, record.dump(2) + "\n");
 }
 
@@ -229,7 +241,8 @@ LmRun read_lm_run(const std::string& checkpoint) {
   return run;
 }
 
-std::vector<std::string> check_run_record(const RunFiles& files, const io::TrainConfig& c) {
+RecordCheck check_run_record(const RunFiles& files, const io::TrainConfig& c,
+                             const std::string& data_sha256) {
   if (!fs::exists(files.record)) return {};
   const Json record = io::read_json_file(files.record);
   if (!record.is_object() || record.value("format", Json()) != kRecordFormat ||
@@ -247,11 +260,38 @@ std::vector<std::string> check_run_record(const RunFiles& files, const io::Train
   // model.
   for (auto& d : diffs)
     (d.starts_with("$.optimizer ") ? changes : refusals).push_back(std::move(d));
-  if (refusals.empty()) return changes;
+  RecordCheck check;
+  const bool lm = c.model.kind == io::TrainConfig::Kind::lm;
+  const std::string& data_file = lm ? c.data.text : c.data.path;
+  if (const Json* hash = record.contains("data_sha256") ? &record["data_sha256"] : nullptr;
+      hash == nullptr) {
+    check.unrecorded.push_back("the data's content hash");
+  } else if (*hash != data_sha256) {
+    refusals.push_back(detail::str(
+        lm ? "$.data.text " : "$.data.path ", data_file,
+        " changed since that run read it: its content's SHA-256 is ", data_sha256.substr(0, 16),
+        "… now, ", hash->is_string() ? hash->get<std::string>().substr(0, 16) : hash->dump(),
+        "… in that run"));
+  }
+  const std::string policy = policy_text(c);
+  if (const Json* then = record.contains("policy") ? &record["policy"] : nullptr; then == nullptr) {
+    check.unrecorded.push_back("the remat policy");
+  } else if (*then != policy) {
+    const std::string was = then->is_string() ? then->get<std::string>() : then->dump();
+    // With a policy the Blocks are remat'd modules, whose parameters Flax names apart.
+    const bool tree_changes = (was == "none") != (policy == "none");
+    (tree_changes ? refusals : check.changes)
+        .push_back(detail::str("$.model.policy is ", policy, " now, ", was, " in that run",
+                               tree_changes ? " (a model with a remat policy names its "
+                                              "parameters apart from one without)"
+                                            : ""));
+  }
+  check.changes.insert(check.changes.begin(), changes.begin(), changes.end());
+  if (refusals.empty()) return check;
   std::string list;
   for (const auto& d : refusals)
     list += "\n  " + d;
-  throw ValueError(detail::str("the config differs from the run whose checkpoint ",
+  throw ValueError(detail::str("the config or its data differ from the run whose checkpoint ",
                                files.checkpoint, " it would resume (recorded in ", files.record,
                                "):", list, "\nResuming would not continue that run. ",
                                how_to_go_on(c)));

@@ -41,8 +41,11 @@ class RunLock {
 // whose writing process is gone); returns how many.
 std::size_t remove_stale_temporaries(const RunFiles& files);
 
-// Writes run.json for a run starting from scratch (before its first checkpoint).
-void write_run_record(const RunFiles& files, const io::TrainConfig& config);
+// Writes run.json: the config's run identity, the data file's SHA-256 (`data_sha256`) and the
+// remat policy (JAX's spelling, or "none"), for a run starting from scratch (before its first
+// checkpoint) or resumed under changed settings it may change.
+void write_run_record(const RunFiles& files, const io::TrainConfig& config,
+                      const std::string& data_sha256);
 
 // vocab.json: a language-model run's characters in token-id order, as byte values.
 void write_vocab(const std::string& path, const std::string& vocab);
@@ -64,12 +67,20 @@ struct LmRun {
 };
 LmRun read_lm_run(const std::string& checkpoint);
 
-// Compares the config with run.json. Throws ValueError listing the settings that differ and
-// that a resumed run cannot change (data, model, batch_size, seed, checkpoint_format); returns
-// the changes it may make (the optimiser's settings, whose state load_checkpoint_state checks),
-// each as "$.key is NOW now, THEN in that run". A missing run.json (from an older flaxpp) is
-// not checked.
-std::vector<std::string> check_run_record(const RunFiles& files, const io::TrainConfig& config);
+// Compares the config and the data with run.json. Throws ValueError listing the settings that
+// differ and that a resumed run cannot change (data, model, batch_size, seed,
+// checkpoint_format), a data file whose content changed (its SHA-256 is not `data_sha256`),
+// and a remat policy added or removed (the model's parameters are named differently with and
+// without one); returns the changes it may make (the optimiser's settings, whose state
+// load_checkpoint_state checks, and one remat policy for another), each as "$.key is NOW now,
+// THEN in that run", and what run.json does not record yet (from an older flaxpp), which
+// write_run_record then adds. A missing run.json (from an older flaxpp) is not checked.
+struct RecordCheck {
+  std::vector<std::string> changes;
+  std::vector<std::string> unrecorded;  // e.g. "the data's content hash"
+};
+RecordCheck check_run_record(const RunFiles& files, const io::TrainConfig& config,
+                             const std::string& data_sha256);
 
 // How `found` (a checkpoint's `name` tree, "params" or "opt_state") differs from `expected`
 // (what `what`, e.g. "the model of $.model.features", makes): the first path missing, extra or

@@ -312,9 +312,26 @@ cp "$dir/tiny.txt" "$dir/changing.txt"
 lm_config "$dir/lm_changing" | sed "s|$dir/tiny.txt|$dir/changing.txt|" >"$dir/lm_changing.json"
 expect "train the run whose text will change" 0 '^test accuracy' -- "$flaxpp" train "$dir/lm_changing.json"
 cp "$dir/lm_changing/vocab.json" "$dir/vocab_before.json"
-cp "$dir/other.txt" "$dir/changing.txt"
-expect "resume: a text changed in place is refused by its characters" 2 "the training text's characters differ from those of the run in .*lm_changing: .*vocab\.json has [0-9]+ characters, the text now" -- "$flaxpp" train "$dir/lm_changing.json"
+check "run.json records the text's SHA-256" grep -q "\"data_sha256\": \"$(sha256sum "$dir/changing.txt" | cut -d' ' -f1)\"" "$dir/lm_changing/run.json"
+check "run.json records the remat policy" grep -q '"policy": "nothing_saveable"' "$dir/lm_changing/run.json"
+# The same characters in another order: the vocabulary cannot tell, the content hash does.
+rev "$dir/tiny.txt" >"$dir/changing.txt"
+expect "resume: a text changed in place with the same characters is refused by its hash" 2 "\\\$\.data\.text .*changing\.txt changed since that run read it: its content's SHA-256 is [0-9a-f]{16}… now, [0-9a-f]{16}… in that run" -- "$flaxpp" train "$dir/lm_changing.json"
 check "that refusal leaves vocab.json as it was" cmp -s "$dir/lm_changing/vocab.json" "$dir/vocab_before.json"
+# A run recorded by an older flaxpp (no hash): the characters still refuse another text.
+grep -v '"data_sha256"' "$dir/lm_changing/run.json" >"$dir/old_run.json" && mv "$dir/old_run.json" "$dir/lm_changing/run.json"
+cp "$dir/other.txt" "$dir/changing.txt"
+expect "resume: an older run's text changed in place is refused by its characters" 2 "the training text's characters differ from those of the run in .*lm_changing: .*vocab\.json has [0-9]+ characters, the text now" -- "$flaxpp" train "$dir/lm_changing.json"
+cp "$dir/tiny.txt" "$dir/changing.txt"
+lm_config "$dir/lm_changing" | sed "s|$dir/tiny.txt|$dir/changing.txt|; s/\"epochs\": 1/\"epochs\": 2/" >"$dir/lm_changing2.json"
+expect "resume: an older run.json is completed with a note" 0 "note: .*run\.json does not record the data's content hash \(a run of an older flaxpp\): recording this run's, unchecked" -- "$flaxpp" train "$dir/lm_changing2.json"
+check "and then records the hash" grep -q '"data_sha256"' "$dir/lm_changing/run.json"
+# Another remat policy resumes with a note; none where there was one changes the parameters'
+# names, and is refused naming the policy.
+sed 's/"nothing_saveable"/"dots_saveable"/; s/"epochs": 2/"epochs": 3/' "$dir/lm_changing2.json" >"$dir/lm_dots.json"
+expect "resume: another remat policy resumes, and says so" 0 'note: resuming with a changed remat policy: \$\.model\.policy is dots_saveable now, nothing_saveable in that run' -- "$flaxpp" train "$dir/lm_dots.json"
+sed 's/, "policy": "dots_saveable"//; s/"epochs": 3/"epochs": 4/' "$dir/lm_dots.json" >"$dir/lm_nopolicy.json"
+expect "resume: dropping the remat policy is refused naming it" 2 '\$\.model\.policy is none now, dots_saveable in that run \(a model with a remat policy names its parameters apart from one without\)' -- "$flaxpp" train "$dir/lm_nopolicy.json"
 # generate refuses what it cannot sample from, naming the file (issue 33): each case is the lm
 # run's files with one of them changed.
 altered_run() {  # altered_run NAME FILE < new FILE -> $dir/NAME: the lm run with FILE replaced
