@@ -46,9 +46,34 @@ void check_features(const data::Dataset& all, const io::TrainConfig& c) {
                                "; training on it gives NaN losses. Fix or drop that row"));
 }
 
+// What kind of file system object `status` is, for a refusal.
+std::string kind_of(const fs::file_status& status) {
+  switch (status.type()) {
+    case fs::file_type::directory: return "a directory";
+    case fs::file_type::character: return "a character device";
+    case fs::file_type::block: return "a block device";
+    case fs::file_type::fifo: return "a named pipe";
+    case fs::file_type::socket: return "a socket";
+    default: return "not a regular file";
+  }
+}
+
+// The data is read whole, from a regular file whose size is known: a directory, a device such
+// as /dev/zero or a pipe would give an internal error or be read until memory runs out.
+// Throws ParseError naming `key` otherwise (a missing file is left to the caller's open).
+void require_regular_file(std::string_view key, const std::string& path) {
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (ec || !fs::exists(status) || fs::is_regular_file(status)) return;
+  throw ParseError(detail::str(key, ": ", path, " is ", kind_of(status),
+                               "; flaxpp train reads its data from a regular file. Give the "
+                               "path of one (copy a stream into a file first)"));
+}
+
 // data::load_csv, its refusals told in the config's terms: the library's own name for the
 // caller ("load_csv: ") gives way to the config key.
 data::Dataset read_csv(const std::string& path, const data::CsvOptions& csv) {
+  require_regular_file("$.data.path", path);
   if (!std::ifstream(path))
     throw ParseError(detail::str("$.data.path: cannot open ", path, " (", std::strerror(errno),
                                  "); a relative path is taken from the directory flaxpp runs in, ",
@@ -76,6 +101,7 @@ std::string gigabytes(double bytes) {
 // (the last characters that do not fill one are left out); x is each sequence but its last
 // token, y each but its first.
 TrainData load_text(const io::TrainConfig& c) {
+  require_regular_file("$.data.text", c.data.text);
   std::ifstream in(c.data.text, std::ios::binary);
   if (!in)
     throw ParseError(detail::str("$.data.text: cannot open ", c.data.text, " (",

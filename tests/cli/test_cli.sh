@@ -349,6 +349,15 @@ expect "generate: a damaged run.json is named" 2 'badrun/run\.json: \$\.model\.n
 expect "generate: a directory as the checkpoint" 2 'lm: a directory; give the checkpoint file in it' -- "$flaxpp" generate "$dir/lm" --prompt I
 expect "generate: control characters are escaped" 2 "the character '.x01' \(byte 1\)" -- "$flaxpp" generate "$dir/lm/checkpoint.json" --prompt "$(printf 'I\001')"
 lm_config "$dir/lm" | sed 's/"num_heads": 2/"num_heads": 3/' >"$dir/lm_heads.json"
+# Data that is no regular file is refused at once (a directory gave an internal error; a
+# device or a pipe was read until memory ran out).
+lm_config "$dir/lm_dirtext" | sed "s|$dir/tiny.txt|$dir|" >"$dir/lm_dirtext.json"
+expect "train: a directory as the text" 2 "\\\$\.data\.text: $dir is a directory; flaxpp train reads its data from a regular file" -- timeout 60 "$flaxpp" train "$dir/lm_dirtext.json"
+lm_config "$dir/lm_zero" | sed "s|$dir/tiny.txt|/dev/zero|" >"$dir/lm_zero.json"
+expect "train: a device as the text" 2 '\$\.data\.text: /dev/zero is a character device' -- timeout 60 "$flaxpp" train "$dir/lm_zero.json"
+mkfifo "$dir/pipe.csv"
+train_config "$dir/fifo_run" | sed "s|$dir/toy.csv|$dir/pipe.csv|" >"$dir/fifo.json"
+expect "train: a named pipe as the CSV" 2 '\$\.data\.path: .*pipe\.csv is a named pipe' -- timeout 60 "$flaxpp" train "$dir/fifo.json"
 expect "train: heads that do not divide the width" 2 '\$\.model\.num_heads: 3 heads do not divide the width \$\.model\.features 16' -- "$flaxpp" train "$dir/lm_heads.json"
 lm_config "$dir/lm" | sed 's/"kind": "lm", //' >"$dir/lm_kind.json"
 expect "train: a text without kind lm" 2 '\$\.model\.num_layers: a language-model setting; add "kind": "lm"' -- "$flaxpp" train "$dir/lm_kind.json"
