@@ -158,6 +158,7 @@ int train_command(const std::vector<std::string>& args) {
     say(detail::str("removed ", n, " temporary file", n == 1 ? "" : "s",
                     " left by an interrupted run in ", c.output_dir));
   const TrainData data = load_train_data(c);
+  job.check_agreement(c, data);
   const TrainPlan plan = plan_training(c, data);
   job.check_shards(c, plan, data);
   const data::Dataset train_shard = job.shard(data.train), test_shard = job.shard(data.test);

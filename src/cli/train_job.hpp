@@ -28,6 +28,13 @@ class TrainJob {
   // For ClassifierStep::set_communicator: null in a job of one.
   dist::Communicator* communicator() const { return comm_; }
 
+  // Refuses a job whose processes would not train the same run: before any other collective,
+  // every process all_gathers digests of its config's run settings (those of run.json, with
+  // $.epochs and $.model.policy) and of its data file's content, and every process throws the
+  // same ValueError when one differs from process 0's, naming that process and what differs.
+  // (Mismatched configs otherwise gave mismatched collectives, a double free or a time-out;
+  // another file at the same path trained silently.)
+  void check_agreement(const io::TrainConfig& config, const TrainData& data) const;
   // Throws ValueError naming the config key when a batch or the test set has fewer rows than
   // there are processes (every process needs at least one row of each).
   void check_shards(const io::TrainConfig& config, const TrainPlan& plan,

@@ -9,7 +9,8 @@
 #   - flaxpp launch runs the same job, and flaxpp bench --processes reports jobs of 1 and 2;
 #   - batches too small to share are refused, naming the key;
 #   - a killed process ends the job (non-zero, mpirun naming the rank) and the last checkpoint
-#     stays readable.
+#     stays readable;
+#   - processes with other configs, or other files at the data path, are refused at once.
 # Usage: test_dist_train.sh FLAXPP COMPARE_CHECKPOINTS DIGITS_CSV MPIRUN [MPIRUN ARGS...]
 set -u
 flaxpp=$1 compare=$2 digits=$3
@@ -75,6 +76,30 @@ check "flaxpp launch: the two-process result" same_checkpoints launched sgd2 0
 config tiny "$sgd" none 1437 1  # 1438 training rows: the last batch has 1 row
 "${mpirun[@]}" "$flaxpp" train "$dir/tiny.json" >"$dir/tiny.out" 2>&1
 check "a batch of 1 row over 2 processes is refused" grep -q '\$\.batch_size: 1437 over the 1438 training rows gives batches of as few as 1 rows, fewer than the 2 processes' "$dir/tiny.out"
+
+# Processes that would not train the same run are refused before the first collective that
+# depends on it, every process naming the one that differs (issue 33): each rank reads the
+# config and data of its own folder (rank$OMPI_COMM_WORLD_RANK), through relative paths.
+per_rank() {  # per_rank NAME CONFIG_FILE: the job, each rank in $dir/NAME/rank<R>
+  local start=$SECONDS
+  timeout 120 "${mpirun[@]}" sh -c "cd '$dir/$1/rank'\$OMPI_COMM_WORLD_RANK && exec '$flaxpp' train $2" >"$dir/$1.out" 2>&1
+  local rc=$?
+  check "$1: the job ends non-zero" test "$rc" -ne 0 -a "$rc" -ne 124
+  check "$1: within 30 s, not at a collective's time-out" test $((SECONDS - start)) -le 30
+}
+for r in 0 1; do
+  mkdir -p "$dir/mismatch/rank$r" "$dir/otherdata/rank$r"
+  cp "$digits" "$dir/mismatch/rank$r/data.csv"
+  cp "$digits" "$dir/otherdata/rank$r/data.csv"
+  config "rank$r" "$sgd" none 128 1
+  sed "s|$digits|data.csv|; s|\"features\": \[64|\"features\": [$((64 + 32 * r))|" "$dir/rank$r.json" >"$dir/mismatch/rank$r/run.json"
+  sed "s|$digits|data.csv|" "$dir/rank0.json" >"$dir/otherdata/rank$r/run.json"
+done
+sed -i '2s/^\([^,]*\),[0-9]*/\1,7/' "$dir/otherdata/rank1/data.csv"  # one feature of one row
+per_rank mismatch run.json
+check "mismatched configs: both processes name process 1" test "$(grep -c 'process 1 of 2 has another config than process 0' "$dir/mismatch.out")" -eq 2
+per_rank otherdata run.json
+check "another file at the same path: named, with both hashes" grep -qE '\$\.data\.path data\.csv: process 1 of 2 read another file than process 0 \(its content.s SHA-256 begins [0-9a-f]{16} there, [0-9a-f]{16} on process 0\)' "$dir/otherdata.out"
 
 # A killed process: rank 1 gets SIGKILL once a checkpoint exists.
 config killed "$sgd" none 32 400
