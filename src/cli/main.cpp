@@ -72,6 +72,9 @@ int run(const std::string& command, CommandFn fn, const std::vector<std::string>
     report(who(command) + "internal error (" + e.what() +
            "); please report it with the command line and input that caused it\n");
   }
+  // In a job of several processes the others may be waiting for this one in a collective, and
+  // MPI_Finalize at exit would wait for them: end the whole job now (mpirun names this rank).
+  if (flaxpp::dist::world_size() > 1) flaxpp::dist::abort_job(2);
   return 2;
 }
 

@@ -10,7 +10,8 @@
 #   - batches too small to share are refused, naming the key;
 #   - a killed process ends the job (non-zero, mpirun naming the rank) and the last checkpoint
 #     stays readable;
-#   - processes with other configs, or other files at the data path, are refused at once.
+#   - processes with other configs, or other files at the data path, are refused at once;
+#   - an error on one process, or a stalled one, ends the whole job within seconds.
 # Usage: test_dist_train.sh FLAXPP COMPARE_CHECKPOINTS DIGITS_CSV MPIRUN [MPIRUN ARGS...]
 set -u
 flaxpp=$1 compare=$2 digits=$3
@@ -97,9 +98,41 @@ for r in 0 1; do
 done
 sed -i '2s/^\([^,]*\),[0-9]*/\1,7/' "$dir/otherdata/rank1/data.csv"  # one feature of one row
 per_rank mismatch run.json
-check "mismatched configs: both processes name process 1" test "$(grep -c 'process 1 of 2 has another config than process 0' "$dir/mismatch.out")" -eq 2
+check "mismatched configs: process 1 is named" grep -q 'process 1 of 2 has another config than process 0' "$dir/mismatch.out"
 per_rank otherdata run.json
 check "another file at the same path: named, with both hashes" grep -qE '\$\.data\.path data\.csv: process 1 of 2 read another file than process 0 \(its content.s SHA-256 begins [0-9a-f]{16} there, [0-9a-f]{16} on process 0\)' "$dir/otherdata.out"
+
+# An error on one process only (its data file is missing) ends the job at once: the error
+# aborts the job instead of leaving process 0 waiting in the first collective.
+mkdir -p "$dir/onemissing/rank0" "$dir/onemissing/rank1"
+cp "$digits" "$dir/onemissing/rank0/data.csv"
+cp "$dir/otherdata/rank0/run.json" "$dir/onemissing/rank0/run.json"
+cp "$dir/otherdata/rank0/run.json" "$dir/onemissing/rank1/run.json"
+per_rank onemissing run.json
+check "an error on one process: its message, and mpirun's abort" grep -q 'rank 1 of 2.*cannot open data.csv' "$dir/onemissing.out"
+
+# A stalled process (SIGSTOP) once a checkpoint exists: the other's collective times out, and
+# the whole job ends (it used to wait in MPI_Finalize forever).
+config stalled "$sgd" none 32 400
+FLAXPP_COLLECTIVE_TIMEOUT=3 timeout 120 "${mpirun[@]}" "$flaxpp" train "$dir/stalled.json" >"$dir/stalled.out" 2>&1 &
+job=$!
+for _ in $(seq 600); do
+  [ -e "$dir/stalled/checkpoint.json" ] && break
+  sleep 0.1
+done
+stopped=""
+for p in $(pgrep -f "train $dir/stalled.json"); do
+  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then stopped=$p; fi
+done
+check "rank 1 of the stalled job found" test -n "$stopped"
+[ -n "$stopped" ] && kill -STOP "$stopped"
+start=$SECONDS
+wait "$job"
+rc=$?
+[ -n "$stopped" ] && kill -KILL "$stopped" 2>/dev/null
+check "a stalled process: the job ends, non-zero, not at timeout's limit" test "$rc" -ne 0 -a "$rc" -ne 124
+check "within 30 s" test $((SECONDS - start)) -le 30
+check "process 0 names the time-out" grep -q 'rank 0 of 2.*did not complete within 3 s' "$dir/stalled.out"
 
 # A killed process: rank 1 gets SIGKILL once a checkpoint exists.
 config killed "$sgd" none 32 400

@@ -22,8 +22,9 @@ int local_rank();  // the rank among this machine's processes (its GPU)
 std::string describe();
 
 // Ends every process of the job now with `code`, after an error on this one that the others
-// cannot see (a collective that timed out): under MPI, MPI_Abort (mpirun then ends the
-// others and names this rank); alone, exit.
+// cannot see (a collective that timed out, a file this process could not read): under MPI,
+// MPI_Abort (mpirun then ends the others and names this rank); alone, exit. The CLI calls it
+// for every error of a job of several processes.
 [[noreturn]] void abort_job(int code);
 
 }  // namespace flaxpp::dist
