@@ -44,7 +44,8 @@ constexpr const char* kTrainUsage =
     "  run.json (and vocab.json) and a checkpoint into its output_dir. When\n"
     "  output_dir holds a checkpoint of the same run, training resumes from it (config key\n"
     "  \"resume\", default true); a checkpoint made with other settings is refused, naming them.\n"
-    "  Ctrl-C saves a checkpoint and exits (130). The last line is \"test accuracy: 0.NNNN\".\n"
+    "  Ctrl-C (SIGINT) or SIGTERM saves a checkpoint at the next step boundary and exits (130,\n"
+    "  143). The last line is \"test accuracy: 0.NNNN\".\n"
     "  --max-steps N  stop (with a checkpoint) once the run has taken N steps in all, counting\n"
     "                 the resumed ones; 0 saves the initial state without training\n"
     "  --fresh        train from scratch, replacing a previous run in output_dir\n"
@@ -57,11 +58,14 @@ constexpr const char* kTrainUsage =
     "  are averaged across them, and process 0 alone writes the files and the output; the\n"
     "  result is the one-process run's up to summation order, and either resumes the other.\n"
     "  Exit codes: 0 done or stopped by --max-steps, 1 non-finite loss, 2 bad command line,\n"
-    "  config, data or checkpoint, 130 interrupted.\n";
+    "  config, data or checkpoint, 130/143 interrupted (SIGINT/SIGTERM). In a job of several\n"
+    "  processes an error on any of them ends them all.\n";
 
-std::atomic<bool> g_interrupted{false};
-extern "C" void on_sigint(int) {
-  g_interrupted = true;
+// The first of SIGINT and SIGTERM this process received (0: none).
+std::atomic<int> g_signal{0};
+extern "C" void on_stop_signal(int signal) {
+  int none = 0;
+  g_signal.compare_exchange_strong(none, signal);
 }
 
 struct Options {
@@ -271,7 +275,10 @@ int train_command(const std::vector<std::string>& args) {
     return true;
   };
 
-  std::signal(SIGINT, on_sigint);
+  // Ctrl-C, and SIGTERM (what schedulers and mpirun send), end the run at the next step boundary
+  // with a checkpoint; exit 128 + the signal.
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
   Progress progress(job.leader() ? stderr : nullptr);
   const auto start = Clock::now();
   auto epoch_start = start;
@@ -283,8 +290,10 @@ int train_command(const std::vector<std::string>& args) {
     say(detail::str("nothing to train: the checkpoint is at step ", state.step, ", the end of the ",
                     c.epochs, " epochs; pass --fresh to train again from scratch"));
   bool stopped = false, interrupted = false;
+  int stop_signal = 0;
   while (state.step < plan.total_steps) {
-    interrupted = job.any(g_interrupted);  // the same decision on every process
+    stop_signal = job.max(g_signal);  // the same decision on every process
+    interrupted = stop_signal != 0;
     if (interrupted || (options->max_steps && state.step >= *options->max_steps)) {
       stopped = true;
       break;
@@ -373,7 +382,7 @@ int train_command(const std::vector<std::string>& args) {
     say(detail::str(interrupted ? "interrupted" : "stopped", " at step ", state.step,
                     ": checkpoint saved to ", files.checkpoint,
                     "; run the same command again to resume"));
-    return interrupted ? 130 : 0;
+    return interrupted ? 128 + stop_signal : 0;
   }
   // The last epoch's evaluation is of these parameters already, unless the run took no step.
   const float test_acc =

@@ -136,12 +136,12 @@ void TrainJob::check_replicas(const train::TrainState& state) const {
   if (size_ > 1) dist::check_replicated(*comm_, state.params, "parameters");
 }
 
-bool TrainJob::any(bool flag) const {
-  if (size_ == 1) return flag;
+int TrainJob::max(int value) const {
+  if (size_ == 1) return value;
   return comm_
-      ->all_reduce(Array::from_vector(std::vector<bool>{flag}, Shape{1}, Device::cpu()),
+      ->all_reduce(Array::from_vector(std::vector<std::int32_t>{value}, Shape{1}, Device::cpu()),
                    dist::ReduceOp::max)
-      .to_vector<bool>()[0];
+      .to_vector<std::int32_t>()[0];
 }
 
 }  // namespace flaxpp::cli

@@ -47,8 +47,8 @@ class TrainJob {
   void share_leader_state(train::TrainState& state, std::int64_t& saved_step) const;
   // Throws DistributedError unless every process holds the leader's parameters' bits.
   void check_replicas(const train::TrainState& state) const;
-  // Whether `flag` is true on any process (e.g. Ctrl-C reached one of them).
-  bool any(bool flag) const;
+  // The largest of every process's `value` (e.g. the signal that reached one of them).
+  int max(int value) const;
 
  private:
   dist::Communicator* comm_ = nullptr;

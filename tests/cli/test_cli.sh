@@ -113,6 +113,21 @@ check "training killed and resumed ends with the uninterrupted run's checkpoint"
   cmp -s "$dir/long/checkpoint.json" "$dir/killed/checkpoint.json"
 check "training killed and resumed has every metrics row once" \
   cmp -s <(metrics_steps "$dir/long/metrics.csv") <(metrics_steps "$dir/killed/metrics.csv")
+# Ctrl-C (SIGINT) and SIGTERM (what schedulers send) stop at the next step boundary with a
+# checkpoint, exit 128 + the signal, and the run resumes (SIGTERM was not handled before).
+for sig in INT TERM; do
+  train_config "$dir/sig$sig" | sed 's/"epochs": 3/"epochs": 100000/' >"$dir/sig$sig.json"
+  "$flaxpp" train "$dir/sig$sig.json" >"$dir/sig$sig.out" 2>&1 &
+  job=$!
+  for _ in $(seq 300); do [ -e "$dir/sig$sig/checkpoint.json" ] && break; sleep 0.1; done
+  kill -s "$sig" "$job"
+  wait "$job"
+  rc=$?
+  want=$((128 + $(kill -l "$sig")))
+  check "SIG$sig: exit $want" test "$rc" -eq "$want"
+  check "SIG$sig: a checkpoint is saved, and said" grep -q "^interrupted at step [0-9]*: checkpoint saved" "$dir/sig$sig.out"
+  check "SIG$sig: the run resumes from it" "$flaxpp" train "$dir/sig$sig.json" --max-steps 1
+done
 check "no temporary files are left" test -z "$(ls "$dir/killed" | grep tmp-)"
 for f in metrics.csv run.json; do
   check "train writes $f" test -s "$dir/full/$f"

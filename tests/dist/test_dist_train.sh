@@ -11,7 +11,8 @@
 #   - a killed process ends the job (non-zero, mpirun naming the rank) and the last checkpoint
 #     stays readable;
 #   - processes with other configs, or other files at the data path, are refused at once;
-#   - an error on one process, or a stalled one, ends the whole job within seconds.
+#   - an error on one process, or a stalled one, ends the whole job within seconds;
+#   - SIGTERM to mpirun stops every process at one step boundary with a checkpoint.
 # Usage: test_dist_train.sh FLAXPP COMPARE_CHECKPOINTS DIGITS_CSV MPIRUN [MPIRUN ARGS...]
 set -u
 flaxpp=$1 compare=$2 digits=$3
@@ -133,6 +134,20 @@ rc=$?
 check "a stalled process: the job ends, non-zero, not at timeout's limit" test "$rc" -ne 0 -a "$rc" -ne 124
 check "within 30 s" test $((SECONDS - start)) -le 30
 check "process 0 names the time-out" grep -q 'rank 0 of 2.*did not complete within 3 s' "$dir/stalled.out"
+
+# SIGTERM to mpirun (a scheduler's stop, or Ctrl-C at its terminal): mpirun sends SIGTERM to
+# the processes (after odls_base_sigkill_timeout, 1 s), which stop together at the next step
+# boundary with one checkpoint, before its SIGKILL; mpirun itself then exits 1.
+config termed "$sgd" none 32 400
+"${mpirun[@]}" "$flaxpp" train "$dir/termed.json" >"$dir/termed.out" 2>&1 &
+job=$!
+for _ in $(seq 600); do [ -e "$dir/termed/checkpoint.json" ] && break; sleep 0.1; done
+kill -TERM "$job"
+start=$SECONDS
+wait "$job"
+check "SIGTERM to mpirun: the job ends within 15 s" test $((SECONDS - start)) -le 15
+check "SIGTERM to mpirun: one checkpoint saved at a step boundary" test "$(grep -c '^interrupted at step [0-9]*: checkpoint saved' "$dir/termed.out")" -eq 1
+check "SIGTERM to mpirun: the run resumes from it" "$flaxpp" train "$dir/termed.json" --max-steps 1
 
 # A killed process: rank 1 gets SIGKILL once a checkpoint exists.
 config killed "$sgd" none 32 400
