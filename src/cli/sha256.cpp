@@ -53,12 +53,7 @@ class Sha256 {
     for (int i = 0; i < 8; ++i)
       block_[56 + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(bits >> (56 - 8 * i));
     compress();
-    static constexpr char kDigits[] = "0123456789abcdef";
-    std::string out;
-    for (const std::uint32_t word : state_)
-      for (int shift = 28; shift >= 0; shift -= 4)
-        out.push_back(kDigits[(word >> shift) & 0xf]);
-    return out;
+    return hex_words(state_);
   }
 
  private:
@@ -94,6 +89,15 @@ class Sha256 {
 };
 
 }  // namespace
+
+std::string hex_words(std::span<const std::uint32_t> words) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (const std::uint32_t word : words)
+    for (int shift = 28; shift >= 0; shift -= 4)
+      out.push_back(kDigits[(word >> shift) & 0xf]);
+  return out;
+}
 
 std::string sha256_hex(std::string_view bytes) {
   Sha256 h;

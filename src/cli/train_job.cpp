@@ -37,16 +37,6 @@ void append_words(const std::string& hex, std::vector<std::uint32_t>& out) {
     out.push_back(static_cast<std::uint32_t>(std::stoul(hex.substr(8 * w, 8), nullptr, 16)));
 }
 
-// The first two words in hex: enough to tell two digests apart in a message.
-std::string words_hex(const std::uint32_t* words) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex;
-  for (std::size_t w = 0; w < 2; ++w)
-    for (int shift = 28; shift >= 0; shift -= 4)
-      hex.push_back(kDigits[(words[w] >> shift) & 0xf]);
-  return hex;
-}
-
 }  // namespace
 
 void TrainJob::check_agreement(const io::TrainConfig& config, const TrainData& data) const {
@@ -76,7 +66,7 @@ void TrainJob::check_agreement(const io::TrainConfig& config, const TrainData& d
           lm ? "$.data.text " : "$.data.path ", lm ? config.data.text : config.data.path,
           ": process ", rank, " of ", size_,
           " read another file than process 0 (its content's SHA-256 begins ",
-          words_hex(theirs + kWords), " there, ", words_hex(all.data() + kWords),
+          hex_words({theirs + kWords, 2}), " there, ", hex_words({all.data() + kWords, 2}),
           " on process 0). Every process must read the same data: copy the file to each "
           "machine, or put it on a shared file system"));
   }

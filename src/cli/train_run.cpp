@@ -252,15 +252,15 @@ RecordCheck check_run_record(const RunFiles& files, const io::TrainConfig& c,
                                  "\" and \"run\"); the file was changed or "
                                  "damaged. ",
                                  how_to_go_on(c)));
-  std::vector<std::string> diffs, changes, refusals;
+  std::vector<std::string> diffs, refusals;
+  RecordCheck check;
   differences(record["run"], c.run_identity(), "$", diffs);
   // The optimiser's settings may change (e.g. a lower learning rate to fine-tune) as long as
   // its state fits (load_checkpoint_state checks); anything else changes what the checkpoint
   // means: the data split and shuffles (data, seed), the step-to-epoch map (batch_size), the
   // model.
   for (auto& d : diffs)
-    (d.starts_with("$.optimizer ") ? changes : refusals).push_back(std::move(d));
-  RecordCheck check;
+    (d.starts_with("$.optimizer ") ? check.changes : refusals).push_back(std::move(d));
   const bool lm = c.model.kind == io::TrainConfig::Kind::lm;
   const std::string& data_file = lm ? c.data.text : c.data.path;
   if (const Json* hash = record.contains("data_sha256") ? &record["data_sha256"] : nullptr;
@@ -286,7 +286,6 @@ RecordCheck check_run_record(const RunFiles& files, const io::TrainConfig& c,
                                               "parameters apart from one without)"
                                             : ""));
   }
-  check.changes.insert(check.changes.begin(), changes.begin(), changes.end());
   if (refusals.empty()) return check;
   std::string list;
   for (const auto& d : refusals)

@@ -79,6 +79,21 @@ config tiny "$sgd" none 1437 1  # 1438 training rows: the last batch has 1 row
 "${mpirun[@]}" "$flaxpp" train "$dir/tiny.json" >"$dir/tiny.out" 2>&1
 check "a batch of 1 row over 2 processes is refused" grep -q '\$\.batch_size: 1437 over the 1438 training rows gives batches of as few as 1 rows, fewer than the 2 processes' "$dir/tiny.out"
 
+# Waits (up to 60 s) until the run NAME has a checkpoint.
+wait_for_checkpoint() {
+  for _ in $(seq 600); do
+    [ -e "$dir/$1/checkpoint.json" ] && return
+    sleep 0.1
+  done
+}
+# The pid of rank 1 of the job training NAME.json (empty when not found).
+rank1_pid() {
+  local p
+  for p in $(pgrep -f "train $dir/$1.json"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then echo "$p"; fi
+  done
+}
+
 # Processes that would not train the same run are refused before the first collective that
 # depends on it, every process naming the one that differs (issue 33): each rank reads the
 # config and data of its own folder (rank$OMPI_COMM_WORLD_RANK), through relative paths.
@@ -117,14 +132,8 @@ check "an error on one process: its message, and mpirun's abort" grep -q 'rank 1
 config stalled "$sgd" none 32 400
 FLAXPP_COLLECTIVE_TIMEOUT=3 timeout 120 "${mpirun[@]}" "$flaxpp" train "$dir/stalled.json" >"$dir/stalled.out" 2>&1 &
 job=$!
-for _ in $(seq 600); do
-  [ -e "$dir/stalled/checkpoint.json" ] && break
-  sleep 0.1
-done
-stopped=""
-for p in $(pgrep -f "train $dir/stalled.json"); do
-  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then stopped=$p; fi
-done
+wait_for_checkpoint stalled
+stopped=$(rank1_pid stalled)
 check "rank 1 of the stalled job found" test -n "$stopped"
 [ -n "$stopped" ] && kill -STOP "$stopped"
 start=$SECONDS
@@ -141,7 +150,7 @@ check "process 0 names the time-out" grep -q 'rank 0 of 2.*did not complete with
 config termed "$sgd" none 32 400
 "${mpirun[@]}" "$flaxpp" train "$dir/termed.json" >"$dir/termed.out" 2>&1 &
 job=$!
-for _ in $(seq 600); do [ -e "$dir/termed/checkpoint.json" ] && break; sleep 0.1; done
+wait_for_checkpoint termed
 kill -TERM "$job"
 start=$SECONDS
 wait "$job"
@@ -153,14 +162,8 @@ check "SIGTERM to mpirun: the run resumes from it" "$flaxpp" train "$dir/termed.
 config killed "$sgd" none 32 400
 "${mpirun[@]}" "$flaxpp" train "$dir/killed.json" >"$dir/killed.out" 2>&1 &
 job=$!
-for _ in $(seq 600); do
-  [ -e "$dir/killed/checkpoint.json" ] && break
-  sleep 0.1
-done
-victim=""
-for p in $(pgrep -f "train $dir/killed.json"); do
-  if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1'; then victim=$p; fi
-done
+wait_for_checkpoint killed
+victim=$(rank1_pid killed)
 check "rank 1 of the killed job found" test -n "$victim"
 [ -n "$victim" ] && kill -9 "$victim"
 start=$SECONDS

@@ -21,11 +21,7 @@ using dnnl::memory;
 struct Key {
   BatchedGemm gemm;
   int threads;
-  bool operator==(const Key& o) const {
-    return gemm.batch == o.gemm.batch && gemm.m == o.gemm.m && gemm.n == o.gemm.n &&
-           gemm.k == o.gemm.k && gemm.transpose_a == o.gemm.transpose_a &&
-           gemm.transpose_b == o.gemm.transpose_b && threads == o.threads;
-  }
+  bool operator==(const Key&) const = default;
 };
 
 struct KeyHash {

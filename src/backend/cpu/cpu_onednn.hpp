@@ -20,6 +20,7 @@ namespace flaxpp::cpu {
 struct BatchedGemm {
   std::int64_t batch = 1, m = 0, n = 0, k = 0;
   bool transpose_a = false, transpose_b = false;
+  bool operator==(const BatchedGemm&) const = default;
 };
 
 // C = A·B on oneDNN with `threads` threads (0: OpenMP's default), overwriting C. Throws
