@@ -14,6 +14,7 @@
 #include "flaxpp/core/shape.hpp"
 #include "flaxpp/core/tree.hpp"
 #include "flaxpp/backend/cpu.hpp"
+#include "flaxpp/data/char_text.hpp"
 #include "flaxpp/data/csv.hpp"
 #include "flaxpp/data/dataset.hpp"
 #include "flaxpp/data/npy.hpp"

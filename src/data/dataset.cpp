@@ -84,11 +84,19 @@ std::pair<Dataset, Dataset> train_test_split(const Dataset& ds, double test_frac
     throw ValueError(detail::str("train_test_split: test_fraction must lie in [0, 1], got ",
                                  test_fraction,
                                  "; e.g. 0.2 keeps a fifth of the rows for testing"));
-  const std::int64_t n_test = std::llround(static_cast<double>(n) * test_fraction);
-  const std::vector<std::int64_t> perm = permutation(n, seed);
-  const std::span<const std::int64_t> all(perm);
-  const auto split = static_cast<std::size_t>(n_test);
-  return {take(ds, all.subspan(split)), take(ds, all.first(split))};
+  const auto [train, test] =
+      train_test_rows(n, std::llround(static_cast<double>(n) * test_fraction), seed);
+  return {take(ds, train), take(ds, test)};
+}
+
+std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> train_test_rows(
+    std::int64_t n, std::int64_t n_test, std::uint64_t seed) {
+  if (n_test < 0 || n_test > n)
+    throw ValueError(detail::str("train_test_rows: n_test must lie in [0, ", n, "], got ", n_test));
+  std::vector<std::int64_t> train = permutation(n, seed);
+  std::vector<std::int64_t> test(train.begin(), train.begin() + n_test);
+  train.erase(train.begin(), train.begin() + n_test);
+  return {std::move(train), std::move(test)};
 }
 
 std::vector<std::vector<std::int64_t>> epoch_batches(std::int64_t n, std::int64_t batch_size,

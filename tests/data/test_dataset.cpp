@@ -1,6 +1,7 @@
 // flaxpp::data: CSV and .npy reading (against files NumPy wrote, tests/data/fixtures/, made by
 // python_compat/gen_npy_fixtures.py), the .npy writer, seeded permutations, splits and batches.
 #include <doctest/doctest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "flaxpp/data/char_text.hpp"
 #include "flaxpp/data/csv.hpp"
 #include "flaxpp/data/dataset.hpp"
 #include "flaxpp/data/npy.hpp"
@@ -616,4 +618,99 @@ TEST_CASE("epoch_batches + take: one epoch of digits batches sees each example e
   }
   CHECK(rows == 1797);
   CHECK(std::all_of(seen.begin(), seen.end(), [](int c) { return c == 1; }));
+}
+
+TEST_CASE("train_test_rows: the rows train_test_split gathers, without gathering them") {
+  const Dataset ds{Array::from_vector(std::vector<float>{0, 1, 2, 3, 4, 5, 6}, Shape{7, 1}),
+                   Array::from_vector(std::vector<std::int32_t>{0, 1, 2, 3, 4, 5, 6}, Shape{7})};
+  const auto [train, test] = data::train_test_split(ds, 0.3, 11);
+  const auto [train_rows, test_rows] = data::train_test_rows(7, 2, 11);  // round(7 * 0.3)
+  CHECK(train.y.to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>(train_rows.begin(), train_rows.end()));
+  CHECK(test.y.to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>(test_rows.begin(), test_rows.end()));
+  CHECK_THROWS_WITH_AS(data::train_test_rows(7, 8, 11),
+                       doctest::Contains("n_test must lie in [0, 7]"), ValueError);
+}
+
+namespace {
+
+// This process's resident memory now (not its peak), from /proc/self/statm.
+std::int64_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  std::int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * sysconf(_SC_PAGESIZE);
+}
+
+// The text of data::CharText's contract, built in memory: x and y of sequence r.
+std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> expected_sequence(
+    const std::string& text, std::int64_t r, std::int64_t t) {
+  std::string vocab;
+  for (int b = 0; b < 256; ++b)
+    if (text.find(static_cast<char>(b)) != std::string::npos) vocab.push_back(static_cast<char>(b));
+  std::vector<std::int32_t> x, y;
+  for (std::int64_t k = 0; k < t; ++k) {
+    x.push_back(static_cast<std::int32_t>(vocab.find(text[static_cast<std::size_t>(r * t + k)])));
+    y.push_back(
+        static_cast<std::int32_t>(vocab.find(text[static_cast<std::size_t>(r * t + k + 1)])));
+  }
+  return {x, y};
+}
+
+}  // namespace
+
+TEST_CASE("CharText: the vocabulary and the sequences of a text, read from its file") {
+  const fs::path path = fs::temp_directory_path() / "flaxpp_char_text.txt";
+  const std::string text = "hello, world\nthe end";  // 20 bytes: (20 - 1) / 4 = 4 sequences
+  std::ofstream(path, std::ios::binary) << text;
+  const data::CharText ct(path.string(), 4);
+  CHECK(ct.bytes() == 20);
+  CHECK(ct.sequences() == 4);
+  CHECK(ct.vocab() == "\n ,dehlnortw");
+  const std::vector<std::int64_t> rows{3, 0, 3};
+  const Dataset d = ct.take(rows);
+  CHECK(d.x.shape() == Shape{3, 4});
+  CHECK(d.y.dtype() == DType::i32);
+  const std::vector<std::int32_t> x = d.x.to_vector<std::int32_t>(),
+                                  y = d.y.to_vector<std::int32_t>();
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    const auto [ex, ey] = expected_sequence(text, rows[k], 4);
+    CHECK(std::vector<std::int32_t>(x.begin() + 4 * k, x.begin() + 4 * k + 4) == ex);
+    CHECK(std::vector<std::int32_t>(y.begin() + 4 * k, y.begin() + 4 * k + 4) == ey);
+  }
+  CHECK_THROWS_WITH_AS(ct.take(std::vector<std::int64_t>{4}),
+                       doctest::Contains("sequence 4 is out of range"), ValueError);
+  // A file cut short while in use is named, not read past its end.
+  fs::resize_file(path, 10);
+  CHECK_THROWS_WITH_AS(ct.take(std::vector<std::int64_t>{3}),
+                       doctest::Contains("changed while in use"), ParseError);
+  fs::remove(path);
+  CHECK_THROWS_WITH_AS(data::CharText(path.string(), 4), doctest::Contains("cannot open"),
+                       ParseError);
+  CHECK_THROWS_WITH_AS(data::CharText("/dev/null", 0), doctest::Contains("seq_len must be >= 1"),
+                       ValueError);
+}
+
+TEST_CASE("CharText: a 64 MiB text costs no resident memory for its characters") {
+  const fs::path path = fs::temp_directory_path() / "flaxpp_char_text_big.txt";
+  {
+    std::ofstream out(path, std::ios::binary);
+    const std::string block(1 << 20, 'a');
+    for (int i = 0; i < 64; ++i)
+      out << block << static_cast<char>('b' + i % 20);
+  }
+  const std::int64_t before = resident_bytes();
+  const data::CharText ct(path.string(), 256);
+  std::vector<std::int64_t> rows(64);
+  std::iota(rows.begin(), rows.end(), ct.sequences() - 64);
+  const Dataset batch = ct.take(rows);
+  const std::int64_t grown = resident_bytes() - before;
+  CAPTURE(grown);
+  CHECK(ct.vocab().size() == 21);
+  CHECK(batch.x.shape() == Shape{64, 256});
+  // The 1 MiB read block and a batch of 2 x 64 x 256 int32 (128 KiB); reading the text whole
+  // would hold 64 MiB.
+  CHECK(grown < 8 * (1 << 20));
+  fs::remove(path);
 }

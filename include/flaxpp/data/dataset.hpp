@@ -1,6 +1,7 @@
 // flaxpp/data/dataset.hpp — Dataset (features + integer labels) held on the host, and the
-// platform-independent seeded shuffles that split and batch it; no streaming. Reading one:
-// flaxpp/data/csv.hpp (CSV files) and flaxpp/data/npy.hpp (NumPy .npy files).
+// platform-independent seeded shuffles that split and batch it. Reading one:
+// flaxpp/data/csv.hpp (CSV files) and flaxpp/data/npy.hpp (NumPy .npy files);
+// flaxpp/data/char_text.hpp reads a text's sequences from its file a batch at a time.
 #pragma once
 
 #include <cstdint>
@@ -31,6 +32,13 @@ std::vector<std::int64_t> permutation(std::int64_t n, std::uint64_t seed);
 // Rows gathered in the order given (repeats allowed), on the host; the result lives on the
 // device of ds.x / ds.y. Throws ValueError for a row outside [0, N).
 Dataset take(const Dataset& ds, std::span<const std::int64_t> rows);
+
+// (train, test) row indices of n rows: permutation(n, seed), its first n_test to the test set
+// and the rest, in permutation order, to the training set. 0 <= n_test <= n. What
+// train_test_split gathers, for data gathered on demand (CharText).
+std::pair<std::vector<std::int64_t>, std::vector<std::int64_t>> train_test_rows(std::int64_t n,
+                                                                                std::int64_t n_test,
+                                                                                std::uint64_t seed);
 
 // (train, test): the rows of permutation(N, seed), the first round(N * test_fraction) (halves
 // away from zero) going to the test set and the rest, in permutation order, to the training
