@@ -65,6 +65,13 @@ double shard_weight(dist::Communicator* comm, std::int64_t rows) {
   return static_cast<double>(rows) / static_cast<double>(total);
 }
 
+// The whole data set's mean from this process's shard mean `value` and the shard's weight `w`
+// (shard_weight): the sum over processes of value * w; `value` itself for one process.
+Array global_mean(dist::Communicator* comm, const Array& value, double w) {
+  if (comm == nullptr || comm->size() == 1) return value;
+  return comm->all_reduce(astype(value * w, value.dtype()), dist::ReduceOp::sum);
+}
+
 // A shard's mean weighted by its share of the global batch, in the mean's dtype.
 Array weighted(const Array& value, const Array& weight) {
   return astype(value * weight, value.dtype());
@@ -199,33 +206,45 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
 std::pair<float, float> ClassifierStep::evaluate(const Tree& params, const Array& x, const Array& y,
                                                  std::int64_t batch_rows) const {
   const std::int64_t n = x.shape()[0];
-  const double w = shard_weight(comm_, n);
-  const auto global = [&](const Array& v) {
-    if (comm_ == nullptr || comm_->size() == 1) return v;
-    return comm_->all_reduce(astype(v * w, v.dtype()), dist::ReduceOp::sum);
-  };
   if (batch_rows <= 0 || batch_rows >= n) {
+    const double w = shard_weight(comm_, n);
     const Array logits = apply_(params, x);
-    return {host_float(global(mean(optim::softmax_cross_entropy_with_integer_labels(logits, y)))),
-            host_float(global(optim::accuracy(logits, y)))};
+    return {host_float(global_mean(
+                comm_, mean(optim::softmax_cross_entropy_with_integer_labels(logits, y)), w)),
+            host_float(global_mean(comm_, optim::accuracy(logits, y), w))};
   }
-  // Batch by batch, so that only one batch's activations exist at a time: the means of the
-  // batches weighted by their rows, summed in double.
-  double loss = 0, accuracy = 0;
-  for (std::int64_t begin = 0; begin < n; begin += batch_rows) {
-    const std::int64_t end = std::min(n, begin + batch_rows);
+  return evaluate(params, n, batch_rows, [&](std::int64_t begin, std::int64_t end) {
     std::vector<std::int32_t> rows(static_cast<std::size_t>(end - begin));
     for (std::int64_t r = begin; r < end; ++r)
       rows[static_cast<std::size_t>(r - begin)] = static_cast<std::int32_t>(r);
     const Array index = Array::from_vector(rows, Shape{end - begin}, x.device());
-    const Array bx = lax::take(x, index), by = lax::take(y, index);
+    return std::pair{lax::take(x, index), lax::take(y, index)};
+  });
+}
+
+std::pair<float, float> ClassifierStep::evaluate(const Tree& params, std::int64_t rows,
+                                                 std::int64_t batch_rows,
+                                                 const BatchFn& batch) const {
+  if (batch_rows < 1)
+    throw ValueError(
+        detail::str("ClassifierStep::evaluate: batch_rows must be >= 1, got ", batch_rows));
+  const double w = shard_weight(comm_, rows);
+  // Batch by batch, so that only one batch's activations exist at a time: the means of the
+  // batches weighted by their rows, summed in double.
+  double loss = 0, accuracy = 0;
+  Device device = default_device();
+  for (std::int64_t begin = 0; begin < rows; begin += std::min(batch_rows, rows - begin)) {
+    const std::int64_t end = begin + std::min(batch_rows, rows - begin);
+    const auto [bx, by] = batch(begin, end);
+    device = bx.device();
     const Array logits = apply_(params, bx);
-    const double share = static_cast<double>(end - begin) / static_cast<double>(n);
+    const double share = static_cast<double>(end - begin) / static_cast<double>(rows);
     loss += share * host_float(mean(optim::softmax_cross_entropy_with_integer_labels(logits, by)));
     accuracy += share * host_float(optim::accuracy(logits, by));
   }
-  const auto scalar = [&](double v) { return Array::full(Shape{}, v, DType::f32, x.device()); };
-  return {host_float(global(scalar(loss))), host_float(global(scalar(accuracy)))};
+  const auto scalar = [&](double v) { return Array::full(Shape{}, v, DType::f32, device); };
+  return {host_float(global_mean(comm_, scalar(loss), w)),
+          host_float(global_mean(comm_, scalar(accuracy), w))};
 }
 
 }  // namespace flaxpp::train

@@ -132,3 +132,35 @@ TEST_CASE("train step: evaluate in batches gives the one-pass metrics with one b
   CHECK(whole >= 103 * 512 * 4);
   CHECK(batched < whole / 4);
 }
+
+TEST_CASE("train step: evaluate over batches gathered on demand gives the batched metrics") {
+  // The rows a batch at a time from a callback (as flaxpp train reads a text from its file):
+  // the same bits as the batched evaluation of the whole arrays, asked for in order.
+  const nn::MLP mlp{.features = {32, 10}};
+  const Batch b = batch(103, 16, 7);
+  train::ClassifierStep step(train::mlp_apply(mlp, std::nullopt), o::sgd(0.01));
+  const Tree params = nn::Model(mlp).init(random::key(2), b.x)["params"];
+  const std::vector<float> x = b.x.to_vector<float>();
+  const std::vector<std::int32_t> y = b.y.to_vector<std::int32_t>();
+  std::vector<std::pair<std::int64_t, std::int64_t>> asked;
+  const auto [loss, accuracy] =
+      step.evaluate(params, 103, 10, [&](std::int64_t begin, std::int64_t end) {
+        asked.emplace_back(begin, end);
+        const auto rows = static_cast<std::size_t>(end - begin);
+        return std::pair{
+            Array::from_vector(std::vector<float>(x.begin() + begin * 16, x.begin() + end * 16),
+                               Shape{end - begin, 16}, b.x.device()),
+            Array::from_vector(std::vector<std::int32_t>(y.begin() + begin, y.begin() + end),
+                               Shape{static_cast<std::int64_t>(rows)}, b.y.device())};
+      });
+  const auto [expected_loss, expected_accuracy] = step.evaluate(params, b.x, b.y, 10);
+  CHECK(loss == expected_loss);
+  CHECK(accuracy == expected_accuracy);
+  CHECK(asked.size() == 11);
+  CHECK(asked.front() == std::pair<std::int64_t, std::int64_t>{0, 10});
+  CHECK(asked.back() == std::pair<std::int64_t, std::int64_t>{100, 103});
+  CHECK_THROWS_WITH_AS(
+      step.evaluate(params, 103, 0,
+                    [](std::int64_t, std::int64_t) { return std::pair<Array, Array>{}; }),
+      doctest::Contains("batch_rows must be >= 1"), ValueError);
+}

@@ -64,6 +64,12 @@ class ClassifierStep {
   // weighted by their rows, summed in double: another rounding than one pass).
   std::pair<float, float> evaluate(const Tree& params, const Array& x, const Array& y,
                                    std::int64_t batch_rows = 0) const;
+  // The same over `rows` rows that are gathered a batch at a time, rows [begin, end) by
+  // `batch(begin, end)` as (x, y): data read from a file on demand, whose whole never needs
+  // to be in memory. batch_rows >= 1.
+  using BatchFn = std::function<std::pair<Array, Array>(std::int64_t begin, std::int64_t end)>;
+  std::pair<float, float> evaluate(const Tree& params, std::int64_t rows, std::int64_t batch_rows,
+                                   const BatchFn& batch) const;
   // How many distinct input signatures were traced so far.
   std::size_t traces() const { return step_.num_traces(); }
   // Turning graphs off also frees the recordings made so far.
