@@ -13,6 +13,7 @@
 #include <iomanip>
 #include <iostream>
 #include <optional>
+#include <span>
 #include <sstream>
 
 #include "cli/args.hpp"
@@ -24,6 +25,7 @@
 #include "cli/train_model.hpp"
 #include "cli/train_plot.hpp"
 #include "cli/train_run.hpp"
+#include "flaxpp/core/host_memory.hpp"
 #include "flaxpp/data/dataset.hpp"
 #include "flaxpp/dist/process_group.hpp"
 #include "flaxpp/io/checkpoint.hpp"
@@ -35,6 +37,14 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+
+// "peak memory 361 MB": this process's, for the run's closing lines.
+std::string peak_memory() {
+  return "peak memory " + format_bytes(static_cast<double>(peak_host_memory()));
+}
+
+// The training-set rows that each epoch's train loss and accuracy are measured on, at most.
+constexpr std::size_t kTrainSampleRows = 10000;
 
 constexpr const char* kTrainUsage =
     "usage: flaxpp train CONFIG.json [--max-steps N] [--fresh | --resume]\n"
@@ -165,7 +175,14 @@ int train_command(const std::vector<std::string>& args) {
   job.check_agreement(c, data);
   const TrainPlan plan = plan_training(c, data);
   job.check_shards(c, plan, data);
-  const data::Dataset train_shard = job.shard(data.train), test_shard = job.shard(data.test);
+  // The training set's metrics are of the epoch's last parameters on a bounded sample of it (its
+  // first rows in the split's random order), so that an epoch's evaluation costs no more than
+  // kTrainSampleRows rows of forward passes however large the data; the test set's are of all
+  // of it. Each process evaluates its shard, a batch at a time.
+  const std::span<const std::int64_t> train_sample =
+      std::span(data.train).first(std::min(data.train.size(), kTrainSampleRows));
+  const std::vector<std::int64_t> train_shard = job.shard(train_sample),
+                                  test_shard = job.shard(data.test);
   if (c.batch_size > plan.train_rows)
     say(detail::str("note: $.batch_size ", c.batch_size, " exceeds the ", plan.train_rows,
                     " training rows; each epoch is one batch of them all"));
@@ -178,7 +195,17 @@ int train_command(const std::vector<std::string>& args) {
   train::ClassifierStep step(model.apply, c.optimizer);
   step.set_communicator(job.communicator());
   train::TrainState state = step.init(
-      model.init(random::key(c.seed), data::take(data.train, std::vector<std::int64_t>{0}).x));
+      model.init(random::key(c.seed), data.training_rows(std::vector<std::int64_t>{0}).x));
+  // Mean loss and accuracy of the parameters over `rows` (this process's), a batch at a time.
+  auto evaluate = [&](const Tree& params, const std::vector<std::int64_t>& rows) {
+    return step.evaluate(
+        params, static_cast<std::int64_t>(rows.size()), plan.batch_rows,
+        [&](std::int64_t begin, std::int64_t end) {
+          const data::Dataset b = data.take(std::span(rows).subspan(
+              static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)));
+          return std::pair{b.x, b.y};
+        });
+  };
 
   const std::int64_t spe = plan.steps_per_epoch;
   std::int64_t saved_step = -1;  // the step of the checkpoint on disk (-1: none of this run)
@@ -307,8 +334,7 @@ int train_command(const std::vector<std::string>& args) {
       loss_sum = 0;
       done = 0;
     }
-    const data::Dataset batch =
-        data::take(data.train, job.shard(batches[static_cast<std::size_t>(b)]));
+    const data::Dataset batch = data.training_rows(job.shard(batches[static_cast<std::size_t>(b)]));
     const float loss = step(state, batch.x, batch.y);
     ++steps_this_run;
     if (!std::isfinite(loss)) {
@@ -339,10 +365,8 @@ int train_command(const std::vector<std::string>& args) {
     // The epoch's end: its metrics row first, then the checkpoint, so that no row is lost (a
     // resumed run drops rows past its checkpoint and writes them again).
     progress.clear();
-    const auto [train_loss, train_acc] =
-        step.evaluate(state.params, train_shard.x, train_shard.y, plan.batch_rows);
-    const auto [test_loss, test_acc] =
-        step.evaluate(state.params, test_shard.x, test_shard.y, plan.batch_rows);
+    const auto [train_loss, train_acc] = evaluate(state.params, train_shard);
+    const auto [test_loss, test_acc] = evaluate(state.params, test_shard);
     last_test = {state.step, test_acc};
     if (!std::isfinite(train_loss) || !std::isfinite(test_loss)) {
       const bool train_bad = !std::isfinite(train_loss);
@@ -380,18 +404,17 @@ int train_command(const std::vector<std::string>& args) {
     }
     if (state.step != saved_step && !save()) return 1;
     say(detail::str(interrupted ? "interrupted" : "stopped", " at step ", state.step,
-                    ": checkpoint saved to ", files.checkpoint,
-                    "; run the same command again to resume"));
+                    ": checkpoint saved to ", files.checkpoint, " (", peak_memory(),
+                    "); run the same command again to resume"));
     return interrupted ? 128 + stop_signal : 0;
   }
   // The last epoch's evaluation is of these parameters already, unless the run took no step.
   const float test_acc =
-      last_test.first == state.step
-          ? last_test.second
-          : step.evaluate(state.params, test_shard.x, test_shard.y, plan.batch_rows).second;
+      last_test.first == state.step ? last_test.second : evaluate(state.params, test_shard).second;
   say(detail::str("metrics: ", files.metrics,
                   plots_available() ? ", curves: " + files.curves : std::string(),
-                  ", checkpoint: ", files.checkpoint, " (", fixed(seconds_since(start), 1), " s)"));
+                  ", checkpoint: ", files.checkpoint, " (", fixed(seconds_since(start), 1), " s, ",
+                  peak_memory(), ")"));
   say("test accuracy: " + fixed(test_acc, 4));
   return 0;
 }

@@ -1,7 +1,6 @@
 // The data of a `flaxpp train` run, checked against the model, and the run's size.
 #include "cli/train_data.hpp"
 
-#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -9,10 +8,13 @@
 #include <fstream>
 #include <iomanip>
 #include <limits>
+#include <memory>
 #include <sstream>
+#include <tuple>
 
 #include "cli/sha256.hpp"
 #include "flaxpp/core/host_memory.hpp"
+#include "flaxpp/data/char_text.hpp"
 #include "flaxpp/data/csv.hpp"
 
 namespace flaxpp::cli {
@@ -98,62 +100,43 @@ std::string gigabytes(double bytes) {
 }
 
 // The text of $.data.text as sequences of seq_len + 1 character ids, one after the other
-// (the last characters that do not fill one are left out); x is each sequence but its last
-// token, y each but its first.
+// (data::CharText: read from the file a batch at a time).
 TrainData load_text(const io::TrainConfig& c) {
   require_regular_file("$.data.text", c.data.text);
-  std::ifstream in(c.data.text, std::ios::binary);
-  if (!in)
-    throw ParseError(detail::str("$.data.text: cannot open ", c.data.text, " (",
-                                 std::strerror(errno),
-                                 "); a relative path is taken from the directory flaxpp runs in, ",
-                                 fs::current_path().string()));
   std::error_code ec;
   const auto size = fs::file_size(c.data.text, ec);
   if (!ec && size > (std::uint64_t{1} << 30))
     throw ValueError(detail::str("$.data.text: ", c.data.text, " has ", size,
                                  " bytes; a character-level run reads at most 1 GiB"));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::array<bool, 256> seen{};
-  for (const char ch : text)
-    seen[static_cast<unsigned char>(ch)] = true;
-  TrainData d;
-  std::array<std::int32_t, 256> id{};
-  for (int b = 0; b < 256; ++b)
-    if (seen[static_cast<std::size_t>(b)]) {
-      id[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(d.vocab.size());
-      d.vocab.push_back(static_cast<char>(b));
-    }
-  const std::int64_t t = c.data.seq_len;
-  const std::int64_t n = (static_cast<std::int64_t>(text.size()) - 1) / t;
+  if (!std::ifstream(c.data.text))
+    throw ParseError(detail::str("$.data.text: cannot open ", c.data.text, " (",
+                                 std::strerror(errno),
+                                 "); a relative path is taken from the directory flaxpp runs in, ",
+                                 fs::current_path().string()));
+  std::shared_ptr<const data::CharText> text;
+  try {
+    text = std::make_shared<const data::CharText>(c.data.text, c.data.seq_len);
+  } catch (const ParseError& e) {
+    throw ParseError(detail::str("$.data.text: ", e.what()));
+  }
+  const std::int64_t n = text->sequences();
   if (n < 2)
-    throw ValueError(detail::str("$.data.seq_len: ", c.data.text, " has ", text.size(),
+    throw ValueError(detail::str("$.data.seq_len: ", c.data.text, " has ", text->bytes(),
                                  " characters, not enough for two sequences of ",
-                                 static_cast<std::uint64_t>(t) + 1,  // no overflow at 2^63 - 1
+                                 static_cast<std::uint64_t>(c.data.seq_len) + 1,  // no overflow
                                  " (one to train on, one to test); use a shorter seq_len or a "
                                  "longer text"));
-  std::vector<std::int32_t> x, y;
-  x.reserve(static_cast<std::size_t>(n * t));
-  y.reserve(static_cast<std::size_t>(n * t));
-  for (std::int64_t r = 0; r < n; ++r)
-    for (std::int64_t k = 0; k < t; ++k) {
-      const auto at = static_cast<std::size_t>(r * t + k);
-      x.push_back(id[static_cast<unsigned char>(text[at])]);
-      y.push_back(id[static_cast<unsigned char>(text[at + 1])]);
-    }
-  const data::Dataset all{Array::from_vector(x, Shape{n, t}, Device::cpu()),
-                          Array::from_vector(y, Shape{n, t}, Device::cpu())};
   const std::int64_t n_test =
       std::max<std::int64_t>(1, std::llround(static_cast<double>(n) * c.data.test_fraction));
   if (n_test >= n)
     throw ValueError(detail::str("$.data.test_fraction: ", c.data.test_fraction, " of the ", n,
                                  " sequences of ", c.data.text, " leaves none to train on"));
-  auto [train, test] =
-      data::train_test_split(all, static_cast<double>(n_test) / static_cast<double>(n),
-                             static_cast<std::uint64_t>(c.seed));
-  d.train = std::move(train);
-  d.test = std::move(test);
-  d.sha256 = sha256_hex(text);
+  TrainData d;
+  std::tie(d.train, d.test) = data::train_test_rows(n, n_test, static_cast<std::uint64_t>(c.seed));
+  d.take = [text](std::span<const std::int64_t> rows) { return text->take(rows); };
+  d.row_size = c.data.seq_len;
+  d.vocab = text->vocab();
+  d.sha256 = file_sha256_hex(c.data.text);
   return d;
 }
 
@@ -187,14 +170,24 @@ TrainData load_train_data(const io::TrainConfig& c) {
                                  " rows of ", c.data.path,
                                  " leaves no rows to train on; use at most ",
                                  fraction(1 - 0.5 / static_cast<double>(n) * 1.001)));
-  auto [train, test] =
-      data::train_test_split(all, c.data.test_fraction, static_cast<std::uint64_t>(c.seed));
-  return {std::move(train), std::move(test), {}, file_sha256_hex(c.data.path)};
+  TrainData d;
+  std::tie(d.train, d.test) = data::train_test_rows(n, n_test, static_cast<std::uint64_t>(c.seed));
+  d.row_size = all.x.size() / n;
+  d.take = [all](std::span<const std::int64_t> rows) { return data::take(all, rows); };
+  d.sha256 = file_sha256_hex(c.data.path);
+  return d;
+}
+
+data::Dataset TrainData::training_rows(std::span<const std::int64_t> positions) const {
+  std::vector<std::int64_t> rows(positions.size());
+  for (std::size_t k = 0; k < positions.size(); ++k)
+    rows[k] = train.at(static_cast<std::size_t>(positions[k]));
+  return take(rows);
 }
 
 TrainPlan plan_training(const io::TrainConfig& c, const TrainData& d) {
   TrainPlan p;
-  p.train_rows = d.train.x.shape()[0];
+  p.train_rows = static_cast<std::int64_t>(d.train.size());
   p.batch_rows = std::min(c.batch_size, p.train_rows);
   p.steps_per_epoch = (p.train_rows - 1) / c.batch_size + 1;  // no overflow at any batch_size
   constexpr std::int64_t kMaxSteps = std::numeric_limits<std::int32_t>::max();
@@ -212,9 +205,7 @@ TrainPlan plan_training(const io::TrainConfig& c, const TrainData& d) {
   // token: the MLP, the logits, or a row of attention scores per head). Compared with the host
   // memory available now (the data is loaded already): the least of what the machine has
   // free, the cgroup's limit and FLAXPP_HOST_MEMORY_LIMIT.
-  double params = 0, widest = 0,
-         in = static_cast<double>(d.train.x.size()) /
-              static_cast<double>(std::max<std::int64_t>(p.train_rows, 1));
+  double params = 0, widest = 0, in = static_cast<double>(d.row_size);
   const auto f64 = [](std::int64_t v) { return static_cast<double>(v); };
   const io::TrainConfig::Model& m = c.model;
   if (m.kind == io::TrainConfig::Kind::lm) {

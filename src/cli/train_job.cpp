@@ -2,7 +2,6 @@
 #include "cli/train_job.hpp"
 
 #include <algorithm>
-#include <numeric>
 #include <string>
 #include <vector>
 
@@ -85,24 +84,17 @@ void TrainJob::check_shards(const io::TrainConfig& config, const TrainPlan& plan
         " processes of this job, each of which needs a row of every batch; use a batch_size "
         "whose batches all have at least ",
         size_, " rows, or fewer processes"));
-  const std::int64_t test_rows = data.test.y.shape()[0];
+  const auto test_rows = static_cast<std::int64_t>(data.test.size());
   if (test_rows < size_)
     throw ValueError(detail::str("$.data.test_fraction: the test set has ", test_rows,
                                  " rows, fewer than the ", size_,
                                  " processes of this job; raise it or use fewer processes"));
 }
 
-std::vector<std::int64_t> TrainJob::shard(const std::vector<std::int64_t>& rows) const {
+std::vector<std::int64_t> TrainJob::shard(std::span<const std::int64_t> rows) const {
   const auto [begin, end] =
       dist::shard_bounds(static_cast<std::int64_t>(rows.size()), rank_, size_);
   return {rows.begin() + begin, rows.begin() + end};
-}
-
-data::Dataset TrainJob::shard(const data::Dataset& set) const {
-  if (size_ == 1) return set;
-  std::vector<std::int64_t> rows(static_cast<std::size_t>(set.y.shape()[0]));
-  std::iota(rows.begin(), rows.end(), std::int64_t{0});
-  return data::take(set, shard(rows));
 }
 
 void TrainJob::share_leader_state(train::TrainState& state, std::int64_t& saved_step) const {

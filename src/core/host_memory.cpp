@@ -2,6 +2,7 @@
 // against it.
 #include "flaxpp/core/host_memory.hpp"
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -88,6 +89,12 @@ std::uint64_t limit_from_environment() {
 }
 
 }  // namespace
+
+std::uint64_t peak_host_memory() {
+  rusage usage{};
+  if (::getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return static_cast<std::uint64_t>(usage.ru_maxrss) * 1024;  // Linux counts kilobytes
+}
 
 std::uint64_t available_host_memory() {
   return std::min({mem_available(), cgroup_headroom(), limit_from_environment()});

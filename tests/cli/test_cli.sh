@@ -376,6 +376,24 @@ expect "train: a named pipe as the CSV" 2 '\$\.data\.path: .*pipe\.csv is a name
 expect "train: heads that do not divide the width" 2 '\$\.model\.num_heads: 3 heads do not divide the width \$\.model\.features 16' -- "$flaxpp" train "$dir/lm_heads.json"
 lm_config "$dir/lm" | sed 's/"kind": "lm", //' >"$dir/lm_kind.json"
 expect "train: a text without kind lm" 2 '\$\.model\.num_layers: a language-model setting; add "kind": "lm"' -- "$flaxpp" train "$dir/lm_kind.json"
+# The text is read from its file a batch at a time (issue 33): a 37 MB text needs no more memory
+# than a 1 MB one (reading it whole took 17 bytes per character: 620 MB more here). Two steps
+# each; the closing line gives the run's peak.
+cp "$dir/tiny.txt" "$dir/small.txt"
+for i in $(seq 1 9); do cat "$dir/small.txt" "$dir/small.txt" >"$dir/double.txt" && mv "$dir/double.txt" "$dir/small.txt"; done
+cp "$dir/small.txt" "$dir/big.txt"
+for i in $(seq 1 5); do cat "$dir/big.txt" "$dir/big.txt" >"$dir/double.txt" && mv "$dir/double.txt" "$dir/big.txt"; done
+peak_mb() {  # peak_mb NAME TEXT -> the peak memory in MB of two steps on TEXT
+  lm_config "$dir/peak_$1" | sed "s|$dir/tiny.txt|$2|; s/\"seq_len\": 16/\"seq_len\": 256/" >"$dir/peak_$1.json"
+  "$flaxpp" train "$dir/peak_$1.json" --max-steps 2 2>&1 |
+    sed -n 's/.*(peak memory \([0-9.]*\) \([kMG]\)B).*/\1 \2/p' |
+    awk '{ print $1 * ($2 == "k" ? 0.001 : ($2 == "G" ? 1000 : 1)) }'
+}
+small_mb=$(peak_mb small "$dir/small.txt")
+big_mb=$(peak_mb big "$dir/big.txt")
+check "train: a 37 MB text peaks within 12 MB of a 1 MB one (${small_mb:-?} MB, ${big_mb:-?} MB)" \
+  awk -v s="$small_mb" -v b="$big_mb" 'BEGIN { exit !(s > 0 && b > 0 && b - s < 12) }'
+rm -f "$dir/small.txt" "$dir/big.txt"
 lm_config "$dir/lm" | sed 's/"seq_len": 16/"seq_len": 2000/' >"$dir/lm_long.json"
 expect "train: sequences longer than the text" 2 '\$\.data\.seq_len: .* not enough for two sequences of 2001' -- "$flaxpp" train "$dir/lm_long.json" --fresh
 lm_config "$dir/lm_big" | sed 's/"batch_size": 8/"batch_size": 100000/' >"$dir/lm_big.json"

@@ -15,6 +15,10 @@ namespace flaxpp {
 // says less. Read anew at every call: it changes.
 std::uint64_t available_host_memory();
 
+// The most host memory this process has held resident so far, in bytes (getrusage's
+// ru_maxrss): what a run needed at its peak, as /usr/bin/time -v reports it.
+std::uint64_t peak_host_memory();
+
 // When `bytes` (a double, so that products of hostile sizes cannot overflow) exceed
 // available_host_memory(): a phrase for an error message, "needs 8.00 GB of host memory, but
 // 3.10 GB are available"; else nothing.
