@@ -19,6 +19,10 @@ std::vector<std::string> mpirun_command(std::int64_t processes,
 // (overwrite: always).
 void set_product_threads(std::int64_t threads, bool overwrite);
 
+// Set (to 1) by flaxpp launch for the processes it starts: SIGUSR1 and SIGUSR2, which mpirun
+// forwards to them, stand for the SIGINT and SIGTERM that launch received.
+inline constexpr const char* kLaunchStopSignalsEnv = "FLAXPP_LAUNCH_STOP_SIGNALS";
+
 // The cores of this machine (at least 1).
 std::int64_t cores();
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
@@ -18,6 +19,7 @@
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
+#include "cli/mpirun.hpp"
 #include "cli/progress.hpp"
 #include "cli/train_data.hpp"
 #include "cli/train_job.hpp"
@@ -71,11 +73,13 @@ constexpr const char* kTrainUsage =
     "  config, data or checkpoint, 130/143 interrupted (SIGINT/SIGTERM). In a job of several\n"
     "  processes an error on any of them ends them all.\n";
 
-// The first of SIGINT and SIGTERM this process received (0: none).
+// The first of SIGINT and SIGTERM this process received (0: none); under flaxpp launch,
+// SIGUSR1 and SIGUSR2 stand for them (kLaunchStopSignalsEnv).
 std::atomic<int> g_signal{0};
 extern "C" void on_stop_signal(int signal) {
   int none = 0;
-  g_signal.compare_exchange_strong(none, signal);
+  g_signal.compare_exchange_strong(
+      none, signal == SIGUSR1 ? SIGINT : (signal == SIGUSR2 ? SIGTERM : signal));
 }
 
 struct Options {
@@ -306,6 +310,10 @@ int train_command(const std::vector<std::string>& args) {
   // with a checkpoint; exit 128 + the signal.
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
+  if (const char* launched = std::getenv(kLaunchStopSignalsEnv); launched && *launched) {
+    std::signal(SIGUSR1, on_stop_signal);
+    std::signal(SIGUSR2, on_stop_signal);
+  }
   Progress progress(job.leader() ? stderr : nullptr);
   const auto start = Clock::now();
   auto epoch_start = start;

@@ -12,7 +12,8 @@
 #     stays readable;
 #   - processes with other configs, or other files at the data path, are refused at once;
 #   - an error on one process, or a stalled one, ends the whole job within seconds;
-#   - SIGTERM to mpirun stops every process at one step boundary with a checkpoint.
+#   - SIGTERM to mpirun stops every process at one step boundary with a checkpoint; SIGTERM or
+#     Ctrl-C to flaxpp launch does so too, and the job exits 143 or 130.
 # Usage: test_dist_train.sh FLAXPP COMPARE_CHECKPOINTS DIGITS_CSV MPIRUN [MPIRUN ARGS...]
 set -u
 flaxpp=$1 compare=$2 digits=$3
@@ -157,6 +158,25 @@ wait "$job"
 check "SIGTERM to mpirun: the job ends within 15 s" test $((SECONDS - start)) -le 15
 check "SIGTERM to mpirun: one checkpoint saved at a step boundary" test "$(grep -c '^interrupted at step [0-9]*: checkpoint saved' "$dir/termed.out")" -eq 1
 check "SIGTERM to mpirun: the run resumes from it" "$flaxpp" train "$dir/termed.json" --max-steps 1
+
+# SIGTERM and Ctrl-C (SIGINT) to flaxpp launch: passed on to the processes (as SIGUSR2 and
+# SIGUSR1, which mpirun forwards), which stop together with one checkpoint; the job exits 143
+# or 130, as one process does.
+for sig in TERM INT; do
+  config "launch_$sig" "$sgd" none 32 400
+  "$flaxpp" launch -n 2 -- train "$dir/launch_$sig.json" >"$dir/launch_$sig.out" 2>&1 &
+  job=$!
+  wait_for_checkpoint "launch_$sig"
+  kill "-$sig" "$job"
+  start=$SECONDS
+  wait "$job"
+  rc=$?
+  want=$([ "$sig" = TERM ] && echo 143 || echo 130)
+  check "SIG$sig to flaxpp launch: exit $want (got $rc)" test "$rc" -eq "$want"
+  check "SIG$sig to flaxpp launch: within 15 s" test $((SECONDS - start)) -le 15
+  check "SIG$sig to flaxpp launch: one checkpoint saved at a step boundary" test "$(grep -c '^interrupted at step [0-9]*: checkpoint saved' "$dir/launch_$sig.out")" -eq 1
+done
+check "SIGTERM to flaxpp launch: the run resumes from it" "$flaxpp" train "$dir/launch_TERM.json" --max-steps 1
 
 # A killed process: rank 1 gets SIGKILL once a checkpoint exists.
 config killed "$sgd" none 32 400
