@@ -184,6 +184,19 @@ struct CheckSummary {
 // each file error, and finally the line "N passed, M failed". Each case is printed (and `out`
 // flushed) as it ends, after `options.on_case_done` is called.
 CheckSummary check_files(const std::vector<std::string>& filenames, Device device, bool verbose,
-                         std::ostream& out, const CheckOptions& options = {});
+                         std::ostream& out, const CheckOptions& options = {},
+                         const ProblemRegistry& registry = ProblemRegistry::builtin());
+
+// `flaxpp check`'s command line (args: FILE... [--device cpu|cuda|cuda:N] [--verbose]
+// [--case-timeout SECONDS], without the program's name) over `registry`: the same options,
+// report, summary line "N passed, M failed" and exit codes (0 all passed, 1 a case failed,
+// 2 a file or the command line was bad), with the watchdog that ends a case stuck past twice
+// its time limit. `program` names the command in usage and messages ("flaxpp check").
+//
+// Checking your own model against JAX: copy ProblemRegistry::builtin(), add your problems, and
+// return check_main(argc, argv, registry) from main; the refs files may then name them.
+int check_main(const std::vector<std::string>& args, const ProblemRegistry& registry,
+               std::string_view program);
+int check_main(int argc, char** argv, const ProblemRegistry& registry);
 
 }  // namespace flaxpp::refs

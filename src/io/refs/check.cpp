@@ -141,7 +141,8 @@ FileResult check_file(const std::string& filename, Device device, const ProblemR
 }
 
 CheckSummary check_files(const std::vector<std::string>& filenames, Device device, bool verbose,
-                         std::ostream& out, const CheckOptions& options) {
+                         std::ostream& out, const CheckOptions& options,
+                         const ProblemRegistry& registry) {
   CheckSummary summary;
   for (const std::string& filename : filenames) {
     CheckOptions printing = options;
@@ -156,7 +157,7 @@ CheckSummary check_files(const std::vector<std::string>& filenames, Device devic
       }
       out.flush();
     };
-    const FileResult file = check_file(filename, device, ProblemRegistry::builtin(), printing);
+    const FileResult file = check_file(filename, device, registry, printing);
     if (file.error) {
       summary.file_errors = true;
       out << "error: " << *file.error << "\n";
