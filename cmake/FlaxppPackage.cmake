@@ -2,9 +2,13 @@
 # work after `cmake --install`.
 include(CMakePackageConfigHelpers)
 
-# flaxpp::flaxpp is an interface target over one library per layer (src/CMakeLists.txt).
+# flaxpp::flaxpp is an interface target over one library per layer (src/CMakeLists.txt);
+# flaxpp::tools, the reference checker and the spec parsers (flaxpp/io/refs.hpp,
+# policy_spec.hpp, optimizer_spec.hpp, train_config.hpp), links on top of it.
+set_target_properties(flaxpp_tools PROPERTIES EXPORT_NAME tools)
 install(TARGETS flaxpp flaxpp_core flaxpp_random flaxpp_ir flaxpp_backend flaxpp_transforms
                 flaxpp_ops flaxpp_nn flaxpp_optim flaxpp_data flaxpp_dist flaxpp_train flaxpp_io
+                flaxpp_tools
         EXPORT flaxppTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
