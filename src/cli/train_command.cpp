@@ -8,8 +8,8 @@
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -200,15 +200,21 @@ int train_command(const std::vector<std::string>& args) {
   step.set_communicator(job.communicator());
   train::TrainState state = step.init(
       model.init(random::key(c.seed), data.training_rows(std::vector<std::int64_t>{0}).x));
-  // Mean loss and accuracy of the parameters over `rows` (this process's), a batch at a time.
-  auto evaluate = [&](const Tree& params, const std::vector<std::int64_t>& rows) {
-    return step.evaluate(
-        params, static_cast<std::int64_t>(rows.size()), plan.batch_rows,
-        [&](std::int64_t begin, std::int64_t end) {
+  Progress progress(job.leader() ? stderr : nullptr);
+  // Mean loss and accuracy of the parameters over `rows` (this process's), a batch at a time,
+  // its progress shown as `what`.
+  auto evaluate = [&](const Tree& params, const std::vector<std::int64_t>& rows,
+                      const std::string& what) {
+    const auto n = static_cast<std::int64_t>(rows.size());
+    const auto result =
+        step.evaluate(params, n, plan.batch_rows, [&](std::int64_t begin, std::int64_t end) {
+          progress.update(what, begin, n, "rows", false);
           const data::Dataset b = data.take(std::span(rows).subspan(
               static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)));
           return std::pair{b.x, b.y};
         });
+    progress.clear();
+    return result;
   };
 
   const std::int64_t spe = plan.steps_per_epoch;
@@ -314,7 +320,6 @@ int train_command(const std::vector<std::string>& args) {
     std::signal(SIGUSR1, on_stop_signal);
     std::signal(SIGUSR2, on_stop_signal);
   }
-  Progress progress(job.leader() ? stderr : nullptr);
   const auto start = Clock::now();
   auto epoch_start = start;
   std::vector<std::vector<std::int64_t>> batches;
@@ -373,8 +378,8 @@ int train_command(const std::vector<std::string>& args) {
     // The epoch's end: its metrics row first, then the checkpoint, so that no row is lost (a
     // resumed run drops rows past its checkpoint and writes them again).
     progress.clear();
-    const auto [train_loss, train_acc] = evaluate(state.params, train_shard);
-    const auto [test_loss, test_acc] = evaluate(state.params, test_shard);
+    const auto [train_loss, train_acc] = evaluate(state.params, train_shard, "evaluate train");
+    const auto [test_loss, test_acc] = evaluate(state.params, test_shard, "evaluate test");
     last_test = {state.step, test_acc};
     if (!std::isfinite(train_loss) || !std::isfinite(test_loss)) {
       const bool train_bad = !std::isfinite(train_loss);
@@ -417,8 +422,9 @@ int train_command(const std::vector<std::string>& args) {
     return interrupted ? 128 + stop_signal : 0;
   }
   // The last epoch's evaluation is of these parameters already, unless the run took no step.
-  const float test_acc =
-      last_test.first == state.step ? last_test.second : evaluate(state.params, test_shard).second;
+  const float test_acc = last_test.first == state.step
+                             ? last_test.second
+                             : evaluate(state.params, test_shard, "evaluate test").second;
   say(detail::str("metrics: ", files.metrics,
                   plots_available() ? ", curves: " + files.curves : std::string(),
                   ", checkpoint: ", files.checkpoint, " (", fixed(seconds_since(start), 1), " s, ",
