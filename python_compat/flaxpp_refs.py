@@ -31,12 +31,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import tempfile
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src.ad_checkpoint import saved_residuals
 
 FORMAT = "flaxpp.refs/1"
 
@@ -73,6 +75,12 @@ def _tree(value: Any) -> str:
     return _array(value)
 
 
+def _inputs_field(arrays: Mapping[str, np.ndarray], extra: Mapping[str, Any]) -> str:
+    items = [f"{json.dumps(k)}: {_array(v)}" for k, v in arrays.items()]
+    items += [f"{json.dumps(k)}: {json.dumps(v)}" for k, v in extra.items()]
+    return '"inputs": {' + ", ".join(items) + "}"
+
+
 def _as_float32(value: Any) -> np.ndarray:
     a = np.asarray(value)
     return a.astype(np.float32) if a.dtype == np.float64 else a
@@ -104,10 +112,56 @@ def case(case_id: str, problem: str, fn: Callable[..., Any], inputs: Mapping[str
         g = jax.grad(loss, argnums=tuple(range(len(grads))))(*(arrays[k] for k in grads))
         expected["grads"] = {k: np.asarray(v) for k, v in zip(grads, g)}
     fields = [f'"id": {json.dumps(case_id)}', f'"problem": {json.dumps(problem)}',
-              '"inputs": {' + ", ".join([f"{json.dumps(k)}: {_array(v)}" for k, v in arrays.items()]
-                                        + [f"{json.dumps(k)}: {json.dumps(v)}"
-                                           for k, v in extra.items()]) + "}",
-              f'"expected": {_tree(expected)}', f'"rtol": {rtol!r}', f'"atol": {atol!r}']
+              _inputs_field(arrays, extra), f'"expected": {_tree(expected)}',
+              f'"rtol": {rtol!r}', f'"atol": {atol!r}']
+    return "{" + ", ".join(fields) + "}"
+
+
+_NAMED_RE = re.compile(r"^named '(.*?)'")
+_DOT_RE = re.compile(r"^output of dot_general( |$)")
+
+
+def residual_kind(desc: str) -> str:
+    """The refs format's ``kind`` of one ``saved_residuals`` description string."""
+    if desc.startswith("from the argument"):
+        return "argument"
+    if desc.startswith("from a constant"):
+        return "constant"
+    if desc.startswith("from a literal"):
+        return "literal"
+    m = _NAMED_RE.match(desc)
+    if m:
+        return f"named:{m.group(1)}"
+    if _DOT_RE.match(desc):
+        return "dot_general"
+    return "other"
+
+
+def residual_records(res) -> list[dict]:
+    """The expected value of a ``saved_residuals`` case: one ``{"dtype","shape","kind"}`` per
+    entry of JAX's list."""
+    return [{"dtype": np.dtype(aval.dtype).name, "shape": [int(s) for s in aval.shape],
+             "kind": residual_kind(desc)} for aval, desc in res]
+
+
+def residuals_case(case_id: str, problem: str, fn: Callable[..., Any],
+                   inputs: Mapping[str, Any], policy: Any, *,
+                   extra: Mapping[str, Any] | None = None) -> str:
+    """One case of the values ``jnp.sum(fn(**inputs))`` keeps for its backward pass under
+    ``jax.checkpoint(..., policy=policy)`` (a JAX policy; name it in ``extra`` too, as a refs
+    policy spec, for your problem to read), differentiated with respect to every input:
+    ``jax._src.ad_checkpoint.saved_residuals``, as records compared as a multiset."""
+    arrays = {k: _as_float32(v) for k, v in inputs.items()}
+    extra = dict(extra or {})
+    names = list(arrays)
+
+    def loss(*args):
+        return jnp.sum(fn(**dict(zip(names, args)), **extra))
+
+    res = saved_residuals(jax.checkpoint(loss, policy=policy), *arrays.values())
+    fields = [f'"id": {json.dumps(case_id)}', f'"problem": {json.dumps(problem)}',
+              _inputs_field(arrays, extra), f'"expected": {json.dumps(residual_records(res))}',
+              '"rtol": 0', '"atol": 0']
     return "{" + ", ".join(fields) + "}"
 
 

@@ -47,6 +47,7 @@ import numpy as np
 from jax._src.ad_checkpoint import saved_residuals as jax_saved_residuals
 from jax.ad_checkpoint import checkpoint_name
 
+from flaxpp_refs import residual_kind, residual_records  # noqa: F401 (re-exported)
 from refs_writer import array, make_case
 
 #: Human-readable notes about inputs JAX rejected (filled while generating).
@@ -333,34 +334,8 @@ def case_named_dot_policy_grad(inp: Inputs, spec: Any) -> dict | None:
     return _grad_case("named_dot_policy_grad", g, inp, spec)
 
 
-_NAMED_RE = re.compile(r"^named '(.*?)'")
-_DOT_RE = re.compile(r"^output of dot_general( |$)")
-
 #: Every (description, kind) pair seen, for the generator's report.
 RESIDUAL_DESCRIPTIONS: dict[str, str] = {}
-
-
-def residual_kind(desc: str) -> str:
-    """The registry's ``kind`` of one ``saved_residuals`` description string."""
-    if desc.startswith("from the argument"):
-        return "argument"
-    if desc.startswith("from a constant"):
-        return "constant"
-    if desc.startswith("from a literal"):
-        return "literal"
-    m = _NAMED_RE.match(desc)
-    if m:
-        return f"named:{m.group(1)}"
-    if _DOT_RE.match(desc):
-        return "dot_general"
-    return "other"
-
-
-def residual_records(res) -> list[dict]:
-    """The expected value of a ``saved_residuals`` case: one ``{"dtype","shape","kind"}`` per
-    entry of JAX's list."""
-    return [{"dtype": np.dtype(aval.dtype).name, "shape": [int(s) for s in aval.shape],
-             "kind": residual_kind(desc)} for aval, desc in res]
 
 
 def case_saved_residuals(function: str, inp: Inputs, spec: Any) -> dict | None:

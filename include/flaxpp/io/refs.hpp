@@ -19,6 +19,7 @@
 #include "flaxpp/core/tree.hpp"
 #include "flaxpp/io/json.hpp"
 #include "flaxpp/random/key.hpp"
+#include "flaxpp/transforms/autodiff.hpp"
 
 namespace flaxpp::refs {
 
@@ -90,6 +91,11 @@ struct Records {
 // What a problem computes from a case's inputs: an array or a tree of arrays (compared with
 // the case's tolerances), or records.
 using Outcome = std::variant<Tree, Records>;
+
+// saved_residuals' records, as a saved_residuals case expects them: one {"dtype", "shape",
+// "kind"} per residual, the kind from JAX's description as refs-format.md says ("argument",
+// "named:<name>", "dot_general", …).
+Records residual_records(const std::vector<SavedResidual>& residuals);
 using Problem = std::function<Outcome(const Inputs& inputs, const CaseContext& context)>;
 
 class ProblemRegistry {

@@ -67,10 +67,6 @@ LeavesLoss sum_of_squares_of_leaves(const Model& model, const Tree& params, cons
   return out;
 }
 
-// saved_residuals' records: one {"dtype", "shape", "kind"} per residual, the kind from JAX's
-// description as refs-format.md says (problems_remat.cpp).
-Records residual_records(const std::vector<SavedResidual>& residuals);
-
 // saved_residuals' "block_loss" from a case's inputs (problems_transformer.cpp).
 LeavesLoss block_loss(const Inputs& in, const CaseContext& cx);
 
