@@ -6,6 +6,7 @@
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
+#include "cli/mpirun.hpp"
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/dist/process_group.hpp"
 
@@ -81,6 +82,7 @@ int run(const std::string& command, CommandFn fn, const std::vector<std::string>
 }  // namespace
 
 int main(int argc, char** argv) {
+  flaxpp::cli::take_launch_stop_signals();
   const std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) {
     std::cerr << kUsage;

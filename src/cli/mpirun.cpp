@@ -1,9 +1,11 @@
-// mpirun command lines for jobs on this machine.
+// mpirun command lines for jobs on this machine, and the stop signals of the processes that
+// flaxpp launch starts.
 #include "cli/mpirun.hpp"
 
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -27,14 +29,31 @@ std::vector<std::string> mpirun_command(std::int64_t processes,
   return argv;
 }
 
+namespace {
+
+extern "C" void end_as_stop_signal(int signal) {
+  const int as = signal == SIGUSR1 ? SIGINT : SIGTERM;
+  std::signal(as, SIG_DFL);
+  std::raise(as);
+}
+
+}  // namespace
+
+void take_launch_stop_signals() {
+  if (const char* launched = std::getenv(kLaunchStopSignalsEnv); !launched || !*launched) return;
+  std::signal(SIGUSR1, end_as_stop_signal);
+  std::signal(SIGUSR2, end_as_stop_signal);
+}
+
 void set_product_threads(std::int64_t threads, bool overwrite) {
   ::setenv("FLAXPP_NUM_THREADS", std::to_string(std::max<std::int64_t>(1, threads)).c_str(),
            overwrite ? 1 : 0);
 }
 
 std::string no_mpirun_hint(const std::string& program) {
-  return program + " is Open MPI's launcher (Debian: apt-get install openmpi-bin); or set "
-                   "FLAXPP_MPIRUN to the mpirun to use";
+  return program +
+         " is Open MPI's launcher (Debian: apt-get install openmpi-bin); or set "
+         "FLAXPP_MPIRUN to the mpirun to use";
 }
 
 }  // namespace flaxpp::cli

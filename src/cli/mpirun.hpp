@@ -23,6 +23,11 @@ void set_product_threads(std::int64_t threads, bool overwrite);
 // forwards to them, stand for the SIGINT and SIGTERM that launch received.
 inline constexpr const char* kLaunchStopSignalsEnv = "FLAXPP_LAUNCH_STOP_SIGNALS";
 
+// Under flaxpp launch, makes SIGUSR1 and SIGUSR2 end this process as SIGINT and SIGTERM would
+// (a command that stops cleanly on them, flaxpp train, installs its own handlers later);
+// nothing otherwise.
+void take_launch_stop_signals();
+
 // The cores of this machine (at least 1).
 std::int64_t cores();
 
