@@ -296,6 +296,15 @@ sleep 0 & wait $!
 printf '%s %s\n' "$!" "$(uname -n)" >"$dir/locked/train.lock"
 expect "a stale lock is taken over with a note" 0 "note: took over .*train\.lock from process $!, which is gone" -- "$flaxpp" train "$dir/lm_locked.json"
 mkdir -p "$dir/noplot/curves.png/in-the-way"
+# A read-only output_dir is refused before anything is trained (it was found at the first
+# checkpoint, after a whole epoch). Root writes anywhere, so as root the run is nobody's.
+lm_config "$dir/readonly" >"$dir/lm_readonly.json"
+"$flaxpp" train "$dir/lm_readonly.json" --max-steps 1 >/dev/null 2>&1
+chmod 555 "$dir/readonly" && chmod 755 "$dir"
+as_user=()
+[ "$(id -u)" -eq 0 ] && as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+expect "train: a read-only output_dir is refused before the first step" 2 "^flaxpp train: \\\$\.output_dir: cannot write in .*readonly \(Permission denied\); choose a directory you can write to" -- "${as_user[@]}" "$flaxpp" train "$dir/lm_readonly.json"
+chmod 755 "$dir/readonly"
 lm_config "$dir/noplot" >"$dir/lm_noplot.json"
 out=$("$flaxpp" train "$dir/lm_noplot.json" 2>&1)
 rc=$?
