@@ -427,4 +427,8 @@ expect "bench --model: another model" 2 '--model is mlp or lm, got cnn' -- "$fla
 check "errors name flags and keys, not internals" \
   bash -c '! grep -nE "json\.exception|stoll|stoi|CsvOptions|std::|unexpected error|terminate called" "$1"' _ "$dir/errors.log"
 
+# flaxpp launch starts mpirun as its child (to pass Ctrl-C on): one that cannot be run is named,
+# with what to install, as when launch exec'd it.
+expect "launch: an mpirun that is not there" 2 '^flaxpp launch: cannot run /nonexistent/mpirun \(No such file or directory\): .*apt-get install openmpi-bin' -- env FLAXPP_MPIRUN=/nonexistent/mpirun "$flaxpp" launch -n 2 -- train "$dir/lm.json"
+
 checks_summary
