@@ -32,15 +32,20 @@ std::vector<std::string> mpirun_command(std::int64_t processes,
 namespace {
 
 extern "C" void end_as_stop_signal(int signal) {
-  const int as = signal == SIGUSR1 ? SIGINT : SIGTERM;
+  const int as = launched_stop_signal(signal);
   std::signal(as, SIG_DFL);
   std::raise(as);
 }
 
 }  // namespace
 
+bool launched() {
+  const char* value = std::getenv(kLaunchStopSignalsEnv);
+  return value != nullptr && *value != '\0';
+}
+
 void take_launch_stop_signals() {
-  if (const char* launched = std::getenv(kLaunchStopSignalsEnv); !launched || !*launched) return;
+  if (!launched()) return;
   std::signal(SIGUSR1, end_as_stop_signal);
   std::signal(SIGUSR2, end_as_stop_signal);
 }

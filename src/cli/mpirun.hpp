@@ -2,6 +2,7 @@
 // `flaxpp launch` and `flaxpp bench --processes`.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -22,6 +23,15 @@ void set_product_threads(std::int64_t threads, bool overwrite);
 // Set (to 1) by flaxpp launch for the processes it starts: SIGUSR1 and SIGUSR2, which mpirun
 // forwards to them, stand for the SIGINT and SIGTERM that launch received.
 inline constexpr const char* kLaunchStopSignalsEnv = "FLAXPP_LAUNCH_STOP_SIGNALS";
+
+// Whether flaxpp launch started this process (kLaunchStopSignalsEnv is set).
+bool launched();
+
+// The stop signal `signal` stands for under flaxpp launch: SIGINT for SIGUSR1, SIGTERM for
+// SIGUSR2, any other signal itself.
+constexpr int launched_stop_signal(int signal) {
+  return signal == SIGUSR1 ? SIGINT : (signal == SIGUSR2 ? SIGTERM : signal);
+}
 
 // Under flaxpp launch, makes SIGUSR1 and SIGUSR2 end this process as SIGINT and SIGTERM would
 // (a command that stops cleanly on them, flaxpp train, installs its own handlers later);

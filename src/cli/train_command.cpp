@@ -9,7 +9,6 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
@@ -78,8 +77,7 @@ constexpr const char* kTrainUsage =
 std::atomic<int> g_signal{0};
 extern "C" void on_stop_signal(int signal) {
   int none = 0;
-  g_signal.compare_exchange_strong(
-      none, signal == SIGUSR1 ? SIGINT : (signal == SIGUSR2 ? SIGTERM : signal));
+  g_signal.compare_exchange_strong(none, launched_stop_signal(signal));
 }
 
 struct Options {
@@ -316,7 +314,7 @@ int train_command(const std::vector<std::string>& args) {
   // with a checkpoint; exit 128 + the signal.
   std::signal(SIGINT, on_stop_signal);
   std::signal(SIGTERM, on_stop_signal);
-  if (const char* launched = std::getenv(kLaunchStopSignalsEnv); launched && *launched) {
+  if (launched()) {
     std::signal(SIGUSR1, on_stop_signal);
     std::signal(SIGUSR2, on_stop_signal);
   }

@@ -60,26 +60,26 @@ std::string kind_of(const fs::file_status& status) {
   }
 }
 
-// The data is read whole, from a regular file whose size is known: a directory, a device such
-// as /dev/zero or a pipe would give an internal error or be read until memory runs out.
-// Throws ParseError naming `key` otherwise (a missing file is left to the caller's open).
-void require_regular_file(std::string_view key, const std::string& path) {
+// The data file of `key`: a regular file (a directory, a device such as /dev/zero or a pipe
+// would give an internal error or be read until memory runs out) that can be opened. Throws
+// ParseError naming `key` otherwise.
+void require_data_file(std::string_view key, const std::string& path) {
   std::error_code ec;
   const fs::file_status status = fs::status(path, ec);
-  if (ec || !fs::exists(status) || fs::is_regular_file(status)) return;
-  throw ParseError(detail::str(key, ": ", path, " is ", kind_of(status),
-                               "; flaxpp train reads its data from a regular file. Give the "
-                               "path of one (copy a stream into a file first)"));
+  if (!ec && fs::exists(status) && !fs::is_regular_file(status))
+    throw ParseError(detail::str(key, ": ", path, " is ", kind_of(status),
+                                 "; flaxpp train reads its data from a regular file. Give the "
+                                 "path of one (copy a stream into a file first)"));
+  if (!std::ifstream(path))
+    throw ParseError(detail::str(key, ": cannot open ", path, " (", std::strerror(errno),
+                                 "); a relative path is taken from the directory flaxpp runs in, ",
+                                 fs::current_path().string()));
 }
 
 // data::load_csv, its refusals told in the config's terms: the library's own name for the
 // caller ("load_csv: ") gives way to the config key.
 data::Dataset read_csv(const std::string& path, const data::CsvOptions& csv) {
-  require_regular_file("$.data.path", path);
-  if (!std::ifstream(path))
-    throw ParseError(detail::str("$.data.path: cannot open ", path, " (", std::strerror(errno),
-                                 "); a relative path is taken from the directory flaxpp runs in, ",
-                                 fs::current_path().string()));
+  require_data_file("$.data.path", path);
   auto in_config_terms = [](std::string message) {
     if (message.starts_with("load_csv: ")) message.erase(0, 10);
     return "$.data: " + message;
@@ -102,17 +102,12 @@ std::string gigabytes(double bytes) {
 // The text of $.data.text as sequences of seq_len + 1 character ids, one after the other
 // (data::CharText: read from the file a batch at a time).
 TrainData load_text(const io::TrainConfig& c) {
-  require_regular_file("$.data.text", c.data.text);
+  require_data_file("$.data.text", c.data.text);
   std::error_code ec;
   const auto size = fs::file_size(c.data.text, ec);
   if (!ec && size > (std::uint64_t{1} << 30))
     throw ValueError(detail::str("$.data.text: ", c.data.text, " has ", size,
                                  " bytes; a character-level run reads at most 1 GiB"));
-  if (!std::ifstream(c.data.text))
-    throw ParseError(detail::str("$.data.text: cannot open ", c.data.text, " (",
-                                 std::strerror(errno),
-                                 "); a relative path is taken from the directory flaxpp runs in, ",
-                                 fs::current_path().string()));
   std::shared_ptr<const data::CharText> text;
   try {
     text = std::make_shared<const data::CharText>(c.data.text, c.data.seq_len);
