@@ -40,6 +40,8 @@
 #include "flaxpp/nn/transformer_block.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/ops/sampling.hpp"
+#include "flaxpp/ops/slicing.hpp"
 #include "flaxpp/optim/losses.hpp"
 #include "flaxpp/optim/schedule.hpp"
 #include "flaxpp/optim/transform.hpp"

@@ -86,6 +86,18 @@ Array transpose(const ir::Primitive& prim, std::span<const Array> in, const ir::
 }
 
 template <EvalFamilies B>
+Array slice(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
+            const AVal& out) {
+  std::vector<std::int64_t> strides = params.get<std::vector<std::int64_t>>("strides");
+  if (strides.empty()) strides.assign(static_cast<std::size_t>(out.shape.rank()), 1);
+  return B::gather(prim, in[0],
+                   slice_copy(in[0].shape().dims(),
+                              params.get<std::vector<std::int64_t>>("start_indices"), strides,
+                              out.shape.dims()),
+                   out);
+}
+
+template <EvalFamilies B>
 const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
   namespace k = kernels;
   constexpr unsigned kAny = B::kAny;
@@ -111,6 +123,7 @@ const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
       {&lax::broadcast_in_dim_p, broadcast_in_dim<B>},
       {&lax::reshape_p, reshape<B>},
       {&lax::transpose_p, transpose<B>},
+      {&lax::slice_p, slice<B>},
   };
   return t;
 }

@@ -1,4 +1,4 @@
-// The index primitives' host-side plans: iota's axis, row sizes, checked indices.
+// The index primitives' host-side plans: row sizes, checked indices.
 #include "backend/index_plan.hpp"
 
 #include <functional>
@@ -8,12 +8,6 @@
 #include "flaxpp/ir/lax.hpp"
 
 namespace flaxpp::backend_impl {
-
-IotaAxis iota_axis(const Shape& shape, std::int64_t dimension) {
-  const auto& dims = shape.dims();
-  const auto axis = dims.begin() + dimension;
-  return {std::accumulate(axis + 1, dims.end(), std::int64_t{1}, std::multiplies<>()), *axis};
-}
 
 std::int64_t row_elements(const Shape& x) {
   const auto& dims = x.dims();

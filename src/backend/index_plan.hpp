@@ -1,5 +1,5 @@
 // Private to the backends: the host-side plans of the index primitives, shared by the CPU and
-// CUDA implementations — iota's axis geometry, the elements per row of take and scatter_add,
+// CUDA implementations — the elements per row of take and scatter_add,
 // and (on the CPU, which has the indices at hand) their indices checked.
 #pragma once
 
@@ -11,13 +11,6 @@
 #include "flaxpp/ir/primitive.hpp"
 
 namespace flaxpp::backend_impl {
-
-// iota along `dimension` of `shape`: element i's value is (i / inner) % extent.
-struct IotaAxis {
-  std::int64_t inner;   // elements after the axis
-  std::int64_t extent;  // the axis's size
-};
-IotaAxis iota_axis(const Shape& shape, std::int64_t dimension);
 
 // The elements per row of x (N, rest...): the product of rest.
 std::int64_t row_elements(const Shape& x);

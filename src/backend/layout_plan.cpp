@@ -24,6 +24,7 @@ std::int64_t StridedCopy::size() const {
 
 StridedCopy simplify(const StridedCopy& copy) {
   StridedCopy out;
+  out.offset = copy.offset;
   for (std::size_t k = 0; k < copy.dims.size(); ++k) {
     if (copy.dims[k] == 1) continue;
     if (!out.dims.empty() && out.strides.back() == copy.strides[k] * copy.dims[k]) {
@@ -57,6 +58,80 @@ StridedCopy transpose_copy(std::span<const std::int64_t> operand_dims,
     copy.strides.push_back(operand_strides[static_cast<std::size_t>(axis)]);
   }
   return copy;
+}
+
+StridedCopy slice_copy(std::span<const std::int64_t> operand_dims,
+                       std::span<const std::int64_t> start, std::span<const std::int64_t> strides,
+                       std::span<const std::int64_t> out_dims) {
+  const std::vector<std::int64_t> operand_strides = row_major_strides(operand_dims);
+  StridedCopy copy{{out_dims.begin(), out_dims.end()}, std::vector<std::int64_t>(out_dims.size())};
+  for (std::size_t i = 0; i < out_dims.size(); ++i) {
+    copy.strides[i] = operand_strides[i] * strides[i];
+    copy.offset += operand_strides[i] * start[i];
+  }
+  return copy;
+}
+
+StridedPlacement pad_placement(std::span<const std::int64_t> operand_dims,
+                               std::span<const std::int64_t> low,
+                               std::span<const std::int64_t> interior,
+                               std::span<const std::int64_t> out_dims) {
+  const std::vector<std::int64_t> src = row_major_strides(operand_dims),
+                                  dst = row_major_strides(out_dims);
+  StridedPlacement p;
+  for (std::size_t i = 0; i < operand_dims.size(); ++i) {
+    // Operand element j lands at low + j * step; those in [0, out) are kept.
+    const std::int64_t step = interior[i] + 1;
+    const std::int64_t first = low[i] >= 0 ? 0 : (-low[i] + step - 1) / step;
+    const std::int64_t end = out_dims[i] <= low[i] ? 0 : (out_dims[i] - low[i] + step - 1) / step;
+    const std::int64_t count = std::max<std::int64_t>(std::min(end, operand_dims[i]) - first, 0);
+    p.src.dims.push_back(count);
+    p.src.strides.push_back(src[i]);
+    p.src.offset += first * src[i];
+    p.dst_strides.push_back(step * dst[i]);
+    p.dst_offset += (low[i] + first * step) * dst[i];
+  }
+  return p;
+}
+
+StridedPlacement simplify(const StridedPlacement& placement) {
+  const StridedCopy& src = placement.src;
+  StridedPlacement out;
+  out.src.offset = src.offset;
+  out.dst_offset = placement.dst_offset;
+  for (std::size_t k = 0; k < src.dims.size(); ++k) {
+    if (src.dims[k] == 1) continue;
+    if (!out.src.dims.empty() && out.src.strides.back() == src.strides[k] * src.dims[k] &&
+        out.dst_strides.back() == placement.dst_strides[k] * src.dims[k]) {
+      out.src.dims.back() *= src.dims[k];
+      out.src.strides.back() = src.strides[k];
+      out.dst_strides.back() = placement.dst_strides[k];
+    } else {
+      out.src.dims.push_back(src.dims[k]);
+      out.src.strides.push_back(src.strides[k]);
+      out.dst_strides.push_back(placement.dst_strides[k]);
+    }
+  }
+  return out;
+}
+
+StridedPlacement concatenate_placement(std::span<const std::int64_t> operand_dims,
+                                       std::int64_t dimension, std::int64_t start,
+                                       std::span<const std::int64_t> out_dims) {
+  StridedPlacement p;
+  p.src = {{operand_dims.begin(), operand_dims.end()}, row_major_strides(operand_dims)};
+  p.dst_strides = row_major_strides(out_dims);
+  p.dst_offset = start * p.dst_strides[static_cast<std::size_t>(dimension)];
+  return p;
+}
+
+AxisLines axis_lines(std::span<const std::int64_t> dims, std::int64_t axis) {
+  AxisLines lines{1, dims[static_cast<std::size_t>(axis)], 1};
+  for (std::size_t k = 0; k < dims.size(); ++k) {
+    if (k < static_cast<std::size_t>(axis)) lines.outer *= dims[k];
+    if (k > static_cast<std::size_t>(axis)) lines.inner *= dims[k];
+  }
+  return lines;
 }
 
 std::vector<ReduceGroup> reduce_groups(std::span<const std::int64_t> operand_dims,

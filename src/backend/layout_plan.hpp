@@ -16,11 +16,12 @@ namespace flaxpp::backend_impl {
 std::vector<std::int64_t> row_major_strides(std::span<const std::int64_t> dims);
 
 // A strided gather: result element (i_0, ..., i_r) (row-major over `dims`) is operand element
-// i_0 * strides[0] + ... + i_r * strides[r]. Broadcasts (stride 0) and axis permutations are
-// special cases.
+// offset + i_0 * strides[0] + ... + i_r * strides[r]. Broadcasts (stride 0), axis permutations
+// and slices are special cases.
 struct StridedCopy {
   std::vector<std::int64_t> dims;
   std::vector<std::int64_t> strides;
+  std::int64_t offset = 0;
   std::int64_t size() const;
 };
 
@@ -36,6 +37,40 @@ StridedCopy broadcast_copy(std::span<const std::int64_t> operand_dims,
 // transpose: result axis i walks operand axis permutation[i].
 StridedCopy transpose_copy(std::span<const std::int64_t> operand_dims,
                            std::span<const std::int64_t> permutation);
+
+// slice: result axis i walks operand axis i from start[i] in steps of strides[i].
+StridedCopy slice_copy(std::span<const std::int64_t> operand_dims,
+                       std::span<const std::int64_t> start, std::span<const std::int64_t> strides,
+                       std::span<const std::int64_t> out_dims);
+
+// A copy between two strided views, for the primitives that write an operand into part of
+// their result (pad, concatenate): element (i_0, ..., i_r) over `dims` of the operand at
+// src.offset + sum i_k src.strides[k] goes to the result at dst_offset + sum i_k dst_strides[k].
+struct StridedPlacement {
+  StridedCopy src;  // its dims are the placement's
+  std::vector<std::int64_t> dst_strides;
+  std::int64_t dst_offset = 0;
+};
+// The same placement with size-1 axes dropped and adjacent axes merged where both views walk
+// them like one.
+StridedPlacement simplify(const StridedPlacement& placement);
+// pad of an operand of `operand_dims` into `out_dims` by `low` and `interior` per axis: the
+// operand elements that land inside the result (negative low or high padding crops).
+StridedPlacement pad_placement(std::span<const std::int64_t> operand_dims,
+                               std::span<const std::int64_t> low,
+                               std::span<const std::int64_t> interior,
+                               std::span<const std::int64_t> out_dims);
+// concatenate: an operand of `operand_dims` written at `start` along `dimension` of `out_dims`.
+StridedPlacement concatenate_placement(std::span<const std::int64_t> operand_dims,
+                                       std::int64_t dimension, std::int64_t start,
+                                       std::span<const std::int64_t> out_dims);
+
+// An array as lines along one axis (argmax, argmin, cumsum, iota): element (o, j, i) — outer
+// index o, j along the axis, inner index i — is at (o * extent + j) * inner + i.
+struct AxisLines {
+  std::int64_t outer, extent, inner;
+};
+AxisLines axis_lines(std::span<const std::int64_t> dims, std::int64_t axis);
 
 // A reduction over some axes, as runs of adjacent operand axes that are all reduced or all
 // kept, each merged into one (size-1 axes dropped). Never empty: a single element is one

@@ -186,6 +186,56 @@ Array max(const Array& x, std::optional<Axes> axes, bool keepdims) {
   return keepdims ? keep_dims(r, x, a) : r;
 }
 
+namespace {
+
+// x and the axis an argmax, argmin or cumsum runs along: x flattened when `axis` is absent.
+std::pair<Array, std::int64_t> along(const Array& x, std::optional<std::int64_t> axis) {
+  if (!axis) return {lax::reshape(x, Shape{x.size()}), 0};
+  return {x, static_cast<std::int64_t>(x.shape().normalize_axis(*axis))};
+}
+
+Array arg_reduce(Array (*reduce)(const Array&, std::int64_t, DType), const char* name,
+                 const Array& x, std::optional<std::int64_t> axis, bool keepdims) {
+  if (keepdims && !axis)
+    throw ValueError(detail::str(name, ": keepdims needs an axis (", x.aval(), ")"));
+  const auto [operand, a] = along(x, axis);
+  const Array r = reduce(operand, a, DType::i32);
+  return keepdims ? keep_dims(r, x, Axes{a}) : r;
+}
+
+}  // namespace
+
+Array argmax(const Array& x, std::optional<std::int64_t> axis, bool keepdims) {
+  return arg_reduce(lax::argmax, "argmax", x, axis, keepdims);
+}
+Array argmin(const Array& x, std::optional<std::int64_t> axis, bool keepdims) {
+  return arg_reduce(lax::argmin, "argmin", x, axis, keepdims);
+}
+
+Array cumsum(const Array& x, std::optional<std::int64_t> axis) {
+  const auto [operand, a] = along(x, axis);
+  return lax::cumsum(operand, a);
+}
+
+Array clip(const Array& x, std::optional<double> min, std::optional<double> max) {
+  Array y = x;
+  if (min) y = maximum(weak(*min, y), y);
+  if (max) y = minimum(weak(*max, y), y);
+  return y;
+}
+
+Array one_hot(const Array& x, std::int64_t num_classes, DType dtype) {
+  if (x.dtype() != DType::i32 && x.dtype() != DType::u32)
+    throw ValueError(detail::str("one_hot: expected integer classes, got ", x.aval()));
+  std::vector<std::int64_t> dims = x.shape().dims();
+  dims.push_back(num_classes);
+  const Shape shape(dims);
+  Axes kept(static_cast<std::size_t>(x.rank()));
+  std::iota(kept.begin(), kept.end(), 0);
+  const Array classes = lax::iota(x.dtype(), shape, x.rank());
+  return astype(lax::eq(lax::broadcast_in_dim(x, shape, kept), classes), dtype);
+}
+
 Array matmul(const Array& a, const Array& b) {
   if (a.rank() == 0 || b.rank() == 0)
     throw ValueError(

@@ -2,29 +2,12 @@
 #include "flaxpp/optim/losses.hpp"
 
 #include <algorithm>
-#include <numeric>
 
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/activations.hpp"
+#include "flaxpp/ops/numpy.hpp"
 
 namespace flaxpp::optim {
-
-Array one_hot(const Array& labels, std::int64_t num_classes, DType dtype) {
-  if (labels.dtype() != DType::i32)
-    throw ValueError(detail::str("one_hot: labels must be int32, got ", labels.aval()));
-  std::vector<std::int32_t> iota(static_cast<std::size_t>(num_classes));
-  std::iota(iota.begin(), iota.end(), 0);
-  std::vector<std::int64_t> dims = labels.shape().dims();
-  dims.push_back(num_classes);
-  const Shape shape(dims);
-  std::vector<std::int64_t> label_dims(static_cast<std::size_t>(labels.rank()));
-  std::iota(label_dims.begin(), label_dims.end(), 0);
-  // jax.nn.one_hot: labels[..., None] == arange(num_classes).
-  const Array l = lax::broadcast_in_dim(labels, shape, label_dims);
-  const Array c =
-      lax::broadcast_in_dim(Array::from_vector(iota, Shape{num_classes}), shape, {labels.rank()});
-  return lax::convert_element_type(lax::eq(l, c), dtype);
-}
 
 Array softmax_cross_entropy_with_integer_labels(const Array& logits, const Array& labels) {
   std::vector<std::int64_t> want = logits.shape().dims();

@@ -85,7 +85,7 @@ TEST_CASE("losses: cross-entropy with integer labels equals -log softmax at the 
       ce[0] ==
       doctest::Approx(std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)) - 3.0).epsilon(1e-6));
   CHECK(ce[1] == doctest::Approx(std::log(3.0)).epsilon(1e-6));
-  const auto dense = o::softmax_cross_entropy(logits, o::one_hot(labels, 3)).to_vector<float>();
+  const auto dense = o::softmax_cross_entropy(logits, one_hot(labels, 3)).to_vector<float>();
   CHECK(dense[0] == doctest::Approx(ce[0]).epsilon(1e-6));
   CHECK(o::accuracy(logits, labels).to_vector<float>()[0] ==
         1.0f);  // row 2 ties: argmax picks class 0

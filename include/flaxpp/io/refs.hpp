@@ -59,6 +59,7 @@ class Inputs {
   // Throws InputError naming the first key not in `accepted` (e.g. an argument an
   // initialiser does not take).
   void expect_only(std::initializer_list<std::string_view> accepted, std::string_view what) const;
+  void expect_only(std::span<const std::string_view> accepted, std::string_view what) const;
   const std::string& path() const { return path_; }
 
  private:
@@ -118,6 +119,7 @@ void register_nn_problems(ProblemRegistry& registry);
 void register_train_problems(ProblemRegistry& registry);
 void register_transformer_problems(ProblemRegistry& registry);
 void register_control_flow_problems(ProblemRegistry& registry);
+void register_jnp_problems(ProblemRegistry& registry);
 
 // The remat family's functions of (w1, w2, x) (refs-format.md, "The seed problems"):
 // f = sum((relu(x @ w1) @ w2) ** 2), and g, the same with checkpoint_name "a" (x @ w1),

@@ -76,6 +76,24 @@ extern const ir::Primitive take_p;
 // (idx..., rest...) -> x with updates[j] added to row indices[j], in the order of j (so every
 // backend sums repeated rows in one order). Numeric dtypes; indices checked as for take.
 extern const ir::Primitive scatter_add_p;
+// slice: params "start_indices", "limit_indices" and "strides" (each one per axis; 0 <= start
+// <= limit <= dim, stride >= 1): the elements start, start + stride, ... below limit of each
+// axis (jax.lax.slice). Its transpose is pad with zeros.
+extern const ir::Primitive slice_p;
+// pad(x, padding_value): padding_value 0-d of x's dtype; params "low", "high" and "interior"
+// (one per axis): low and high elements of padding_value before and after each axis (negative
+// ones crop), interior ones between its elements (>= 0) (jax.lax.pad).
+extern const ir::Primitive pad_p;
+// concatenate(xs...): one or more operands of one dtype and rank, equal in every axis but
+// param "dimension", joined along it in order (jax.lax.concatenate).
+extern const ir::Primitive concatenate_p;
+// argmax / argmin: param "axes" (one axis, non-empty) and "index_dtype" (int32): the index
+// along it of the first largest / smallest element, where a NaN counts as larger / smaller
+// than anything (the first NaN wins), as jax.lax.argmax. Numeric operands; no gradient.
+extern const ir::Primitive argmax_p, argmin_p;
+// cumsum: params "axis" and "reverse" (bool): the running sums along the axis, from its end
+// when reverse (jax.lax.cumsum). Numeric operands. Its transpose is cumsum reversed.
+extern const ir::Primitive cumsum_p;
 // flaxpp's fused LayerNorm (not in jax.lax): layer_norm(x, scale, bias), param "epsilon", over
 // the last axis of x (..., F) with scale and bias (F,), Flax's formula (layer_norm.cpp). Its VJP
 // uses layer_norm_dx(x, scale, dy) and layer_norm_dscale(x, dy), which have no VJP themselves.
@@ -124,6 +142,19 @@ std::vector<std::int32_t> checked_indices(const Array& indices, std::int64_t siz
 // indices' aval): also the CUDA backend's, which checks indices on the device.
 ValueError index_outside_error(const std::string& what, std::int64_t index, std::int64_t position,
                                const std::string& indices, std::int64_t size);
+
+// strides: all 1 when empty.
+Array slice(const Array& x, std::vector<std::int64_t> start_indices,
+            std::vector<std::int64_t> limit_indices, std::vector<std::int64_t> strides = {});
+// One (low, high, interior) triple per axis of x.
+struct PadConfig {
+  std::int64_t low = 0, high = 0, interior = 0;
+};
+Array pad(const Array& x, const Array& padding_value, std::span<const PadConfig> config);
+Array concatenate(std::span<const Array> operands, std::int64_t dimension);
+Array argmax(const Array& x, std::int64_t axis, DType index_dtype = DType::i32);
+Array argmin(const Array& x, std::int64_t axis, DType index_dtype = DType::i32);
+Array cumsum(const Array& x, std::int64_t axis, bool reverse = false);
 
 Array layer_norm(const Array& x, const Array& scale, const Array& bias, double epsilon);
 Array layer_norm_dx(const Array& x, const Array& scale, const Array& dy, double epsilon);

@@ -64,6 +64,21 @@ Array sum(const Array& x, std::optional<Axes> axes = std::nullopt, bool keepdims
 Array mean(const Array& x, std::optional<Axes> axes = std::nullopt, bool keepdims = false);
 Array max(const Array& x, std::optional<Axes> axes = std::nullopt, bool keepdims = false);
 
+// jnp.argmax / jnp.argmin: int32 indices along `axis` (of the flattened array when absent),
+// the first where elements tie, the first NaN where there is one. keepdims keeps the axis as
+// size 1 (needs an axis).
+Array argmax(const Array& x, std::optional<std::int64_t> axis = std::nullopt,
+             bool keepdims = false);
+Array argmin(const Array& x, std::optional<std::int64_t> axis = std::nullopt,
+             bool keepdims = false);
+// jnp.cumsum: running sums along `axis` (of the flattened array when absent).
+Array cumsum(const Array& x, std::optional<std::int64_t> axis = std::nullopt);
+// jnp.clip(x, min, max): maximum(x, min), then minimum with max; either bound may be absent.
+Array clip(const Array& x, std::optional<double> min, std::optional<double> max);
+// jax.nn.one_hot(x, num_classes, dtype): x's integers compared with 0..num_classes-1 along a
+// new last axis (an index outside that range gives a row of zeros).
+Array one_hot(const Array& x, std::int64_t num_classes, DType dtype = DType::f32);
+
 // jnp.matmul: 1-D and 2-D operands, N-D @ 2-D (leading lhs dims are free dims, as in
 // jnp.matmul, so the dot has no batch dims), and N-D @ N-D with equal batch dims.
 Array matmul(const Array& a, const Array& b);

@@ -16,7 +16,5 @@ Array sigmoid_binary_cross_entropy(const Array& logits, const Array& labels);
 Array l2_loss(const Array& predictions, const Array& targets = Array());
 // Fraction of rows whose arg-max logit is the label (a float32 scalar).
 Array accuracy(const Array& logits, const Array& labels);
-// int32 labels (..., ) -> float one-hot (..., num_classes).
-Array one_hot(const Array& labels, std::int64_t num_classes, DType dtype = DType::f32);
 
 }  // namespace flaxpp::optim

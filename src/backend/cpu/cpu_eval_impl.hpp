@@ -48,7 +48,8 @@ void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::
 // The CPU's evaluation families (eval_table.hpp): the elementwise ones in cpu_eval.cpp,
 // gather in cpu_layout.cpp, reductions in cpu_reduce.cpp, dot_general and dot_general_bias in
 // cpu_dot_general.cpp, LayerNorm in cpu_layer_norm.cpp, the index primitives in
-// cpu_indexing.cpp.
+// cpu_indexing.cpp, pad and concatenate in cpu_slicing.cpp, argmax, argmin and cumsum in
+// cpu_along_axis.cpp.
 struct Families {
   static constexpr unsigned kNum = kNumeric, kFp = kFloat, kAny = kAll;
   static constexpr const char* kName = "CPU";

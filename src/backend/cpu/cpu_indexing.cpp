@@ -9,8 +9,9 @@ namespace flaxpp::cpu {
 
 Array Families::iota(const ir::Primitive& prim, std::span<const Array> /*in*/,
                      const ir::Params& params, const AVal& out) {
-  const backend_impl::IotaAxis axis =
-      backend_impl::iota_axis(out.shape, params.get<std::int64_t>("dimension"));
+  // Element i's value is (i / inner) % extent.
+  const backend_impl::AxisLines axis =
+      backend_impl::axis_lines(out.shape.dims(), params.get<std::int64_t>("dimension"));
   return visit_dtype<kNumeric>(prim, out.dtype, [&]<class T>(TypeTag<T>) {
     const Output o(out);
     T* ys = o.data<T>();

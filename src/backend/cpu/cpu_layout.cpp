@@ -1,7 +1,8 @@
 // The strided gather (of layout_plan.hpp's plans) on the CPU: the layout primitives
-// broadcast_in_dim, reshape and transpose (eval_table.hpp) and dot_general's operand
+// broadcast_in_dim, reshape, transpose and slice (eval_table.hpp) and dot_general's operand
 // permutation.
 #include <algorithm>
+#include <cstddef>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
 
@@ -84,6 +85,7 @@ void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::
   const backend_impl::StridedCopy simple = backend_impl::simplify(copy);
   const std::vector<std::int64_t>& dims = simple.dims;
   const std::vector<std::int64_t>& strides = simple.strides;
+  in = static_cast<const std::byte*>(in) + simple.offset * static_cast<std::int64_t>(itemsize);
   switch (itemsize) {
     case 1:
       return gather_strided_t(static_cast<const std::uint8_t*>(in), dims, strides,

@@ -55,7 +55,8 @@ void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::
 // The CUDA backend's evaluation families (eval_table.hpp), bf16 and f16 accepted throughout:
 // the elementwise ones in cuda_eval.cu, gather in cuda_layout.cu, reductions in cuda_reduce.cu,
 // dot_general and dot_general_bias in cuda_dot_general.cpp, LayerNorm in cuda_layer_norm.cu,
-// the index primitives in cuda_indexing.cu.
+// the index primitives in cuda_indexing.cu, pad and concatenate in cuda_slicing.cu, argmax,
+// argmin and cumsum in cuda_along_axis.cu.
 struct Families {
   static constexpr unsigned kNum = kNumeric | kHalf, kFp = kFloat | kHalf, kAny = kAll | kHalf;
   static constexpr const char* kName = "CUDA";

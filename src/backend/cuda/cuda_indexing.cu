@@ -33,8 +33,9 @@ bool checked_on_host(const ir::Primitive& prim, std::span<const Array> in) {
 Array Families::iota(const ir::Primitive& prim, std::span<const Array> /*in*/,
                      const ir::Params& params, const AVal& out) {
   const Device device = default_device();  // where eval_primitive runs operand-less primitives
-  const backend_impl::IotaAxis axis =
-      backend_impl::iota_axis(out.shape, params.get<std::int64_t>("dimension"));
+  // Element i's value is (i / inner) % extent.
+  const backend_impl::AxisLines axis =
+      backend_impl::axis_lines(out.shape.dims(), params.get<std::int64_t>("dimension"));
   return visit_dtype<kNumeric | kHalf>(prim, out.dtype, device, [&]<class T>(TypeTag<T>) {
     const Output o(out, device);
     check_launch(kernels::launch_iota(o.data<T>(), out.shape.size(), axis.inner, axis.extent,

@@ -1,6 +1,8 @@
 // The strided gather (of layout_plan.hpp's plans) on the GPU: the layout primitives
-// broadcast_in_dim, reshape and transpose (eval_table.hpp) and dot_general's operand
+// broadcast_in_dim, reshape, transpose and slice (eval_table.hpp) and dot_general's operand
 // permutation.
+#include <cstddef>
+
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_eval_impl.hpp"
 #include "kernels/gather_kernel.cuh"
@@ -41,6 +43,7 @@ void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::
                     void* out, cudaStream_t stream) {
   if (copy.size() == 0) return;
   const backend_impl::StridedCopy simple = backend_impl::simplify(copy);
+  in = static_cast<const std::byte*>(in) + simple.offset * static_cast<std::int64_t>(itemsize);
   switch (itemsize) {
     case 1:
       return gather_t(static_cast<const std::uint8_t*>(in), simple, static_cast<std::uint8_t*>(out),

@@ -116,6 +116,10 @@ Inputs Inputs::object(std::string_view key, bool optional) const {
 
 void Inputs::expect_only(std::initializer_list<std::string_view> accepted,
                          std::string_view what) const {
+  expect_only(std::span<const std::string_view>(accepted.begin(), accepted.size()), what);
+}
+
+void Inputs::expect_only(std::span<const std::string_view> accepted, std::string_view what) const {
   for (const auto& item : object_->items()) {
     bool ok = false;
     for (std::string_view a : accepted)

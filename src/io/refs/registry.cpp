@@ -14,6 +14,7 @@ const ProblemRegistry& ProblemRegistry::builtin() {
     register_train_problems(r);
     register_transformer_problems(r);
     register_control_flow_problems(r);
+    register_jnp_problems(r);
     return r;
   }();
   return registry;

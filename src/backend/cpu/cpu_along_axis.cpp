@@ -1,0 +1,86 @@
+// argmax, argmin and cumsum on the CPU: one pass along each line of the axis (layout_plan.hpp's
+// AxisLines), inner lines side by side so that the reads stay contiguous.
+#include <vector>
+
+#include "backend/cpu/cpu_eval_impl.hpp"
+#include "flaxpp/kernels/arg_reduce.hpp"
+
+namespace flaxpp::cpu {
+namespace {
+
+// The index along the axis of the element `Better` picks first, per line.
+template <class Better>
+Array arg_reduce(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
+                 const AVal& out) {
+  const Array& x = in[0];
+  const backend_impl::AxisLines lines =
+      backend_impl::axis_lines(x.shape().dims(), params.get<std::vector<std::int64_t>>("axes")[0]);
+  return visit_dtype<kNumeric>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
+    const Output o(out);
+    const T* xs = in_data<T>(x);
+    std::int32_t* ys = o.data<std::int32_t>();
+    std::vector<T> best(static_cast<std::size_t>(lines.inner));
+    for (std::int64_t outer = 0; outer < lines.outer; ++outer) {
+      const T* line = xs + outer * lines.extent * lines.inner;
+      std::int32_t* index = ys + outer * lines.inner;
+      for (std::int64_t i = 0; i < lines.inner; ++i) {
+        best[static_cast<std::size_t>(i)] = line[i];
+        index[i] = 0;
+      }
+      for (std::int64_t j = 1; j < lines.extent; ++j)
+        for (std::int64_t i = 0; i < lines.inner; ++i) {
+          const T v = line[j * lines.inner + i];
+          T& b = best[static_cast<std::size_t>(i)];
+          if (Better{}(v, b)) {
+            b = v;
+            index[i] = static_cast<std::int32_t>(j);
+          }
+        }
+    }
+    return o.array();
+  });
+}
+
+}  // namespace
+
+Array Families::argmax(const ir::Primitive& prim, std::span<const Array> in,
+                       const ir::Params& params, const AVal& out) {
+  return arg_reduce<kernels::ArgmaxBetter>(prim, in, params, out);
+}
+
+Array Families::argmin(const ir::Primitive& prim, std::span<const Array> in,
+                       const ir::Params& params, const AVal& out) {
+  return arg_reduce<kernels::ArgminBetter>(prim, in, params, out);
+}
+
+Array Families::cumsum(const ir::Primitive& prim, std::span<const Array> in,
+                       const ir::Params& params, const AVal& out) {
+  const Array& x = in[0];
+  const backend_impl::AxisLines lines =
+      backend_impl::axis_lines(x.shape().dims(), params.get<std::int64_t>("axis"));
+  const bool reverse = params.get<bool>("reverse");
+  return visit_dtype<kNumeric>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
+    const Output o(out);
+    const T* xs = in_data<T>(x);
+    T* ys = o.data<T>();
+    const std::int64_t n = lines.inner;
+    for (std::int64_t outer = 0; outer < lines.outer; ++outer) {
+      const std::int64_t base = outer * lines.extent * n;
+      for (std::int64_t step = 0; step < lines.extent; ++step) {
+        const std::int64_t j = reverse ? lines.extent - 1 - step : step;
+        const T* xj = xs + base + j * n;
+        T* yj = ys + base + j * n;
+        if (step == 0) {
+          std::copy_n(xj, n, yj);
+        } else {
+          const T* prev = yj + (reverse ? n : -n);
+          for (std::int64_t i = 0; i < n; ++i)
+            yj[i] = prev[i] + xj[i];
+        }
+      }
+    }
+    return o.array();
+  });
+}
+
+}  // namespace flaxpp::cpu

@@ -1,0 +1,221 @@
+// Reference problems of the jnp/lax surface (docs/refs-problems.md, "The jnp/lax surface"):
+// array_op (one jax.numpy or jax.lax function, its value and its operands' cotangents) and the
+// contract's random.categorical.
+#include <functional>
+#include <map>
+
+#include "flaxpp/io/refs.hpp"
+#include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/ops/sampling.hpp"
+#include "flaxpp/ops/slicing.hpp"
+#include "flaxpp/transforms/autodiff.hpp"
+
+namespace flaxpp::refs {
+namespace {
+
+using Axes = std::vector<std::int64_t>;
+
+// One op of array_op: its operand names (those after the first optional), its static
+// arguments, and its function of the operands and the case's inputs.
+struct Op {
+  std::vector<std::string> operands;
+  std::size_t required;
+  std::vector<std::string> args;
+  std::function<Array(std::span<const Array>, const Inputs&)> fn;
+};
+
+std::optional<std::int64_t> optional_int(const Json& v) {
+  if (v.is_null()) return std::nullopt;
+  return v.get<std::int64_t>();
+}
+
+// jnp.index's "ranges": [start, stop, step] per axis, each an int or null.
+std::vector<Range> ranges_input(const Inputs& in) {
+  const Json& raw = in.raw("ranges");
+  std::vector<Range> ranges;
+  try {
+    for (const Json& r : raw) {
+      if (!r.is_array() || r.size() != 3) throw std::invalid_argument("not a triple");
+      ranges.push_back({optional_int(r[0]), optional_int(r[1]), optional_int(r[2]).value_or(1)});
+    }
+  } catch (const std::exception&) {
+    throw InputError(detail::str(in.path(),
+                                 ".ranges: expected a list of [start, stop, step] "
+                                 "(each an integer or null), got ",
+                                 raw.dump()));
+  }
+  return ranges;
+}
+
+std::vector<lax::PadConfig> padding_input(const Inputs& in, const char* key, std::size_t width) {
+  const Json& raw = in.raw(key);
+  std::vector<lax::PadConfig> config;
+  try {
+    for (const Json& c : raw) {
+      if (!c.is_array() || c.size() != width) throw std::invalid_argument("bad width");
+      config.push_back({c[0].get<std::int64_t>(), c[1].get<std::int64_t>(),
+                        width == 3 ? c[2].get<std::int64_t>() : 0});
+    }
+  } catch (const std::exception&) {
+    throw InputError(detail::str(in.path(), ".", key, ": expected a list of ", width,
+                                 "-integer lists, one per axis, got ", raw.dump()));
+  }
+  return config;
+}
+
+std::optional<double> optional_number(const Inputs& in, const char* key) {
+  if (!in.has(key)) return std::nullopt;
+  return in.number(key);
+}
+
+std::optional<std::int64_t> optional_axis(const Inputs& in) {
+  if (!in.has("axis")) return std::nullopt;
+  return in.integer("axis");
+}
+
+const std::map<std::string, Op, std::less<>>& ops() {
+  using A = std::span<const Array>;
+  static const std::map<std::string, Op, std::less<>> table = {
+      {"lax.slice",
+       {{"x"},
+        1,
+        {"start_indices", "limit_indices", "strides"},
+        [](A a, const Inputs& in) {
+          return lax::slice(a[0], in.int_list("start_indices"), in.int_list("limit_indices"),
+                            in.has("strides") ? in.int_list("strides") : Axes{});
+        }}},
+      {"jnp.index",
+       {{"x"}, 1, {"ranges"}, [](A a, const Inputs& in) { return slice(a[0], ranges_input(in)); }}},
+      {"lax.pad",
+       {{"x", "y"},
+        2,
+        {"padding_config"},
+        [](A a, const Inputs& in) {
+          return lax::pad(a[0], a[1], padding_input(in, "padding_config", 3));
+        }}},
+      {"jnp.pad",
+       {{"x"},
+        1,
+        {"pad_width", "value"},
+        [](A a, const Inputs& in) {
+          std::vector<std::pair<std::int64_t, std::int64_t>> widths;
+          for (const lax::PadConfig& c : padding_input(in, "pad_width", 2))
+            widths.emplace_back(c.low, c.high);
+          return pad(a[0], widths, in.number("value", 0.0));
+        }}},
+      {"jnp.concatenate",
+       {{"x", "y", "z"},
+        1,
+        {"axis"},
+        [](A a, const Inputs& in) { return concatenate(a, in.integer("axis")); }}},
+      {"jnp.stack",
+       {{"x", "y", "z"},
+        1,
+        {"axis"},
+        [](A a, const Inputs& in) { return stack(a, in.integer("axis")); }}},
+      {"jnp.clip",
+       {{"x"},
+        1,
+        {"min", "max"},
+        [](A a, const Inputs& in) {
+          return clip(a[0], optional_number(in, "min"), optional_number(in, "max"));
+        }}},
+      {"lax.cumsum",
+       {{"x"},
+        1,
+        {"axis", "reverse"},
+        [](A a, const Inputs& in) {
+          return lax::cumsum(a[0], in.integer("axis"), in.boolean("reverse", false));
+        }}},
+      {"jnp.cumsum",
+       {{"x"}, 1, {"axis"}, [](A a, const Inputs& in) { return cumsum(a[0], optional_axis(in)); }}},
+      {"jnp.argmax",
+       {{"x"},
+        1,
+        {"axis", "keepdims"},
+        [](A a, const Inputs& in) {
+          return argmax(a[0], optional_axis(in), in.boolean("keepdims", false));
+        }}},
+      {"jnp.argmin",
+       {{"x"},
+        1,
+        {"axis", "keepdims"},
+        [](A a, const Inputs& in) {
+          return argmin(a[0], optional_axis(in), in.boolean("keepdims", false));
+        }}},
+      {"jax.nn.one_hot",
+       {{"x"},
+        1,
+        {"num_classes"},
+        [](A a, const Inputs& in) { return one_hot(a[0], in.integer("num_classes")); }}},
+  };
+  return table;
+}
+
+const Op& op_input(const Inputs& in) {
+  const std::string name = in.string("op");
+  const auto it = ops().find(name);
+  if (it != ops().end()) return it->second;
+  std::string known;
+  for (const auto& [n, op] : ops())
+    known += (known.empty() ? "" : ", ") + n;
+  throw InputError(
+      detail::str(in.path(), ".op: unknown op \"", name, "\"; expected one of ", known));
+}
+
+Outcome array_op(const Inputs& in, const CaseContext& cx) {
+  const Op& op = op_input(in);
+  std::vector<std::string_view> accepted{"op", "ct"};
+  for (const std::string& n : op.operands)
+    accepted.push_back(n);
+  for (const std::string& n : op.args)
+    accepted.push_back(n);
+  in.expect_only(accepted, in.string("op"));
+  std::vector<Array> operands;
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < op.operands.size(); ++i) {
+    if (!in.has(op.operands[i])) {
+      if (i < op.required)
+        throw InputError(
+            detail::str(in.path(), ": ", in.string("op"), " needs operand ", op.operands[i]));
+      break;
+    }
+    operands.push_back(in.array(op.operands[i]).to(cx.device));
+    names.push_back(op.operands[i]);
+  }
+  const ArrayFn fn = [&](std::span<const Array> a) { return std::vector<Array>{op.fn(a, in)}; };
+  bool floating = true;
+  for (const Array& a : operands)
+    floating = floating && is_floating(a.dtype());
+  if (!floating || !in.has("ct")) return Tree{{"value", fn(operands)[0]}};
+  const VjpResult r = vjp(fn, operands);
+  const Array ct = in.array("ct").to(cx.device);
+  if (ct.aval() != r.outputs[0].aval())
+    throw InputError(detail::str(in.path(), ".ct: expected the value's aval ", r.outputs[0].aval(),
+                                 ", got ", ct.aval()));
+  const std::vector<Array> grads = r.backward(std::span<const Array>(&ct, 1));
+  Tree out{{"value", r.outputs[0]}};
+  for (std::size_t i = 0; i < names.size(); ++i)
+    out.set(names[i], grads[i]);
+  return out;
+}
+
+}  // namespace
+
+void register_jnp_problems(ProblemRegistry& registry) {
+  registry.add("array_op", array_op);
+  registry.add("random.categorical", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    in.expect_only({"key", "logits", "axis", "shape"}, "random.categorical");
+    const Array logits = in.array("logits");
+    if (logits.dtype() != DType::f32 || logits.rank() == 0)
+      throw InputError(
+          detail::str(in.path(), ".logits: expected float32 of rank >= 1, got ", logits.aval()));
+    std::optional<Shape> shape;
+    if (in.has("shape")) shape = in.shape("shape");
+    return Tree(random::categorical(in.key("key", cx.mode), logits.to(cx.device),
+                                    in.integer("axis", -1), shape));
+  });
+}
+
+}  // namespace flaxpp::refs

@@ -1,0 +1,187 @@
+// Slicing primitives: slice, pad and concatenate — shape rules and VJPs, each the transpose of
+// another as in JAX (slice's is pad with zeros, pad's a crop and a strided slice, concatenate's
+// one slice per operand).
+#include <algorithm>
+
+#include "rules.hpp"
+
+namespace flaxpp::lax {
+namespace {
+
+using ir::VjpArgs;
+using Axes = std::vector<std::int64_t>;
+
+// Param `name`, one entry per axis of an operand of rank `rank`.
+const Axes& per_axis(const std::string& prim, const ir::Params& p, const char* name,
+                     const AVal& x) {
+  const Axes& v = p.get<Axes>(name);
+  if (static_cast<std::int64_t>(v.size()) != x.shape.rank())
+    rules::fail(prim, detail::str(name, " needs one entry per axis of ", x, ", got ", v.size()));
+  return v;
+}
+
+// slice's strides param (all 1 when empty).
+Axes slice_strides(const ir::Params& p, std::size_t rank) {
+  const Axes& s = p.get<Axes>("strides");
+  return s.empty() ? Axes(rank, 1) : s;
+}
+
+std::vector<PadConfig> pad_config(const ir::Params& p) {
+  const Axes &low = p.get<Axes>("low"), &high = p.get<Axes>("high"),
+             &interior = p.get<Axes>("interior");
+  std::vector<PadConfig> config(low.size());
+  for (std::size_t i = 0; i < low.size(); ++i)
+    config[i] = {low[i], high[i], interior[i]};
+  return config;
+}
+
+}  // namespace
+
+const ir::Primitive slice_p(
+    "slice",
+    [](std::span<const AVal> in, const ir::Params& p) {
+      rules::expect_arity("slice", in, 1);
+      const AVal& x = in[0];
+      const Axes &start = per_axis("slice", p, "start_indices", x),
+                 &limit = per_axis("slice", p, "limit_indices", x);
+      if (!p.get<Axes>("strides").empty()) per_axis("slice", p, "strides", x);
+      const Axes strides = slice_strides(p, start.size());
+      Axes dims(start.size());
+      for (std::size_t i = 0; i < dims.size(); ++i) {
+        const std::int64_t d = x.shape.dims()[i];
+        if (start[i] < 0 || start[i] > limit[i] || limit[i] > d || strides[i] < 1)
+          rules::fail("slice",
+                      detail::str("axis ", i, " of ", x, ": start ", start[i], ", limit ", limit[i],
+                                  " and stride ", strides[i],
+                                  " must satisfy 0 <= start <= limit <= ", d, " and stride >= 1"));
+        dims[i] = (limit[i] - start[i] + strides[i] - 1) / strides[i];
+      }
+      return std::vector<AVal>{{Shape(dims), x.dtype}};
+    },
+    [](const VjpArgs& a) {
+      // JAX's _slice_transpose_rule: the cotangent padded back to the operand's shape, with
+      // stride - 1 zeros between its elements.
+      const Shape& x = a.inputs[0].shape();
+      const Shape& t = a.cotangents[0].shape();
+      const Axes& start = a.params.get<Axes>("start_indices");
+      const Axes strides = slice_strides(a.params, start.size());
+      std::vector<PadConfig> config(start.size());
+      for (std::size_t i = 0; i < config.size(); ++i) {
+        const std::int64_t n = t.dims()[i];
+        const std::int64_t end = start[i] + (n == 0 ? 0 : (n - 1) * strides[i] + 1);
+        config[i] = {start[i], x.dims()[i] - end, n == 0 ? 0 : strides[i] - 1};
+      }
+      return std::vector<Array>{pad(a.cotangents[0], scalar(0, a.cotangents[0].dtype()), config)};
+    });
+
+const ir::Primitive pad_p(
+    "pad",
+    [](std::span<const AVal> in, const ir::Params& p) {
+      rules::expect_arity("pad", in, 2);
+      const AVal &x = in[0], &value = in[1];
+      if (value.shape.rank() != 0 || value.dtype != x.dtype)
+        rules::fail("pad", detail::str("the padding value must be 0-d of the operand's dtype (", x,
+                                       "), got ", value));
+      const Axes &low = per_axis("pad", p, "low", x), &high = per_axis("pad", p, "high", x),
+                 &interior = per_axis("pad", p, "interior", x);
+      Axes dims(low.size());
+      for (std::size_t i = 0; i < dims.size(); ++i) {
+        const std::int64_t d = x.shape.dims()[i];
+        if (interior[i] < 0)
+          rules::fail("pad",
+                      detail::str("axis ", i, ": interior padding ", interior[i], " must be >= 0"));
+        dims[i] = low[i] + high[i] + d + std::max<std::int64_t>(d - 1, 0) * interior[i];
+        if (dims[i] < 0)
+          rules::fail("pad",
+                      detail::str("axis ", i, " of ", x, ": low ", low[i], " and high ", high[i],
+                                  " crop more than its ",
+                                  d + std::max<std::int64_t>(d - 1, 0) * interior[i], " elements"));
+      }
+      return std::vector<AVal>{{Shape(dims), x.dtype}};
+    },
+    [](const VjpArgs& a) {
+      // JAX's _pad_transpose: crop the low and high padding (a pad by their negatives), then
+      // take every (interior + 1)-th element; the padding value gets what is left.
+      const Array& t = a.cotangents[0];
+      const std::vector<PadConfig> config = pad_config(a.params);
+      std::vector<PadConfig> crop(config.size());
+      Axes start(config.size(), 0), strides(config.size());
+      for (std::size_t i = 0; i < config.size(); ++i) {
+        crop[i] = {-config[i].low, -config[i].high, 0};
+        strides[i] = config[i].interior + 1;
+      }
+      const Array cropped = pad(t, scalar(0, t.dtype()), crop);
+      const Array operand = slice(cropped, start, cropped.shape().dims(), strides);
+      Axes all(static_cast<std::size_t>(t.rank()));
+      for (std::size_t i = 0; i < all.size(); ++i)
+        all[i] = static_cast<std::int64_t>(i);
+      const Array value = sub(reduce_sum(t, all), reduce_sum(operand, all));
+      return std::vector<Array>{operand, value};
+    });
+
+const ir::Primitive concatenate_p(
+    "concatenate",
+    [](std::span<const AVal> in, const ir::Params& p) {
+      if (in.empty()) rules::fail("concatenate", "expected at least one operand");
+      const std::int64_t dimension = p.get<std::int64_t>("dimension");
+      const AVal& first = in[0];
+      if (dimension < 0 || dimension >= first.shape.rank())
+        rules::fail("concatenate", detail::str("dimension ", dimension, " is not an axis of ",
+                                               first, " (0-d operands cannot be concatenated)"));
+      // Every operand's dims with `dimension`'s set to 0 must equal the first's.
+      const auto d = static_cast<std::size_t>(dimension);
+      auto others = [&](const AVal& x) {
+        Axes dims = x.shape.dims();
+        dims[d] = 0;
+        return dims;
+      };
+      Axes dims = others(first);
+      for (const AVal& x : in)
+        if (x.dtype != first.dtype || x.shape.rank() != first.shape.rank() || others(x) != dims)
+          rules::fail("concatenate",
+                      detail::str("operands must share their dtype and every axis but ", dimension,
+                                  ", got ", rules::avals_str(in)));
+      for (const AVal& x : in)
+        dims[d] += x.shape.dims()[d];
+      return std::vector<AVal>{{Shape(dims), first.dtype}};
+    },
+    [](const VjpArgs& a) {
+      const Array& t = a.cotangents[0];
+      const auto dimension = static_cast<std::size_t>(a.params.get<std::int64_t>("dimension"));
+      std::vector<Array> cts;
+      Axes start(static_cast<std::size_t>(t.rank()), 0), limit = t.shape().dims();
+      for (const Array& x : a.inputs) {
+        limit[dimension] = start[dimension] + x.shape().dims()[dimension];
+        cts.push_back(slice(t, start, limit));
+        start[dimension] = limit[dimension];
+      }
+      return cts;
+    });
+
+Array slice(const Array& x, std::vector<std::int64_t> start_indices,
+            std::vector<std::int64_t> limit_indices, std::vector<std::int64_t> strides) {
+  const Array in[] = {x};
+  return ir::bind1(slice_p, in,
+                   {{"start_indices", std::move(start_indices)},
+                    {"limit_indices", std::move(limit_indices)},
+                    {"strides", std::move(strides)}});
+}
+
+Array pad(const Array& x, const Array& padding_value, std::span<const PadConfig> config) {
+  Axes low, high, interior;
+  for (const PadConfig& c : config) {
+    low.push_back(c.low);
+    high.push_back(c.high);
+    interior.push_back(c.interior);
+  }
+  const Array in[] = {x, padding_value};
+  return ir::bind1(
+      pad_p, in,
+      {{"low", std::move(low)}, {"high", std::move(high)}, {"interior", std::move(interior)}});
+}
+
+Array concatenate(std::span<const Array> operands, std::int64_t dimension) {
+  return ir::bind1(concatenate_p, operands, {{"dimension", dimension}});
+}
+
+}  // namespace flaxpp::lax

@@ -1,0 +1,132 @@
+// slice, pad, concatenate, argmax, argmin and cumsum, and their jax.numpy spellings, on the
+// default device (ctest reruns the suite on CUDA): hand-computed results, JAX's tie and NaN
+// rules, shape rules that name what they expected, and every VJP against float64 central
+// differences. Real-JAX values for all of them are in tests/refs/lax.json.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "flaxpp/core/array.hpp"
+#include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/ops/slicing.hpp"
+#include "harness/finite_diff.hpp"
+
+using namespace flaxpp;
+using testing::check_grad;
+using testing::random_f64;
+
+namespace {
+
+Array on_device(std::vector<double> v, Shape shape) {
+  return Array::from_vector(v, std::move(shape)).to(default_device());
+}
+
+std::vector<double> f64_values(const Array& a) {
+  return astype(a.to(Device::cpu()), DType::f64).to_vector<double>();
+}
+
+std::vector<double> iota_values(std::int64_t n) {
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = static_cast<double>(i);
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("slice: start, limit and stride per axis, and numpy's x[a:b:c] spelling") {
+  const Array x = on_device(iota_values(24), Shape{4, 6});  // x[i, j] = 6i + j
+  const Array s = lax::slice(x, {1, 1}, {4, 6}, {2, 2});
+  CHECK(s.shape() == Shape{2, 3});
+  CHECK(f64_values(s) == std::vector<double>{7, 9, 11, 19, 21, 23});
+  CHECK(f64_values(slice(x, {{}, {-2, {}}})) == std::vector<double>{4, 5, 10, 11, 16, 17, 22, 23});
+  CHECK(f64_values(slice(x, {{3, 100}})) == std::vector<double>{18, 19, 20, 21, 22, 23});
+  CHECK(slice(x, {{3, 1}}).shape() == Shape{0, 6});
+  CHECK_THROWS_WITH_AS(lax::slice(x, {0, 0}, {5, 6}), doctest::Contains("limit <= 4"), ValueError);
+  CHECK_THROWS_WITH_AS(slice(x, {{{}, {}, -1}}), doctest::Contains("lax.rev"), ValueError);
+  check_grad(
+      [](auto v) {
+        return std::vector<Array>{lax::slice(v[0], {1, 0}, {4, 5}, {2, 3})};
+      },
+      {random_f64(Shape{5, 6}, 1)});
+}
+
+TEST_CASE("pad: low, high and interior padding, negative padding crops") {
+  const Array x = on_device({1, 2, 3}, Shape{3});
+  const Array zero = lax::scalar(-1, DType::f64).to(default_device());
+  const lax::PadConfig grow[] = {{2, 1, 1}};
+  CHECK(f64_values(lax::pad(x, zero, grow)) == std::vector<double>{-1, -1, 1, -1, 2, -1, 3, -1});
+  const lax::PadConfig crop[] = {{-2, 1, 1}};
+  CHECK(f64_values(lax::pad(x, zero, crop)) == std::vector<double>{2, -1, 3, -1});
+  const lax::PadConfig all[] = {{-2, -1, 0}};
+  CHECK(lax::pad(x, zero, all).shape() == Shape{0});
+  const lax::PadConfig too_much[] = {{-3, -1, 0}};
+  CHECK_THROWS_WITH_AS(lax::pad(x, zero, too_much), doctest::Contains("crop more"), ValueError);
+  const std::pair<std::int64_t, std::int64_t> widths[] = {{1, 0}, {0, 2}};
+  CHECK(f64_values(pad(on_device({1, 2}, Shape{1, 2}), widths, 7)) ==
+        std::vector<double>{7, 7, 7, 7, 1, 2, 7, 7});
+  const lax::PadConfig mixed[] = {{1, -1, 2}, {-1, 2, 0}};
+  check_grad([&](auto v) { return std::vector<Array>{lax::pad(v[0], v[1], mixed)}; },
+             {random_f64(Shape{3, 4}, 2), random_f64(Shape{}, 3)});
+}
+
+TEST_CASE("concatenate and stack: along any axis, with shape rules naming the operands") {
+  const Array a = on_device({1, 2, 3, 4}, Shape{2, 2});
+  const Array b = on_device({5, 6}, Shape{2, 1});
+  const Array ab[] = {a, b};
+  CHECK(f64_values(concatenate(ab, -1)) == std::vector<double>{1, 2, 5, 3, 4, 6});
+  const Array rows[] = {a, on_device({7, 8}, Shape{1, 2})};
+  CHECK(f64_values(concatenate(rows, 0)) == std::vector<double>{1, 2, 3, 4, 7, 8});
+  CHECK_THROWS_WITH_AS(concatenate(ab, 0), doctest::Contains("every axis but 0"), ValueError);
+  const Array pair[] = {on_device({1, 2}, Shape{2}), on_device({3, 4}, Shape{2})};
+  CHECK(stack(pair, 1).shape() == Shape{2, 2});
+  CHECK(f64_values(stack(pair, 1)) == std::vector<double>{1, 3, 2, 4});
+  CHECK(f64_values(stack(pair, -2)) == std::vector<double>{1, 2, 3, 4});
+  check_grad([](auto v) { return std::vector<Array>{lax::concatenate(v, 1)}; },
+             {random_f64(Shape{2, 3}, 4), random_f64(Shape{2, 1}, 5), random_f64(Shape{2, 2}, 6)});
+}
+
+TEST_CASE("argmax and argmin: the first of ties, the first NaN, along any axis") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const Array x = on_device({1, nan, 3, nan, 2}, Shape{5});
+  CHECK(argmax(x).item<std::int32_t>() == 1);
+  CHECK(argmin(x).item<std::int32_t>() == 1);
+  const Array ties = on_device({1, 3, 3, -1, -1}, Shape{5});
+  CHECK(argmax(ties).item<std::int32_t>() == 1);
+  CHECK(argmin(ties).item<std::int32_t>() == 3);
+  const Array m = on_device({0, 5, 2, 7, 1, 4}, Shape{2, 3});
+  CHECK(argmax(m, 1).to_vector<std::int32_t>() == std::vector<std::int32_t>{1, 0});
+  CHECK(argmax(m, 0).to_vector<std::int32_t>() == std::vector<std::int32_t>{1, 0, 1});
+  CHECK(argmin(m, 0, true).shape() == Shape{1, 3});
+  CHECK(argmax(m).item<std::int32_t>() == 3);
+  CHECK(argmax(astype(m, DType::i32), -1).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>{1, 0});
+  CHECK_THROWS_WITH_AS(argmax(zeros(Shape{2, 0}), 1), doctest::Contains("empty"), ValueError);
+}
+
+TEST_CASE("cumsum: running sums along an axis, forwards and reversed, in order") {
+  const Array m = on_device({1, 2, 3, 4, 5, 6}, Shape{2, 3});
+  CHECK(f64_values(cumsum(m, 1)) == std::vector<double>{1, 3, 6, 4, 9, 15});
+  CHECK(f64_values(cumsum(m, 0)) == std::vector<double>{1, 2, 3, 5, 7, 9});
+  CHECK(f64_values(lax::cumsum(m, 1, true)) == std::vector<double>{6, 5, 3, 15, 11, 6});
+  CHECK(f64_values(cumsum(m)) == std::vector<double>{1, 3, 6, 10, 15, 21});
+  CHECK(f64_values(cumsum(astype(m, DType::i32), 1)) == std::vector<double>{1, 3, 6, 4, 9, 15});
+  check_grad([](auto v) { return std::vector<Array>{lax::cumsum(v[0], 0)}; },
+             {random_f64(Shape{4, 3}, 7)});
+  check_grad([](auto v) { return std::vector<Array>{lax::cumsum(v[0], 1, true)}; },
+             {random_f64(Shape{4, 3}, 8)});
+}
+
+TEST_CASE("clip and one_hot as jax.numpy and jax.nn spell them") {
+  const Array x = on_device({-2, 0.5, 3}, Shape{3});
+  CHECK(f64_values(clip(x, 0.0, 1.0)) == std::vector<double>{0, 0.5, 1});
+  CHECK(f64_values(clip(x, std::nullopt, 1.0)) == std::vector<double>{-2, 0.5, 1});
+  check_grad([](auto v) { return std::vector<Array>{clip(v[0], -0.5, 0.5)}; },
+             {random_f64(Shape{3, 4}, 9)});
+  const Array labels = Array::from_vector(std::vector<std::int32_t>{2, 0, 5}, Shape{3});
+  CHECK(f64_values(one_hot(labels.to(default_device()), 3)) ==
+        std::vector<double>{0, 0, 1, 1, 0, 0, 0, 0, 0});
+}
