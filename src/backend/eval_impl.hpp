@@ -30,7 +30,8 @@ using EvalFn = EvalSig*;
   X(select_n)                                                                            \
   X(convert_element_type) X(reduce_sum) X(reduce_max) X(dot_general) X(dot_general_bias) \
       X(layer_norm) X(layer_norm_dx) X(layer_norm_dscale) X(iota) X(take) X(scatter_add) \
-          X(pad) X(concatenate) X(argmax) X(argmin) X(cumsum)
+          X(pad) X(concatenate) X(dynamic_slice) X(dynamic_update_slice) X(argmax) X(argmin) X(cumsum) \
+              X(argsort) X(permute_along_axis)
 #define FLAXPP_EVAL_DECLARE_FAMILY(name) static backend_impl::EvalSig name;
 
 // The members every backend's Families type declares beside its dtype families and name

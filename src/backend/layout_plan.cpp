@@ -115,13 +115,14 @@ StridedPlacement simplify(const StridedPlacement& placement) {
   return out;
 }
 
-StridedPlacement concatenate_placement(std::span<const std::int64_t> operand_dims,
-                                       std::int64_t dimension, std::int64_t start,
-                                       std::span<const std::int64_t> out_dims) {
+StridedPlacement block_placement(std::span<const std::int64_t> operand_dims,
+                                 std::span<const std::int64_t> starts,
+                                 std::span<const std::int64_t> out_dims) {
   StridedPlacement p;
   p.src = {{operand_dims.begin(), operand_dims.end()}, row_major_strides(operand_dims)};
   p.dst_strides = row_major_strides(out_dims);
-  p.dst_offset = start * p.dst_strides[static_cast<std::size_t>(dimension)];
+  for (std::size_t i = 0; i < starts.size(); ++i)
+    p.dst_offset += starts[i] * p.dst_strides[i];
   return p;
 }
 

@@ -44,7 +44,7 @@ StridedCopy slice_copy(std::span<const std::int64_t> operand_dims,
                        std::span<const std::int64_t> out_dims);
 
 // A copy between two strided views, for the primitives that write an operand into part of
-// their result (pad, concatenate): element (i_0, ..., i_r) over `dims` of the operand at
+// their result (pad, concatenate, dynamic_update_slice): element (i_0, ..., i_r) over `dims` of the operand at
 // src.offset + sum i_k src.strides[k] goes to the result at dst_offset + sum i_k dst_strides[k].
 struct StridedPlacement {
   StridedCopy src;  // its dims are the placement's
@@ -60,10 +60,12 @@ StridedPlacement pad_placement(std::span<const std::int64_t> operand_dims,
                                std::span<const std::int64_t> low,
                                std::span<const std::int64_t> interior,
                                std::span<const std::int64_t> out_dims);
-// concatenate: an operand of `operand_dims` written at `start` along `dimension` of `out_dims`.
-StridedPlacement concatenate_placement(std::span<const std::int64_t> operand_dims,
-                                       std::int64_t dimension, std::int64_t start,
-                                       std::span<const std::int64_t> out_dims);
+// An operand of `operand_dims` written whole as the block of `out_dims` that starts at
+// `starts` (one per axis; the block fits): concatenate's operands, dynamic_update_slice's
+// update.
+StridedPlacement block_placement(std::span<const std::int64_t> operand_dims,
+                                 std::span<const std::int64_t> starts,
+                                 std::span<const std::int64_t> out_dims);
 
 // An array as lines along one axis (argmax, argmin, cumsum, iota): element (o, j, i) — outer
 // index o, j along the axis, inner index i — is at (o * extent + j) * inner + i.

@@ -188,7 +188,7 @@ Array max(const Array& x, std::optional<Axes> axes, bool keepdims) {
 
 namespace {
 
-// x and the axis an argmax, argmin or cumsum runs along: x flattened when `axis` is absent.
+// x and the axis an argmax, argmin, cumsum or sort runs along: x flattened when `axis` is absent.
 std::pair<Array, std::int64_t> along(const Array& x, std::optional<std::int64_t> axis) {
   if (!axis) return {lax::reshape(x, Shape{x.size()}), 0};
   return {x, static_cast<std::int64_t>(x.shape().normalize_axis(*axis))};
@@ -215,6 +215,16 @@ Array argmin(const Array& x, std::optional<std::int64_t> axis, bool keepdims) {
 Array cumsum(const Array& x, std::optional<std::int64_t> axis) {
   const auto [operand, a] = along(x, axis);
   return lax::cumsum(operand, a);
+}
+
+Array sort(const Array& x, std::optional<std::int64_t> axis) {
+  const auto [operand, a] = along(x, axis);
+  return lax::sort(operand, a);
+}
+
+Array argsort(const Array& x, std::optional<std::int64_t> axis, bool descending) {
+  const auto [operand, a] = along(x, axis);
+  return lax::argsort(operand, a, descending);
 }
 
 Array clip(const Array& x, std::optional<double> min, std::optional<double> max) {

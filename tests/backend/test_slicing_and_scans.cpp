@@ -130,3 +130,59 @@ TEST_CASE("clip and one_hot as jax.numpy and jax.nn spell them") {
   CHECK(f64_values(one_hot(labels.to(default_device()), 3)) ==
         std::vector<double>{0, 0, 1, 1, 0, 0, 0, 0, 0});
 }
+
+TEST_CASE("dynamic_slice and dynamic_update_slice: negative starts from the end, clamped to fit") {
+  const Array x = on_device(iota_values(12), Shape{3, 4});
+  auto at = [](std::int32_t i) { return Array::scalar(i, default_device()); };
+  const Array starts[] = {at(1), at(-9)};  // (1, -5), clamped to (1, 0)
+  CHECK(f64_values(lax::dynamic_slice(x, starts, {2, 2})) == std::vector<double>{4, 5, 8, 9});
+  const Array past_end[] = {at(7), at(3)};  // clamped to (1, 2)
+  CHECK(f64_values(lax::dynamic_slice(x, past_end, {2, 2})) == std::vector<double>{6, 7, 10, 11});
+  const Array from_end[] = {at(-1), at(-3)};  // (2, 1), then clamped to (1, 1)
+  CHECK(f64_values(lax::dynamic_slice(x, from_end, {2, 2})) == std::vector<double>{5, 6, 9, 10});
+  const Array update = on_device({-1, -2}, Shape{1, 2});
+  const Array corner[] = {at(5), at(9)};  // clamped to (2, 2)
+  CHECK(f64_values(lax::dynamic_update_slice(x, update, corner)) ==
+        std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, -1, -2});
+  CHECK_THROWS_WITH_AS(lax::dynamic_slice(x, starts, {4, 1}), doctest::Contains("[0, 3]"),
+                       ValueError);
+  const Array one[] = {at(0)};
+  CHECK_THROWS_WITH_AS(lax::dynamic_slice(x, one, {1, 1}), doctest::Contains("one start index"),
+                       ValueError);
+  const Array s[] = {at(1), at(2)};
+  check_grad(
+      [&](auto v) {
+        return std::vector<Array>{lax::dynamic_slice(v[0], s, {2, 2})};
+      },
+      {random_f64(Shape{3, 5}, 10)});
+  check_grad([&](auto v) { return std::vector<Array>{lax::dynamic_update_slice(v[0], v[1], s)}; },
+             {random_f64(Shape{3, 5}, 11), random_f64(Shape{2, 3}, 12)});
+}
+
+TEST_CASE("sort, argsort and top_k: stable, NaN last (first for top_k), signed zeros for top_k") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = HUGE_VAL;
+  const Array x = on_device({1, nan, -0.0, 3, 0, nan, -inf, 3, -1}, Shape{9});
+  CHECK(argsort(x).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>{6, 8, 2, 4, 0, 3, 7, 1, 5});
+  CHECK(argsort(x, -1, true).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>{1, 5, 3, 7, 0, 2, 4, 8, 6});
+  const auto [values, indices] = lax::top_k(x, 5);
+  CHECK(indices.to_vector<std::int32_t>() == std::vector<std::int32_t>{1, 5, 3, 7, 0});
+  CHECK(std::isnan(f64_values(values)[0]));
+  CHECK(
+      lax::top_k(on_device({0.0, -0.0, 0.0, -0.0}, Shape{4}), 4).second.to_vector<std::int32_t>() ==
+      std::vector<std::int32_t>{0, 2, 1, 3});
+  const Array m = on_device({3, 1, 2, 0, 5, 4}, Shape{2, 3});
+  CHECK(f64_values(sort(m, 0)) == std::vector<double>{0, 1, 2, 3, 5, 4});
+  CHECK(f64_values(sort(m)) == std::vector<double>{1, 2, 3, 0, 4, 5});
+  CHECK(f64_values(sort(m, std::nullopt)) == std::vector<double>{0, 1, 2, 3, 4, 5});
+  CHECK(argsort(astype(m, DType::i32), 1).to_vector<std::int32_t>() ==
+        std::vector<std::int32_t>{1, 2, 0, 0, 2, 1});
+  CHECK_THROWS_WITH_AS(lax::top_k(m, 4), doctest::Contains("[0, 3]"), ValueError);
+  check_grad([](auto v) { return std::vector<Array>{lax::sort(v[0], 1)}; },
+             {random_f64(Shape{3, 5}, 13)});
+  check_grad([](auto v) { return std::vector<Array>{lax::sort(v[0], 0)}; },
+             {random_f64(Shape{4, 2}, 14)});
+  check_grad([](auto v) { return std::vector<Array>{lax::top_k(v[0], 2).first}; },
+             {random_f64(Shape{3, 6}, 15)});
+}

@@ -8,6 +8,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "flaxpp/core/array.hpp"
@@ -87,10 +88,29 @@ extern const ir::Primitive pad_p;
 // concatenate(xs...): one or more operands of one dtype and rank, equal in every axis but
 // param "dimension", joined along it in order (jax.lax.concatenate).
 extern const ir::Primitive concatenate_p;
+// dynamic_slice(x, start_0, ..., start_{r-1}): param "slice_sizes" (one per axis, 0 <= size
+// <= dim); each start a 0-d int32 operand, counted from the end when negative (dim added once)
+// and then clamped to [0, dim - size] so that the slice fits, as jax.lax.dynamic_slice places
+// it. Its transpose is dynamic_update_slice into zeros.
+extern const ir::Primitive dynamic_slice_p;
+// dynamic_update_slice(x, update, start_0, ..., start_{r-1}): x with the block at the starts
+// replaced by update (x's dtype and rank, each dim <= x's); starts placed as for dynamic_slice
+// (jax.lax.dynamic_update_slice).
+extern const ir::Primitive dynamic_update_slice_p;
 // argmax / argmin: param "axes" (one axis, non-empty) and "index_dtype" (int32): the index
 // along it of the first largest / smallest element, where a NaN counts as larger / smaller
 // than anything (the first NaN wins), as jax.lax.argmax. Numeric operands; no gradient.
 extern const ir::Primitive argmax_p, argmin_p;
+// argsort: params "dimension", "descending" and "signed_zeros" (bools): int32, along each line
+// of the axis the positions of its elements in sorted order, stable (equal keys keep their
+// order), in flaxpp/kernels/sort_order.hpp's order (NaN above every number; -0.0 below 0.0 only
+// with signed_zeros, top_k's order). Numeric operands; no gradient.
+extern const ir::Primitive argsort_p;
+// permute_along_axis(x, permutation): param "axis"; permutation int32 of x's shape, along each
+// line of the axis a permutation of its positions (what argsort gives): result element j of a
+// line is the line's element permutation[j] (positions outside the line are clamped to it).
+// Its transpose permutes by the inverse permutation, which is only right for a permutation.
+extern const ir::Primitive permute_along_axis_p;
 // cumsum: params "axis" and "reverse" (bool): the running sums along the axis, from its end
 // when reverse (jax.lax.cumsum). Numeric operands. Its transpose is cumsum reversed.
 extern const ir::Primitive cumsum_p;
@@ -152,9 +172,23 @@ struct PadConfig {
 };
 Array pad(const Array& x, const Array& padding_value, std::span<const PadConfig> config);
 Array concatenate(std::span<const Array> operands, std::int64_t dimension);
+// start_indices: one 0-d int32 array per axis of x.
+Array dynamic_slice(const Array& x, std::span<const Array> start_indices,
+                    std::vector<std::int64_t> slice_sizes);
+Array dynamic_update_slice(const Array& x, const Array& update,
+                           std::span<const Array> start_indices);
 Array argmax(const Array& x, std::int64_t axis, DType index_dtype = DType::i32);
 Array argmin(const Array& x, std::int64_t axis, DType index_dtype = DType::i32);
 Array cumsum(const Array& x, std::int64_t axis, bool reverse = false);
+Array argsort(const Array& x, std::int64_t dimension, bool descending = false,
+              bool signed_zeros = false);
+Array permute_along_axis(const Array& x, const Array& permutation, std::int64_t axis);
+// jax.lax.sort of one operand: x sorted along `dimension` (stable), as permute_along_axis of
+// argsort, so that its VJP is the cotangent permuted back.
+Array sort(const Array& x, std::int64_t dimension);
+// jax.lax.top_k: the k largest elements along the last axis and their int32 positions, larger
+// first, ties by position, in top_k's total order (NaN largest, 0.0 above -0.0).
+std::pair<Array, Array> top_k(const Array& x, std::int64_t k);
 
 Array layer_norm(const Array& x, const Array& scale, const Array& bias, double epsilon);
 Array layer_norm_dx(const Array& x, const Array& scale, const Array& dy, double epsilon);

@@ -73,6 +73,11 @@ Array argmin(const Array& x, std::optional<std::int64_t> axis = std::nullopt,
              bool keepdims = false);
 // jnp.cumsum: running sums along `axis` (of the flattened array when absent).
 Array cumsum(const Array& x, std::optional<std::int64_t> axis = std::nullopt);
+// jnp.sort and jnp.argsort along `axis` (of the flattened array when absent), stable: equal
+// elements keep their order; NaNs sort last, -0.0 equals 0.0. descending reverses the order of
+// distinct elements only (equal ones still keep theirs), as JAX's does.
+Array sort(const Array& x, std::optional<std::int64_t> axis = -1);
+Array argsort(const Array& x, std::optional<std::int64_t> axis = -1, bool descending = false);
 // jnp.clip(x, min, max): maximum(x, min), then minimum with max; either bound may be absent.
 Array clip(const Array& x, std::optional<double> min, std::optional<double> max);
 // jax.nn.one_hot(x, num_classes, dtype): x's integers compared with 0..num_classes-1 along a

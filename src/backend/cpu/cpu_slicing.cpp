@@ -1,9 +1,11 @@
-// pad and concatenate on the CPU: each operand written into its part of the result through
-// layout_plan.hpp's placements (slice is a gather, eval_table.hpp).
+// pad, concatenate, dynamic_slice and dynamic_update_slice on the CPU: each operand written
+// into its part of the result through layout_plan.hpp's placements, or read through a gather
+// (slice is one too, eval_table.hpp).
 #include <algorithm>
 #include <cstddef>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
+#include "flaxpp/kernels/clamp_start.hpp"
 
 namespace flaxpp::cpu {
 namespace {
@@ -36,6 +38,16 @@ void place(const T* in, const backend_impl::StridedPlacement& p, T* out) {
   }
 }
 
+// The starts of a dynamic slice of sizes `sizes` from `x`: in[first...], read and clamped.
+std::vector<std::int64_t> clamped_starts(std::span<const Array> in, std::size_t first,
+                                         const Shape& x, std::span<const std::int64_t> sizes) {
+  std::vector<std::int64_t> starts(sizes.size());
+  for (std::size_t k = 0; k < starts.size(); ++k)
+    starts[k] =
+        kernels::clamp_start(in_data<std::int32_t>(in[first + k])[0], x.dims()[k], sizes[k]);
+  return starts;
+}
+
 }  // namespace
 
 Array Families::pad(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
@@ -57,14 +69,35 @@ Array Families::concatenate(const ir::Primitive& prim, std::span<const Array> in
   const std::int64_t dimension = params.get<std::int64_t>("dimension");
   return visit_dtype<kAll>(prim, out.dtype, [&]<class T>(TypeTag<T>) {
     const Output o(out);
-    std::int64_t start = 0;
+    std::vector<std::int64_t> starts(static_cast<std::size_t>(out.shape.rank()), 0);
     for (const Array& x : in) {
-      place(
-          in_data<T>(x),
-          backend_impl::concatenate_placement(x.shape().dims(), dimension, start, out.shape.dims()),
-          o.data<T>());
-      start += x.shape()[dimension];
+      place(in_data<T>(x),
+            backend_impl::block_placement(x.shape().dims(), starts, out.shape.dims()), o.data<T>());
+      starts[static_cast<std::size_t>(dimension)] += x.shape()[dimension];
     }
+    return o.array();
+  });
+}
+
+Array Families::dynamic_slice(const ir::Primitive& prim, std::span<const Array> in,
+                              const ir::Params& /*params*/, const AVal& out) {
+  const Array& x = in[0];
+  const std::vector<std::int64_t> starts = clamped_starts(in, 1, x.shape(), out.shape.dims());
+  const std::vector<std::int64_t> unit(starts.size(), 1);
+  return gather(prim, x, backend_impl::slice_copy(x.shape().dims(), starts, unit, out.shape.dims()),
+                out);
+}
+
+Array Families::dynamic_update_slice(const ir::Primitive& prim, std::span<const Array> in,
+                                     const ir::Params& /*params*/, const AVal& out) {
+  const Array &x = in[0], &update = in[1];
+  const std::vector<std::int64_t> starts = clamped_starts(in, 2, x.shape(), update.shape().dims());
+  return visit_dtype<kAll>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
+    const Output o(out);
+    std::copy_n(in_data<T>(x), x.size(), o.data<T>());
+    place(in_data<T>(update),
+          backend_impl::block_placement(update.shape().dims(), starts, out.shape.dims()),
+          o.data<T>());
     return o.array();
   });
 }

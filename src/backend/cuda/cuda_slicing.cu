@@ -1,6 +1,7 @@
-// pad and concatenate on the GPU (kernels/slicing_kernels.cuh): each operand written into its
-// part of the result through layout_plan.hpp's placements; pad's value is read on the device,
-// so nothing waits for the host (slice is a gather, eval_table.hpp).
+// pad, concatenate, dynamic_slice and dynamic_update_slice on the GPU
+// (kernels/slicing_kernels.cuh): each operand written into its part of the result through
+// layout_plan.hpp's placements; pad's value and the dynamic start indices are read on the
+// device, so nothing waits for the host (slice is a gather, eval_table.hpp).
 #include "backend/cuda/cuda_check.hpp"
 #include "backend/cuda/cuda_eval_impl.hpp"
 #include "kernels/slicing_kernels.cuh"
@@ -31,6 +32,26 @@ void place(const T* in, const backend_impl::StridedPlacement& placement, T* out,
   check_launch(kernels::launch_place(in, g, out, n, stream), "place");
 }
 
+// The block of `block_dims` in an array of `dims`, its starts the 0-d arrays in[first...].
+kernels::BlockGeometry block_geometry(std::span<const Array> in, std::size_t first,
+                                      std::span<const std::int64_t> dims,
+                                      std::span<const std::int64_t> block_dims) {
+  if (dims.size() > static_cast<std::size_t>(kernels::kMaxGatherRank))
+    throw ValueError(detail::str("a dynamic slice of rank ", dims.size(),
+                                 "; the CUDA backend handles up to ", kernels::kMaxGatherRank,
+                                 ". Reshape to fewer axes first"));
+  const std::vector<std::int64_t> strides = backend_impl::row_major_strides(dims);
+  kernels::BlockGeometry g{};
+  g.rank = static_cast<int>(dims.size());
+  for (std::size_t k = 0; k < dims.size(); ++k) {
+    g.dims[k] = block_dims[k];
+    g.strides[k] = strides[k];
+    g.outer_dims[k] = dims[k];
+    g.starts[k] = in_data<std::int32_t>(in[first + k]);
+  }
+  return g;
+}
+
 }  // namespace
 
 Array Families::pad(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
@@ -57,14 +78,44 @@ Array Families::concatenate(const ir::Primitive& prim, std::span<const Array> in
   const cudaStream_t stream = backend_of(in[0]).stream();
   return visit_dtype<kAll | kHalf>(prim, out.dtype, device, [&]<class T>(TypeTag<T>) {
     const Output o(out, device);
-    std::int64_t start = 0;
+    std::vector<std::int64_t> starts(static_cast<std::size_t>(out.shape.rank()), 0);
     for (const Array& x : in) {
-      place(
-          in_data<T>(x),
-          backend_impl::concatenate_placement(x.shape().dims(), dimension, start, out.shape.dims()),
-          o.data<T>(), stream);
-      start += x.shape()[dimension];
+      place(in_data<T>(x),
+            backend_impl::block_placement(x.shape().dims(), starts, out.shape.dims()), o.data<T>(),
+            stream);
+      starts[static_cast<std::size_t>(dimension)] += x.shape()[dimension];
     }
+    return o.array();
+  });
+}
+
+Array Families::dynamic_slice(const ir::Primitive& prim, std::span<const Array> in,
+                              const ir::Params& /*params*/, const AVal& out) {
+  const Array& x = in[0];
+  const kernels::BlockGeometry g = block_geometry(in, 1, x.shape().dims(), out.shape.dims());
+  return visit_dtype<kAll | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
+    const Output o(out, x.device());
+    check_launch(kernels::launch_dynamic_slice(in_data<T>(x), g, o.data<T>(), out.shape.size(),
+                                               backend_of(x).stream()),
+                 "dynamic_slice");
+    return o.array();
+  });
+}
+
+Array Families::dynamic_update_slice(const ir::Primitive& prim, std::span<const Array> in,
+                                     const ir::Params& /*params*/, const AVal& out) {
+  const Array &x = in[0], &update = in[1];
+  const kernels::BlockGeometry g = block_geometry(in, 2, x.shape().dims(), update.shape().dims());
+  const cudaStream_t stream = backend_of(x).stream();
+  return visit_dtype<kAll | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
+    const Output o(out, x.device());
+    if (x.size() > 0)
+      FLAXPP_CUDA_CHECK(cudaMemcpyAsync(o.data<T>(), in_data<T>(x),
+                                        static_cast<std::size_t>(x.nbytes()),
+                                        cudaMemcpyDeviceToDevice, stream));
+    check_launch(
+        kernels::launch_dynamic_update(in_data<T>(update), g, o.data<T>(), update.size(), stream),
+        "dynamic_update_slice");
     return o.array();
   });
 }

@@ -16,14 +16,28 @@ namespace {
 
 using Axes = std::vector<std::int64_t>;
 
-// One op of array_op: its operand names (those after the first optional), its static
-// arguments, and its function of the operands and the case's inputs.
+// One op of array_op: its operand names (those past `required` optional), its static
+// arguments, and its function of the operands and the case's inputs; the first result is the
+// value, any others are expected under the names in `extra`.
 struct Op {
   std::vector<std::string> operands;
   std::size_t required;
   std::vector<std::string> args;
-  std::function<Array(std::span<const Array>, const Inputs&)> fn;
+  std::function<Array(std::span<const Array>, const Inputs&, Device)> fn;
+  std::vector<std::string> extra{};
+  std::function<std::vector<Array>(std::span<const Array>, const Inputs&, Device)> extra_fn{};
 };
+
+// An int list input as 0-d int32 arrays on `device` (dynamic_slice's start indices).
+std::vector<Array> index_arrays(const Inputs& in, const char* key, Device device) {
+  std::vector<Array> out;
+  for (const std::int64_t i : in.int_list(key)) {
+    if (i < INT32_MIN || i > INT32_MAX)
+      throw InputError(detail::str(in.path(), ".", key, ": ", i, " is outside int32"));
+    out.push_back(Array::scalar(static_cast<std::int32_t>(i), device));
+  }
+  return out;
+}
 
 std::optional<std::int64_t> optional_int(const Json& v) {
   if (v.is_null()) return std::nullopt;
@@ -81,24 +95,27 @@ const std::map<std::string, Op, std::less<>>& ops() {
        {{"x"},
         1,
         {"start_indices", "limit_indices", "strides"},
-        [](A a, const Inputs& in) {
+        [](A a, const Inputs& in, Device) {
           return lax::slice(a[0], in.int_list("start_indices"), in.int_list("limit_indices"),
                             in.has("strides") ? in.int_list("strides") : Axes{});
         }}},
       {"jnp.index",
-       {{"x"}, 1, {"ranges"}, [](A a, const Inputs& in) { return slice(a[0], ranges_input(in)); }}},
+       {{"x"},
+        1,
+        {"ranges"},
+        [](A a, const Inputs& in, Device) { return slice(a[0], ranges_input(in)); }}},
       {"lax.pad",
        {{"x", "y"},
         2,
         {"padding_config"},
-        [](A a, const Inputs& in) {
+        [](A a, const Inputs& in, Device) {
           return lax::pad(a[0], a[1], padding_input(in, "padding_config", 3));
         }}},
       {"jnp.pad",
        {{"x"},
         1,
         {"pad_width", "value"},
-        [](A a, const Inputs& in) {
+        [](A a, const Inputs& in, Device) {
           std::vector<std::pair<std::int64_t, std::int64_t>> widths;
           for (const lax::PadConfig& c : padding_input(in, "pad_width", 2))
             widths.emplace_back(c.low, c.high);
@@ -108,47 +125,86 @@ const std::map<std::string, Op, std::less<>>& ops() {
        {{"x", "y", "z"},
         1,
         {"axis"},
-        [](A a, const Inputs& in) { return concatenate(a, in.integer("axis")); }}},
+        [](A a, const Inputs& in, Device) { return concatenate(a, in.integer("axis")); }}},
       {"jnp.stack",
        {{"x", "y", "z"},
         1,
         {"axis"},
-        [](A a, const Inputs& in) { return stack(a, in.integer("axis")); }}},
+        [](A a, const Inputs& in, Device) { return stack(a, in.integer("axis")); }}},
       {"jnp.clip",
        {{"x"},
         1,
         {"min", "max"},
-        [](A a, const Inputs& in) {
+        [](A a, const Inputs& in, Device) {
           return clip(a[0], optional_number(in, "min"), optional_number(in, "max"));
         }}},
       {"lax.cumsum",
        {{"x"},
         1,
         {"axis", "reverse"},
-        [](A a, const Inputs& in) {
+        [](A a, const Inputs& in, Device) {
           return lax::cumsum(a[0], in.integer("axis"), in.boolean("reverse", false));
         }}},
       {"jnp.cumsum",
-       {{"x"}, 1, {"axis"}, [](A a, const Inputs& in) { return cumsum(a[0], optional_axis(in)); }}},
+       {{"x"},
+        1,
+        {"axis"},
+        [](A a, const Inputs& in, Device) { return cumsum(a[0], optional_axis(in)); }}},
       {"jnp.argmax",
        {{"x"},
         1,
         {"axis", "keepdims"},
-        [](A a, const Inputs& in) {
+        [](A a, const Inputs& in, Device) {
           return argmax(a[0], optional_axis(in), in.boolean("keepdims", false));
         }}},
       {"jnp.argmin",
        {{"x"},
         1,
         {"axis", "keepdims"},
-        [](A a, const Inputs& in) {
+        [](A a, const Inputs& in, Device) {
           return argmin(a[0], optional_axis(in), in.boolean("keepdims", false));
+        }}},
+      {"lax.dynamic_slice",
+       {{"x"},
+        1,
+        {"start_indices", "slice_sizes"},
+        [](A a, const Inputs& in, Device device) {
+          return lax::dynamic_slice(a[0], index_arrays(in, "start_indices", device),
+                                    in.int_list("slice_sizes"));
+        }}},
+      {"lax.dynamic_update_slice",
+       {{"x", "y"},
+        2,
+        {"start_indices"},
+        [](A a, const Inputs& in, Device device) {
+          return lax::dynamic_update_slice(a[0], a[1], index_arrays(in, "start_indices", device));
+        }}},
+      {"jnp.sort",
+       {{"x"},
+        1,
+        {"axis"},
+        [](A a, const Inputs& in, Device) { return sort(a[0], in.integer("axis", -1)); }}},
+      {"jnp.argsort",
+       {{"x"},
+        1,
+        {"axis", "descending"},
+        [](A a, const Inputs& in, Device) {
+          return argsort(a[0], in.integer("axis", -1), in.boolean("descending", false));
+        }}},
+      {"lax.top_k",
+       {{"x"},
+        1,
+        {"k"},
+        [](A a, const Inputs& in, Device) { return lax::top_k(a[0], in.integer("k")).first; },
+        {"indices"},
+        [](A a, const Inputs& in, Device) {
+          return std::vector<Array>{lax::top_k(a[0], in.integer("k")).second};
         }}},
       {"jax.nn.one_hot",
        {{"x"},
         1,
         {"num_classes"},
-        [](A a, const Inputs& in) { return one_hot(a[0], in.integer("num_classes")); }}},
+        [](A a, const Inputs& in, Device) { return one_hot(a[0], in.integer("num_classes")); }}},
   };
   return table;
 }
@@ -184,18 +240,29 @@ Outcome array_op(const Inputs& in, const CaseContext& cx) {
     operands.push_back(in.array(op.operands[i]).to(cx.device));
     names.push_back(op.operands[i]);
   }
-  const ArrayFn fn = [&](std::span<const Array> a) { return std::vector<Array>{op.fn(a, in)}; };
+  const ArrayFn fn = [&](std::span<const Array> a) {
+    return std::vector<Array>{op.fn(a, in, cx.device)};
+  };
   bool floating = true;
   for (const Array& a : operands)
     floating = floating && is_floating(a.dtype());
-  if (!floating || !in.has("ct")) return Tree{{"value", fn(operands)[0]}};
+  Tree out;
+  if (op.extra_fn) {
+    const std::vector<Array> extra = op.extra_fn(operands, in, cx.device);
+    for (std::size_t i = 0; i < extra.size(); ++i)
+      out.set(op.extra[i], extra[i]);
+  }
+  if (!floating || !in.has("ct")) {
+    out.set("value", fn(operands)[0]);
+    return out;
+  }
   const VjpResult r = vjp(fn, operands);
   const Array ct = in.array("ct").to(cx.device);
   if (ct.aval() != r.outputs[0].aval())
     throw InputError(detail::str(in.path(), ".ct: expected the value's aval ", r.outputs[0].aval(),
                                  ", got ", ct.aval()));
   const std::vector<Array> grads = r.backward(std::span<const Array>(&ct, 1));
-  Tree out{{"value", r.outputs[0]}};
+  out.set("value", r.outputs[0]);
   for (std::size_t i = 0; i < names.size(); ++i)
     out.set(names[i], grads[i]);
   return out;

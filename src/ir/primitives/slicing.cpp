@@ -1,6 +1,7 @@
-// Slicing primitives: slice, pad and concatenate — shape rules and VJPs, each the transpose of
-// another as in JAX (slice's is pad with zeros, pad's a crop and a strided slice, concatenate's
-// one slice per operand).
+// Slicing primitives: slice, pad, concatenate, dynamic_slice and dynamic_update_slice — shape
+// rules and VJPs, each the transpose of another as in JAX (slice's is pad with zeros, pad's a
+// crop and a strided slice, concatenate's one slice per operand, dynamic_slice's
+// dynamic_update_slice into zeros, and dynamic_update_slice's that and a dynamic_slice).
 #include <algorithm>
 
 #include "rules.hpp"
@@ -33,6 +34,18 @@ std::vector<PadConfig> pad_config(const ir::Params& p) {
   for (std::size_t i = 0; i < low.size(); ++i)
     config[i] = {low[i], high[i], interior[i]};
   return config;
+}
+
+// The start operands of a dynamic slice of `x` from in[first]: one 0-d int32 per axis.
+void check_starts(const std::string& prim, std::span<const AVal> in, std::size_t first,
+                  const AVal& x) {
+  if (in.size() - first != static_cast<std::size_t>(x.shape.rank()))
+    rules::fail(prim,
+                detail::str("needs one start index per axis of ", x, ", got ", in.size() - first));
+  for (std::size_t i = first; i < in.size(); ++i)
+    if (in[i] != AVal{Shape{}, DType::i32})
+      rules::fail(prim, detail::str("start indices must be 0-d int32, got ",
+                                    rules::avals_str(in.subspan(first))));
 }
 
 }  // namespace
@@ -158,6 +171,54 @@ const ir::Primitive concatenate_p(
       return cts;
     });
 
+const ir::Primitive dynamic_slice_p(
+    "dynamic_slice",
+    [](std::span<const AVal> in, const ir::Params& p) {
+      if (in.empty()) rules::fail("dynamic_slice", "expected an operand and its start indices");
+      const AVal& x = in[0];
+      check_starts("dynamic_slice", in, 1, x);
+      const Axes& sizes = per_axis("dynamic_slice", p, "slice_sizes", x);
+      for (std::size_t i = 0; i < sizes.size(); ++i)
+        if (sizes[i] < 0 || sizes[i] > x.shape.dims()[i])
+          rules::fail("dynamic_slice",
+                      detail::str("slice size ", sizes[i], " of axis ", i, " must lie in [0, ",
+                                  x.shape.dims()[i], "] for ", x));
+      return std::vector<AVal>{{Shape(sizes), x.dtype}};
+    },
+    [](const VjpArgs& a) {
+      const std::span<const Array> starts = a.inputs.subspan(1);
+      std::vector<Array> cts(a.inputs.size());
+      cts[0] = dynamic_update_slice(zeros_like(a.inputs[0]), a.cotangents[0], starts);
+      return cts;
+    });
+
+const ir::Primitive dynamic_update_slice_p(
+    "dynamic_update_slice",
+    [](std::span<const AVal> in, const ir::Params&) {
+      if (in.size() < 2)
+        rules::fail("dynamic_update_slice", "expected an operand, an update and start indices");
+      const AVal &x = in[0], &update = in[1];
+      bool fits = update.dtype == x.dtype && update.shape.rank() == x.shape.rank();
+      for (std::int64_t i = 0; fits && i < x.shape.rank(); ++i)
+        fits = update.shape[i] <= x.shape[i];
+      if (!fits)
+        rules::fail("dynamic_update_slice",
+                    detail::str("the update must have the operand's dtype and rank and fit "
+                                "inside it, got operand ",
+                                x, " and update ", update));
+      check_starts("dynamic_update_slice", in, 2, x);
+      return std::vector<AVal>{x};
+    },
+    [](const VjpArgs& a) {
+      const Array& ct = a.cotangents[0];
+      const Array& update = a.inputs[1];
+      const std::span<const Array> starts = a.inputs.subspan(2);
+      std::vector<Array> cts(a.inputs.size());
+      cts[0] = dynamic_update_slice(ct, zeros_like(update), starts);
+      cts[1] = dynamic_slice(ct, starts, update.shape().dims());
+      return cts;
+    });
+
 Array slice(const Array& x, std::vector<std::int64_t> start_indices,
             std::vector<std::int64_t> limit_indices, std::vector<std::int64_t> strides) {
   const Array in[] = {x};
@@ -182,6 +243,20 @@ Array pad(const Array& x, const Array& padding_value, std::span<const PadConfig>
 
 Array concatenate(std::span<const Array> operands, std::int64_t dimension) {
   return ir::bind1(concatenate_p, operands, {{"dimension", dimension}});
+}
+
+Array dynamic_slice(const Array& x, std::span<const Array> start_indices,
+                    std::vector<std::int64_t> slice_sizes) {
+  std::vector<Array> in{x};
+  in.insert(in.end(), start_indices.begin(), start_indices.end());
+  return ir::bind1(dynamic_slice_p, in, {{"slice_sizes", std::move(slice_sizes)}});
+}
+
+Array dynamic_update_slice(const Array& x, const Array& update,
+                           std::span<const Array> start_indices) {
+  std::vector<Array> in{x, update};
+  in.insert(in.end(), start_indices.begin(), start_indices.end());
+  return ir::bind1(dynamic_update_slice_p, in);
 }
 
 }  // namespace flaxpp::lax
