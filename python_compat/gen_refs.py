@@ -38,6 +38,7 @@ import flax  # noqa: E402
 import optax  # noqa: E402
 
 import problems_control_flow  # noqa: E402
+import problems_jnp  # noqa: E402
 import problems_lm  # noqa: E402
 import problems_nn  # noqa: E402
 import problems_random  # noqa: E402
@@ -82,6 +83,9 @@ TARGETS: list[Target] = [
     # Control flow (cond, switch, fori_loop: values, gradients, saved residuals per policy).
     Target("control_flow", "control_flow", "control_flow.json", True, problems_control_flow.cases,
            1_000_000, lambda: problems_control_flow.SKIPPED),
+    # The jnp/lax surface (array_op: values and cotangents; random.categorical).
+    Target("jnp", "jnp", "jnp.json", True, problems_jnp.cases, 1_000_000,
+           lambda: problems_jnp.SKIPPED),
 ]
 
 # split(key(0), 4) in each threefry mode (docs/jax-flax-semantics.md §1.6): a self-test
