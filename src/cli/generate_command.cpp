@@ -1,8 +1,9 @@
 // `flaxpp generate CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--seed S]`: samples
 // text from a language model `flaxpp train` trained (kind "lm"): the model and its characters
-// come from the run.json and vocab.json beside the checkpoint. Each new character is drawn from
-// softmax(logits / T) of the last position, the model reading at most the last seq_len
-// characters; temperature 0 takes the most likely one.
+// come from the run.json and vocab.json beside the checkpoint. Character i is
+// jax.random.categorical(fold_in(key(seed), i), logits / T) of the last position's logits, drawn
+// on the model's device, the model reading at most the last seq_len characters; temperature 0
+// takes the most likely one.
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -13,7 +14,10 @@
 #include "cli/train_model.hpp"
 #include "cli/train_run.hpp"
 #include "flaxpp/io/checkpoint.hpp"
-#include "flaxpp/random/distributions.hpp"
+#include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/ops/sampling.hpp"
+#include "flaxpp/ops/slicing.hpp"
+#include "flaxpp/random/key.hpp"
 
 namespace flaxpp::cli {
 namespace {
@@ -102,22 +106,6 @@ std::string printable(std::string_view text) {
   return out;
 }
 
-// The index of the character `u` (uniform in [0, 1)) falls on in softmax(logits / t).
-std::size_t sample(const std::vector<float>& logits, double t, double u) {
-  std::size_t best = 0;
-  for (std::size_t k = 1; k < logits.size(); ++k)
-    if (logits[k] > logits[best]) best = k;
-  if (t == 0) return best;
-  std::vector<double> p(logits.size());
-  double total = 0;
-  for (std::size_t k = 0; k < logits.size(); ++k)
-    total += p[k] = std::exp((static_cast<double>(logits[k]) - logits[best]) / t);
-  double acc = 0;
-  for (std::size_t k = 0; k < p.size(); ++k)
-    if ((acc += p[k] / total) > u) return k;
-  return best;  // rounding left u above the last partial sum
-}
-
 }  // namespace
 
 int generate_command(const std::vector<std::string>& args) {
@@ -167,12 +155,14 @@ int generate_command(const std::vector<std::string>& args) {
         std::min<std::size_t>(tokens.size(), static_cast<std::size_t>(run.config.data.seq_len)));
     const std::vector<std::int32_t> last(tokens.end() - window, tokens.end());
     const Array x = Array::from_vector(last, Shape{1, window});
-    const std::vector<float> all = model.apply(params, x).to_vector<float>();
-    const std::vector<float> logits(all.end() - static_cast<std::ptrdiff_t>(run.vocab.size()),
-                                    all.end());
-    const double u =
-        random::uniform(random::fold_in(key, static_cast<std::uint32_t>(k)), Shape{}).item<float>();
-    const std::size_t next = sample(logits, o->temperature, u);
+    // The last position's logits, sampled where they are: one int32 comes back to the host.
+    const Array logits = slice(model.apply(params, x), {{}, {-1, {}}});
+    const Array drawn =
+        o->temperature == 0
+            ? argmax(logits, -1)
+            : random::categorical(random::fold_in(key, static_cast<std::uint32_t>(k)),
+                                  logits / o->temperature);
+    const auto next = static_cast<std::size_t>(drawn.item<std::int32_t>());
     tokens.push_back(static_cast<std::int32_t>(next));
     text.push_back(run.vocab[next]);
   }

@@ -1,7 +1,6 @@
 // The reference problems' Stack and LM, line for line as their Flax definitions.
 #include "flaxpp/nn/language_model.hpp"
 
-#include "flaxpp/ir/lax.hpp"
 #include "flaxpp/nn/dense.hpp"
 #include "flaxpp/nn/embed.hpp"
 #include "flaxpp/nn/layer_norm.hpp"
@@ -9,6 +8,7 @@
 #include "flaxpp/nn/scan.hpp"
 #include "flaxpp/nn/transformer_block.hpp"
 #include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/ops/slicing.hpp"
 
 namespace flaxpp::nn {
 
@@ -31,8 +31,7 @@ Array LanguageModel::operator()(Scope& s, const Array& tokens) const {
                                  max_len, " tokens or make a model with a larger max_len"));
   Array x = s(Embed{.num_embeddings = vocab, .features = features}, tokens);
   const Array pos = s.param("pos_embedding", initializers::normal(0.02), Shape{max_len, features});
-  // pos[: T]: the first T rows.
-  x = x + lax::take(pos, lax::iota(DType::i32, Shape{T}));
+  x = x + slice(pos, {{0, T}});  // pos[:T]
   x = s(TransformerStack{num_layers, num_heads, mlp_dim, policy}, x);
   return s(Dense{.features = vocab}, s(LayerNorm{}, x));
 }

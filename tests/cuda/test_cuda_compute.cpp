@@ -19,9 +19,9 @@
 #include "flaxpp/nn/scope.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/ops/slicing.hpp"
 #include "flaxpp/optim/transform.hpp"
 #include "flaxpp/random/key.hpp"
-#include "src/tools/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
@@ -30,6 +30,7 @@
 #include "harness/remat_stack.hpp"
 #include "kernels/launch_geometry.hpp"
 #include "src/backend/cuda/cuda_eval.hpp"
+#include "src/tools/mlp_apply.hpp"
 
 using namespace flaxpp;
 namespace cp = flaxpp::checkpoint_policies;
@@ -94,6 +95,33 @@ TEST_CASE("CUDA parity: transposes (tiled and general) and broadcasts" * doctest
   check_parity([](auto v) { return transpose(v[0], Axes{2, 0, 3, 1}); }, {t}, 0);
   const Array b = random_f32(Shape{700}, 7);
   check_parity([](auto v) { return broadcast_to(v[0], Shape{1000, 700}); }, {b}, 0);
+}
+
+TEST_CASE("CUDA parity: slicing, scans along an axis and sorts over many blocks" *
+          doctest::skip(kNoGpu)) {
+  const Array m = random_f32(Shape{300, 517}, 8);
+  const Array t = random_f32(Shape{6, 70, 50}, 9);
+  check_parity([](auto v) { return slice(v[0], {{7, 290, 3}, {{}, -5, 2}}); }, {m}, 0);
+  const lax::PadConfig config[] = {{2, -3, 1}, {-4, 5, 0}, {1, 1, 2}};
+  check_parity([&](auto v) { return lax::pad(v[0], lax::scalar(0.5, DType::f32), config); }, {t},
+               0);
+  check_parity([](auto v) { return concatenate(v, 1); }, {m, random_f32(Shape{300, 13}, 10)}, 0);
+  check_parity(
+      [](auto v) {
+        const Array starts[] = {Array::scalar(std::int32_t{250}, Device::cpu()),
+                                Array::scalar(std::int32_t{-100}, Device::cpu())};
+        return lax::dynamic_update_slice(v[0], lax::dynamic_slice(v[0], starts, {100, 200}),
+                                         starts);
+      },
+      {m}, 0);
+  for (const std::int64_t axis : {0, 1, 2}) {
+    check_parity([&](auto v) { return argmax(v[0], axis); }, {t}, 0);
+    check_parity([&](auto v) { return argmin(v[0], axis); }, {t}, 0);
+    check_parity([&](auto v) { return cumsum(v[0], axis); }, {t}, 0);  // one order on both
+    check_parity([&](auto v) { return argsort(v[0], axis, axis == 1); }, {t}, 0);
+    check_parity([&](auto v) { return sort(v[0], axis); }, {t}, 0);
+  }
+  check_parity([](auto v) { return lax::top_k(v[0], 5).first; }, {m}, 0);
 }
 
 TEST_CASE("CUDA parity: dot_general through cuBLAS for every layout, f32 and f64" *
