@@ -15,6 +15,7 @@
 #include "flaxpp/ir/elementwise_program.hpp"
 #include "flaxpp/ir/params.hpp"
 #include "flaxpp/ir/primitive.hpp"
+#include "flaxpp/kernels/arg_reduce.hpp"
 
 namespace flaxpp::backend_impl {
 
@@ -26,12 +27,13 @@ using EvalFn = EvalSig*;
 
 // The primitives a backend evaluates with one function of its own, of the signature EvalSig
 // and the primitive's name.
-#define FLAXPP_EVAL_FAMILIES(X)                                                          \
-  X(select_n)                                                                            \
-  X(convert_element_type) X(reduce_sum) X(reduce_max) X(dot_general) X(dot_general_bias) \
-      X(layer_norm) X(layer_norm_dx) X(layer_norm_dscale) X(iota) X(take) X(scatter_add) \
-          X(pad) X(concatenate) X(dynamic_slice) X(dynamic_update_slice) X(argmax) X(argmin) X(cumsum) \
-              X(argsort) X(permute_along_axis)
+#define FLAXPP_EVAL_FAMILIES(X)                                                                  \
+  X(select_n)                                                                                    \
+  X(convert_element_type)                                                                        \
+  X(reduce_sum)                                                                                  \
+  X(reduce_max) X(dot_general) X(dot_general_bias) X(layer_norm) X(layer_norm_dx)                \
+      X(layer_norm_dscale) X(iota) X(take) X(scatter_add) X(pad) X(concatenate) X(dynamic_slice) \
+          X(dynamic_update_slice) X(cumsum) X(argsort) X(permute_along_axis)
 #define FLAXPP_EVAL_DECLARE_FAMILY(name) static backend_impl::EvalSig name;
 
 // The members every backend's Families type declares beside its dtype families and name
@@ -43,12 +45,23 @@ using EvalFn = EvalSig*;
                       const ir::Params& params, const AVal& out);                                  \
   template <unsigned kAllowed, class Op>                                                           \
   static Array map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op);       \
+  template <class Better>                                                                          \
+  static Array arg_reduce(const ir::Primitive& prim, std::span<const Array> in,                    \
+                          const ir::Params& params, const AVal& out);                              \
   FLAXPP_EVAL_FAMILIES(FLAXPP_EVAL_DECLARE_FAMILY)                                                 \
   static std::vector<Array> fused_elementwise(const ir::Primitive& prim,                           \
                                               std::span<const Array> in, const ir::Params& params, \
                                               std::span<const AVal> out);                          \
   static Array gather(const ir::Primitive& prim, const Array& x,                                   \
                       const backend_impl::StridedCopy& copy, const AVal& out)
+
+// Each backend defines Families::arg_reduce in its own file and instantiates it there for the
+// two choices (argmax, argmin) the table uses.
+#define FLAXPP_EVAL_INSTANTIATE_ARG_REDUCE                                           \
+  template Array Families::arg_reduce<kernels::ArgmaxBetter>(                        \
+      const ir::Primitive&, std::span<const Array>, const ir::Params&, const AVal&); \
+  template Array Families::arg_reduce<kernels::ArgminBetter>(                        \
+      const ir::Primitive&, std::span<const Array>, const ir::Params&, const AVal&)
 
 // A new, uninitialised buffer for one result on `device`: write it through data<T>(), then
 // wrap it.

@@ -14,6 +14,7 @@
 #include "backend/layout_plan.hpp"
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/ir/lax.hpp"
+#include "flaxpp/kernels/arg_reduce.hpp"
 #include "flaxpp/kernels/elementwise.hpp"
 
 namespace flaxpp::backend_impl {
@@ -21,7 +22,8 @@ namespace flaxpp::backend_impl {
 // What a backend's Families type provides: its dtype families (kNum for numeric ops, kFp for
 // floating ones, kAny for comparisons and selects) and name in errors, and the evaluation of
 // each family of primitives. binary<kAllowed, Op> and map_unary<kAllowed>(prim, x, out, op)
-// apply an elementwise.hpp functor to the dtypes in kAllowed; gather writes a StridedCopy of
+// apply an elementwise.hpp functor to the dtypes in kAllowed; arg_reduce<Better> is argmax or
+// argmin (flaxpp/kernels/arg_reduce.hpp's choice); gather writes a StridedCopy of
 // x (every layout primitive); fused_elementwise returns its several results.
 template <class B>
 concept EvalFamilies = requires(const ir::Primitive& prim, std::span<const Array> in,
@@ -34,6 +36,7 @@ concept EvalFamilies = requires(const ir::Primitive& prim, std::span<const Array
   { B::kName } -> std::convertible_to<const char*>;
   { B::template binary<B::kNum, kernels::Add>(prim, in, params, out) } -> std::same_as<Array>;
   { B::template map_unary<B::kFp>(prim, x, out, kernels::Exp{}) } -> std::same_as<Array>;
+  { B::template arg_reduce<kernels::ArgmaxBetter>(prim, in, params, out) } -> std::same_as<Array>;
 #define FLAXPP_EVAL_REQUIRE_FAMILY(name) \
   { B::name(prim, in, params, out) } -> std::same_as<Array>;
   FLAXPP_EVAL_FAMILIES(FLAXPP_EVAL_REQUIRE_FAMILY)
@@ -90,11 +93,11 @@ Array slice(const ir::Primitive& prim, std::span<const Array> in, const ir::Para
             const AVal& out) {
   std::vector<std::int64_t> strides = params.get<std::vector<std::int64_t>>("strides");
   if (strides.empty()) strides.assign(static_cast<std::size_t>(out.shape.rank()), 1);
-  return B::gather(prim, in[0],
-                   slice_copy(in[0].shape().dims(),
-                              params.get<std::vector<std::int64_t>>("start_indices"), strides,
-                              out.shape.dims()),
-                   out);
+  return B::gather(
+      prim, in[0],
+      slice_copy(in[0].shape().dims(), params.get<std::vector<std::int64_t>>("start_indices"),
+                 strides, out.shape.dims()),
+      out);
 }
 
 template <EvalFamilies B>
@@ -124,6 +127,8 @@ const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
       {&lax::reshape_p, reshape<B>},
       {&lax::transpose_p, transpose<B>},
       {&lax::slice_p, slice<B>},
+      {&lax::argmax_p, B::template arg_reduce<k::ArgmaxBetter>},
+      {&lax::argmin_p, B::template arg_reduce<k::ArgminBetter>},
   };
   return t;
 }

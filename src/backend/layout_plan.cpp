@@ -135,6 +135,11 @@ AxisLines axis_lines(std::span<const std::int64_t> dims, std::int64_t axis) {
   return lines;
 }
 
+AxisLines axis_lines(std::span<const std::int64_t> dims, const ir::Params& params) {
+  if (params.has("axes")) return axis_lines(dims, params.get<std::vector<std::int64_t>>("axes")[0]);
+  return axis_lines(dims, params.get<std::int64_t>(params.has("axis") ? "axis" : "dimension"));
+}
+
 std::vector<ReduceGroup> reduce_groups(std::span<const std::int64_t> operand_dims,
                                        std::span<const std::int64_t> axes) {
   std::vector<ReduceGroup> groups;

@@ -44,8 +44,9 @@ StridedCopy slice_copy(std::span<const std::int64_t> operand_dims,
                        std::span<const std::int64_t> out_dims);
 
 // A copy between two strided views, for the primitives that write an operand into part of
-// their result (pad, concatenate, dynamic_update_slice): element (i_0, ..., i_r) over `dims` of the operand at
-// src.offset + sum i_k src.strides[k] goes to the result at dst_offset + sum i_k dst_strides[k].
+// their result (pad, concatenate, dynamic_update_slice): element (i_0, ..., i_r) over `dims` of the
+// operand at src.offset + sum i_k src.strides[k] goes to the result at dst_offset + sum i_k
+// dst_strides[k].
 struct StridedPlacement {
   StridedCopy src;  // its dims are the placement's
   std::vector<std::int64_t> dst_strides;
@@ -73,6 +74,9 @@ struct AxisLines {
   std::int64_t outer, extent, inner;
 };
 AxisLines axis_lines(std::span<const std::int64_t> dims, std::int64_t axis);
+// The lines along the one axis a primitive's params name, whichever JAX's name for it is:
+// "axes" (argmax, argmin), "axis" (cumsum, permute_along_axis) or "dimension" (argsort).
+AxisLines axis_lines(std::span<const std::int64_t> dims, const ir::Params& params);
 
 // A reduction over some axes, as runs of adjacent operand axes that are all reduced or all
 // kept, each merged into one (size-1 axes dropped). Never empty: a single element is one
@@ -114,8 +118,8 @@ DotPlan plan_dot(std::span<const std::int64_t> lhs_dims, std::span<const std::in
 // plan through a reference column-major GEMM for every dot_general layout.
 struct ColumnMajorGemm {
   bool transpose_first = false, transpose_second = false;
-  std::int64_t m = 0, n = 0, k = 0;                       // out is (m, n) column-major
-  std::int64_t ld_first = 0, ld_second = 0, ld_out = 0;   // leading dimensions
+  std::int64_t m = 0, n = 0, k = 0;                                  // out is (m, n) column-major
+  std::int64_t ld_first = 0, ld_second = 0, ld_out = 0;              // leading dimensions
   std::int64_t stride_first = 0, stride_second = 0, stride_out = 0;  // between batch elements
   std::int64_t batch = 0;
 };

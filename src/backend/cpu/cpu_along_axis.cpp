@@ -10,15 +10,13 @@
 #include "flaxpp/kernels/sort_order.hpp"
 
 namespace flaxpp::cpu {
-namespace {
 
 // The index along the axis of the element `Better` picks first, per line.
 template <class Better>
-Array arg_reduce(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
-                 const AVal& out) {
+Array Families::arg_reduce(const ir::Primitive& prim, std::span<const Array> in,
+                           const ir::Params& params, const AVal& out) {
   const Array& x = in[0];
-  const backend_impl::AxisLines lines =
-      backend_impl::axis_lines(x.shape().dims(), params.get<std::vector<std::int64_t>>("axes")[0]);
+  const backend_impl::AxisLines lines = backend_impl::axis_lines(x.shape().dims(), params);
   return visit_dtype<kNumeric>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
     const Output o(out);
     const T* xs = in_data<T>(x);
@@ -45,23 +43,12 @@ Array arg_reduce(const ir::Primitive& prim, std::span<const Array> in, const ir:
   });
 }
 
-}  // namespace
-
-Array Families::argmax(const ir::Primitive& prim, std::span<const Array> in,
-                       const ir::Params& params, const AVal& out) {
-  return arg_reduce<kernels::ArgmaxBetter>(prim, in, params, out);
-}
-
-Array Families::argmin(const ir::Primitive& prim, std::span<const Array> in,
-                       const ir::Params& params, const AVal& out) {
-  return arg_reduce<kernels::ArgminBetter>(prim, in, params, out);
-}
+FLAXPP_EVAL_INSTANTIATE_ARG_REDUCE;
 
 Array Families::cumsum(const ir::Primitive& prim, std::span<const Array> in,
                        const ir::Params& params, const AVal& out) {
   const Array& x = in[0];
-  const backend_impl::AxisLines lines =
-      backend_impl::axis_lines(x.shape().dims(), params.get<std::int64_t>("axis"));
+  const backend_impl::AxisLines lines = backend_impl::axis_lines(x.shape().dims(), params);
   const bool reverse = params.get<bool>("reverse");
   return visit_dtype<kNumeric>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
     const Output o(out);
@@ -90,8 +77,7 @@ Array Families::cumsum(const ir::Primitive& prim, std::span<const Array> in,
 Array Families::argsort(const ir::Primitive& prim, std::span<const Array> in,
                         const ir::Params& params, const AVal& out) {
   const Array& x = in[0];
-  const backend_impl::AxisLines lines =
-      backend_impl::axis_lines(x.shape().dims(), params.get<std::int64_t>("dimension"));
+  const backend_impl::AxisLines lines = backend_impl::axis_lines(x.shape().dims(), params);
   const bool descending = params.get<bool>("descending"),
              signed_zeros = params.get<bool>("signed_zeros");
   return visit_dtype<kNumeric>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
@@ -120,8 +106,7 @@ Array Families::argsort(const ir::Primitive& prim, std::span<const Array> in,
 Array Families::permute_along_axis(const ir::Primitive& prim, std::span<const Array> in,
                                    const ir::Params& params, const AVal& out) {
   const Array& x = in[0];
-  const backend_impl::AxisLines lines =
-      backend_impl::axis_lines(x.shape().dims(), params.get<std::int64_t>("axis"));
+  const backend_impl::AxisLines lines = backend_impl::axis_lines(x.shape().dims(), params);
   return visit_dtype<kAll>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
     const Output o(out);
     const T* xs = in_data<T>(x);

@@ -5,14 +5,13 @@
 #include "kernels/along_axis_kernels.cuh"
 
 namespace flaxpp::cuda {
-namespace {
 
+// The index along the axis of the element `Better` picks first, per line.
 template <class Better>
-Array arg_reduce(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
-                 const AVal& out) {
+Array Families::arg_reduce(const ir::Primitive& prim, std::span<const Array> in,
+                           const ir::Params& params, const AVal& out) {
   const Array& x = in[0];
-  const backend_impl::AxisLines lines =
-      backend_impl::axis_lines(x.shape().dims(), params.get<std::vector<std::int64_t>>("axes")[0]);
+  const backend_impl::AxisLines lines = backend_impl::axis_lines(x.shape().dims(), params);
   return visit_dtype<kNumeric | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
     const Output o(out, x.device());
     check_launch(
@@ -23,23 +22,12 @@ Array arg_reduce(const ir::Primitive& prim, std::span<const Array> in, const ir:
   });
 }
 
-}  // namespace
-
-Array Families::argmax(const ir::Primitive& prim, std::span<const Array> in,
-                       const ir::Params& params, const AVal& out) {
-  return arg_reduce<kernels::ArgmaxBetter>(prim, in, params, out);
-}
-
-Array Families::argmin(const ir::Primitive& prim, std::span<const Array> in,
-                       const ir::Params& params, const AVal& out) {
-  return arg_reduce<kernels::ArgminBetter>(prim, in, params, out);
-}
+FLAXPP_EVAL_INSTANTIATE_ARG_REDUCE;
 
 Array Families::cumsum(const ir::Primitive& prim, std::span<const Array> in,
                        const ir::Params& params, const AVal& out) {
   const Array& x = in[0];
-  const backend_impl::AxisLines lines =
-      backend_impl::axis_lines(x.shape().dims(), params.get<std::int64_t>("axis"));
+  const backend_impl::AxisLines lines = backend_impl::axis_lines(x.shape().dims(), params);
   return visit_dtype<kNumeric | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
     const Output o(out, x.device());
     check_launch(
@@ -53,8 +41,7 @@ Array Families::cumsum(const ir::Primitive& prim, std::span<const Array> in,
 Array Families::argsort(const ir::Primitive& prim, std::span<const Array> in,
                         const ir::Params& params, const AVal& out) {
   const Array& x = in[0];
-  const backend_impl::AxisLines lines =
-      backend_impl::axis_lines(x.shape().dims(), params.get<std::int64_t>("dimension"));
+  const backend_impl::AxisLines lines = backend_impl::axis_lines(x.shape().dims(), params);
   return visit_dtype<kNumeric | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
     const Output o(out, x.device());
     check_launch(
@@ -69,8 +56,7 @@ Array Families::argsort(const ir::Primitive& prim, std::span<const Array> in,
 Array Families::permute_along_axis(const ir::Primitive& prim, std::span<const Array> in,
                                    const ir::Params& params, const AVal& out) {
   const Array& x = in[0];
-  const backend_impl::AxisLines lines =
-      backend_impl::axis_lines(x.shape().dims(), params.get<std::int64_t>("axis"));
+  const backend_impl::AxisLines lines = backend_impl::axis_lines(x.shape().dims(), params);
   return visit_dtype<kAll | kHalf>(prim, x.dtype(), x.device(), [&]<class T>(TypeTag<T>) {
     const Output o(out, x.device());
     check_launch(
