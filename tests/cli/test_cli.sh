@@ -64,6 +64,8 @@ printf '{"format": "flaxpp.refs/1", "cases": [{"id": "stuck", "problem": "random
 printf '{"format": "flaxpp.refs/1", "cases": [{"id": "runaway", "problem": "train_mlp", "inputs": {"seed": 0, "x": {"dtype": "float32", "shape": [2, 1], "data": [0, 1]}, "y": {"dtype": "int32", "shape": [2], "data": [0, 1]}, "features": [2], "optimizer": {"name": "sgd", "learning_rate": 0.1}, "policy": "none", "steps": 100000000, "batch_size": 2}, "expected": %s}]}' "$f32_1" >"$dir/runaway.json"
 expect "memory refused" 1 'inputs.num: splitting a key into 1000000000 keys needs 28.0 GB of host memory, but 1.00 GB are available' -- env FLAXPP_HOST_MEMORY_LIMIT=1000000000 "$flaxpp" check "$dir/split.json"
 expect "the run goes on" 1 '^1 passed, 1 failed$' -- env FLAXPP_HOST_MEMORY_LIMIT=1000000000 "$flaxpp" check "$dir/split.json"
+printf '{"format": "flaxpp.refs/1", "cases": [{"id": "p", "problem": "array_op", "inputs": {"op": "lax.pad", "x": %s, "y": {"dtype": "float32", "shape": [], "data": [0]}, "padding_config": [[0, 100000000000, 0]]}, "expected": %s}]}' "$f32_1" "$f32_1" >"$dir/pad.json"
+expect "memory refused for an array_op's sizes" 1 'inputs.op: lax.pad of these sizes needs 1.20 TB of host memory, but 1.00 GB are available' -- env FLAXPP_HOST_MEMORY_LIMIT=1000000000 "$flaxpp" check "$dir/pad.json"
 expect "time limit" 1 'stopped after the time limit of 1 s per case' -- "$flaxpp" check --case-timeout 1 "$dir/runaway.json"
 expect "stuck case" 1 'still running 2 s after it started, twice its time limit of 1 s' -- "$flaxpp" check --case-timeout=1 "$dir/stuck.json"
 expect "stuck case stops the run" 1 '^0 passed, 1 failed$' -- "$flaxpp" check --case-timeout=1 "$dir/stuck.json"

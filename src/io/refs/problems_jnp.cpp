@@ -10,6 +10,8 @@
 #include "flaxpp/ops/sampling.hpp"
 #include "flaxpp/ops/slicing.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
+#include "flaxpp/transforms/trace.hpp"
+#include "io/refs/case_budget.hpp"
 
 namespace flaxpp::refs {
 namespace {
@@ -243,6 +245,18 @@ Outcome array_op(const Inputs& in, const CaseContext& cx) {
   const ArrayFn fn = [&](std::span<const Array> a) {
     return std::vector<Array>{op.fn(a, in, cx.device)};
   };
+  // The function traced first: its shape rules check the arguments, and every value it makes,
+  // about three times over with the VJP's, must fit before anything is computed.
+  std::vector<AVal> avals;
+  for (const Array& a : operands)
+    avals.push_back(a.aval());
+  const ir::Graph graph = make_graph(fn, avals);
+  double bytes = 0;
+  for (std::size_t v = 0; v < graph.num_vars(); ++v) {
+    const AVal& aval = graph.aval(static_cast<ir::VarId>(v));
+    bytes += static_cast<double>(aval.shape.size()) * static_cast<double>(itemsize(aval.dtype));
+  }
+  check_case_memory(3 * bytes, in.path() + ".op", detail::str(in.string("op"), " of these sizes"));
   bool floating = true;
   for (const Array& a : operands)
     floating = floating && is_floating(a.dtype());
