@@ -47,6 +47,7 @@ OPS: dict[str, tuple[Callable[..., Any], tuple[str, ...], str]] = {
     "lax.slice": (lambda x, a: lax.slice(x, a["start_indices"], a["limit_indices"],
                                          a.get("strides")), ("x",), "exact"),
     "jnp.index": (lambda x, a: _index(x, a["ranges"]), ("x",), "exact"),
+    "lax.rev": (lambda x, a: lax.rev(x, a["dimensions"]), ("x",), "exact"),
     "lax.pad": (lambda x, y, a: lax.pad(x, y, [tuple(c) for c in a["padding_config"]]),
                 ("x", "y"), "sums"),
     "jnp.pad": (lambda x, a: jnp.pad(x, [tuple(w) for w in a["pad_width"]],
@@ -134,6 +135,12 @@ def array_op_cases() -> list[dict]:
     add("jnp.index", {"x": x235}, {"ranges": [[-1, None, None], [1, 100, None], [None, None, 2]]},
         "negative-clamped-stepped")
     add("jnp.index", {"x": x34}, {"ranges": [[3, 1, None]]}, "empty")
+    add("jnp.index", {"x": x235}, {"ranges": [[None, None, -1], [None, None, -2], [4, 0, -3]]},
+        "negative-steps")
+    add("jnp.index", {"x": x34}, {"ranges": [[-1, -10, -1], [10, -3, -1]]},
+        "negative-steps-clamped")
+    add("jnp.index", {"x": x34}, {"ranges": [[0, 3, -1]]}, "negative-step-empty")
+    add("lax.rev", {"x": x235}, {"dimensions": [0, 2]}, "two-axes")
     add("lax.pad", {"x": x34, "y": np.float32(0.5)}, {"padding_config": [[1, 2, 0], [0, 1, 1]]},
         "grow-interior")
     add("lax.pad", {"x": x235, "y": np.float32(-1.0)},

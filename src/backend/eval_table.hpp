@@ -101,6 +101,14 @@ Array slice(const ir::Primitive& prim, std::span<const Array> in, const ir::Para
 }
 
 template <EvalFamilies B>
+Array rev(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
+          const AVal& out) {
+  return B::gather(
+      prim, in[0],
+      rev_copy(in[0].shape().dims(), params.get<std::vector<std::int64_t>>("dimensions")), out);
+}
+
+template <EvalFamilies B>
 const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
   namespace k = kernels;
   constexpr unsigned kAny = B::kAny;
@@ -127,6 +135,7 @@ const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
       {&lax::reshape_p, reshape<B>},
       {&lax::transpose_p, transpose<B>},
       {&lax::slice_p, slice<B>},
+      {&lax::rev_p, rev<B>},
       {&lax::argmax_p, B::template arg_reduce<k::ArgmaxBetter>},
       {&lax::argmin_p, B::template arg_reduce<k::ArgminBetter>},
   };

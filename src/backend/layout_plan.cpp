@@ -72,6 +72,18 @@ StridedCopy slice_copy(std::span<const std::int64_t> operand_dims,
   return copy;
 }
 
+StridedCopy rev_copy(std::span<const std::int64_t> operand_dims,
+                     std::span<const std::int64_t> dimensions) {
+  StridedCopy copy{{operand_dims.begin(), operand_dims.end()}, row_major_strides(operand_dims)};
+  for (const std::int64_t axis : dimensions) {
+    const auto k = static_cast<std::size_t>(axis);
+    if (operand_dims[k] == 0) continue;
+    copy.offset += (operand_dims[k] - 1) * copy.strides[k];
+    copy.strides[k] = -copy.strides[k];
+  }
+  return copy;
+}
+
 StridedPlacement pad_placement(std::span<const std::int64_t> operand_dims,
                                std::span<const std::int64_t> low,
                                std::span<const std::int64_t> interior,

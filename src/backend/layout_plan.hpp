@@ -43,6 +43,10 @@ StridedCopy slice_copy(std::span<const std::int64_t> operand_dims,
                        std::span<const std::int64_t> start, std::span<const std::int64_t> strides,
                        std::span<const std::int64_t> out_dims);
 
+// rev: the axes in `dimensions` walked from their last element back.
+StridedCopy rev_copy(std::span<const std::int64_t> operand_dims,
+                     std::span<const std::int64_t> dimensions);
+
 // A copy between two strided views, for the primitives that write an operand into part of
 // their result (pad, concatenate, dynamic_update_slice): element (i_0, ..., i_r) over `dims` of the
 // operand at src.offset + sum i_k src.strides[k] goes to the result at dst_offset + sum i_k

@@ -38,7 +38,9 @@ Array categorical(const Key& key, const Array& logits, std::int64_t axis,
   const std::size_t prefix = dims.size() - batch.size();
   std::vector<std::int64_t> noise(dims.begin(), dims.begin() + static_cast<std::ptrdiff_t>(prefix));
   noise.insert(noise.end(), logits.shape().dims().begin(), logits.shape().dims().end());
-  const Array g = gumbel(key, Shape(noise), logits.dtype(), logits.device());
+  // Traced logits have no device yet: their noise is a host constant of the trace.
+  const Device device = logits.is_traced() ? Device::cpu() : logits.device();
+  const Array g = gumbel(key, Shape(noise), logits.dtype(), device);
   const auto from_end = static_cast<std::int64_t>(a) - logits.rank();
   return argmax(g + logits, from_end);
 }

@@ -12,12 +12,26 @@ namespace {
 
 using Axes = std::vector<std::int64_t>;
 
-// Python's slice.indices(n) for a positive step: [start, stop) clamped to [0, n].
+// The [start, stop) of a Range with a positive step along an axis of n elements, as Python's
+// slice.indices(n) clamps them.
 std::pair<std::int64_t, std::int64_t> forward_bounds(const Range& r, std::int64_t n) {
   auto clamp = [n](std::int64_t i) { return std::clamp<std::int64_t>(i < 0 ? i + n : i, 0, n); };
   const std::int64_t start = r.start ? clamp(*r.start) : 0;
   const std::int64_t stop = r.stop ? clamp(*r.stop) : n;
   return {start, std::max(start, stop)};
+}
+
+// A Range with a negative step as the same elements of the reversed axis (element i of the axis
+// is element n - 1 - i of its reversal) with a positive step.
+Range reversed(const Range& r, std::int64_t n) {
+  // slice.indices(n) for a negative step: start and stop in [-1, n - 1], start defaulting to
+  // the last element and stop to "before the first".
+  auto clamp = [n](std::int64_t i) {
+    return std::clamp<std::int64_t>(i < 0 ? i + n : i, -1, n - 1);
+  };
+  const std::int64_t start = r.start ? clamp(*r.start) : n - 1;
+  const std::int64_t stop = r.stop ? clamp(*r.stop) : -1;
+  return Range{n - 1 - start, n - 1 - stop, -r.step};
 }
 
 }  // namespace
@@ -28,16 +42,20 @@ Array slice(const Array& x, std::span<const Range> ranges) {
                                  x.rank(), "; give at most one per axis"));
   const std::size_t rank = static_cast<std::size_t>(x.rank());
   Axes start(rank, 0), limit = x.shape().dims(), strides(rank, 1);
+  Axes flipped;
   for (std::size_t i = 0; i < ranges.size(); ++i) {
-    const Range& r = ranges[i];
-    if (r.step < 1)
-      throw ValueError(detail::str("slice: axis ", i, " of ", x.aval(), " has step ", r.step,
-                                   "; steps must be >= 1 (reversing an axis, x[::-1], needs "
-                                   "lax.rev, which flaxpp does not have yet)"));
+    Range r = ranges[i];
+    if (r.step == 0)
+      throw ValueError(detail::str("slice: axis ", i, " of ", x.aval(), " has step 0"));
+    if (r.step < 0) {
+      r = reversed(r, limit[i]);
+      flipped.push_back(static_cast<std::int64_t>(i));
+    }
     std::tie(start[i], limit[i]) = forward_bounds(r, limit[i]);
     strides[i] = r.step;
   }
-  return lax::slice(x, start, limit, strides);
+  const Array y = flipped.empty() ? x : lax::rev(x, flipped);
+  return lax::slice(y, start, limit, strides);
 }
 
 Array slice(const Array& x, std::initializer_list<Range> ranges) {

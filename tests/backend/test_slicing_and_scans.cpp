@@ -11,7 +11,10 @@
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/ops/sampling.hpp"
 #include "flaxpp/ops/slicing.hpp"
+#include "flaxpp/random/key.hpp"
+#include "flaxpp/transforms/jit.hpp"
 #include "harness/finite_diff.hpp"
 
 using namespace flaxpp;
@@ -37,7 +40,7 @@ std::vector<double> iota_values(std::int64_t n) {
 
 }  // namespace
 
-TEST_CASE("slice: start, limit and stride per axis, and numpy's x[a:b:c] spelling") {
+TEST_CASE("slice and rev: start, limit and stride per axis, and numpy's x[a:b:c] with any step") {
   const Array x = on_device(iota_values(24), Shape{4, 6});  // x[i, j] = 6i + j
   const Array s = lax::slice(x, {1, 1}, {4, 6}, {2, 2});
   CHECK(s.shape() == Shape{2, 3});
@@ -46,7 +49,14 @@ TEST_CASE("slice: start, limit and stride per axis, and numpy's x[a:b:c] spellin
   CHECK(f64_values(slice(x, {{3, 100}})) == std::vector<double>{18, 19, 20, 21, 22, 23});
   CHECK(slice(x, {{3, 1}}).shape() == Shape{0, 6});
   CHECK_THROWS_WITH_AS(lax::slice(x, {0, 0}, {5, 6}), doctest::Contains("limit <= 4"), ValueError);
-  CHECK_THROWS_WITH_AS(slice(x, {{{}, {}, -1}}), doctest::Contains("lax.rev"), ValueError);
+  CHECK(f64_values(slice(x, {{{}, {}, -2}, {4, 0, -3}})) == std::vector<double>{22, 19, 10, 7});
+  CHECK(f64_values(slice(x, {{-1, -10, -1}, {-1, {}}})) == std::vector<double>{23, 17, 11, 5});
+  CHECK(slice(x, {{0, 3, -1}}).shape() == Shape{0, 6});
+  CHECK(f64_values(lax::rev(x, {0, 1})) == f64_values(slice(x, {{{}, {}, -1}, {{}, {}, -1}})));
+  CHECK_THROWS_WITH_AS(slice(x, {{{}, {}, 0}}), doctest::Contains("step 0"), ValueError);
+  CHECK_THROWS_WITH_AS(lax::rev(x, {1, 1}), doctest::Contains("distinct"), ValueError);
+  check_grad([](auto v) { return std::vector<Array>{lax::rev(v[0], {1})}; },
+             {random_f64(Shape{3, 4}, 16)});
   check_grad(
       [](auto v) {
         return std::vector<Array>{lax::slice(v[0], {1, 0}, {4, 5}, {2, 3})};
@@ -185,4 +195,16 @@ TEST_CASE("sort, argsort and top_k: stable, NaN last (first for top_k), signed z
              {random_f64(Shape{4, 2}, 14)});
   check_grad([](auto v) { return std::vector<Array>{lax::top_k(v[0], 2).first}; },
              {random_f64(Shape{3, 6}, 15)});
+}
+
+TEST_CASE("random.categorical: the same draws eager and under jit, shaped as JAX shapes them") {
+  const random::Key key = random::key(3);
+  const Array logits = astype(on_device(iota_values(12), Shape{3, 4}), DType::f32) * 0.25;
+  const Array eager = random::categorical(key, logits);
+  CHECK(eager.aval() == AVal{Shape{3}, DType::i32});
+  const auto traced = jit([&](const Array& l) { return random::categorical(key, l); });
+  CHECK(traced(logits).to_vector<std::int32_t>() == eager.to_vector<std::int32_t>());
+  CHECK(random::categorical(key, logits, 0, Shape{5, 4}).shape() == Shape{5, 4});
+  CHECK_THROWS_WITH_AS(random::categorical(key, logits, -1, Shape{4}),
+                       doctest::Contains("must end with"), ValueError);
 }

@@ -81,6 +81,9 @@ extern const ir::Primitive scatter_add_p;
 // <= limit <= dim, stride >= 1): the elements start, start + stride, ... below limit of each
 // axis (jax.lax.slice). Its transpose is pad with zeros.
 extern const ir::Primitive slice_p;
+// rev: param "dimensions" (distinct axes): x with those axes reversed (jax.lax.rev). Its
+// transpose is itself.
+extern const ir::Primitive rev_p;
 // pad(x, padding_value): padding_value 0-d of x's dtype; params "low", "high" and "interior"
 // (one per axis): low and high elements of padding_value before and after each axis (negative
 // ones crop), interior ones between its elements (>= 0) (jax.lax.pad).
@@ -166,6 +169,7 @@ ValueError index_outside_error(const std::string& what, std::int64_t index, std:
 // strides: all 1 when empty.
 Array slice(const Array& x, std::vector<std::int64_t> start_indices,
             std::vector<std::int64_t> limit_indices, std::vector<std::int64_t> strides = {});
+Array rev(const Array& x, std::vector<std::int64_t> dimensions);
 // One (low, high, interior) triple per axis of x.
 struct PadConfig {
   std::int64_t low = 0, high = 0, interior = 0;

@@ -14,15 +14,15 @@
 
 namespace flaxpp {
 
-// One axis of x[...]: Python's start:stop:step. start and stop may be absent
-// (the whole axis) or negative (counted from the end), and are clamped to the axis as Python
-// clamps them; step is >= 1.
+// One axis of x[...]: Python's start:stop:step. start and stop may be absent (the whole axis)
+// or negative (counted from the end), and are clamped to the axis as Python clamps them; step
+// is nonzero (negative: backwards, as the axis reversed by lax.rev and sliced forwards).
 struct Range {
   std::optional<std::int64_t> start, stop;
   std::int64_t step = 1;
 };
 // x[r_0, r_1, ...]: axes past the list are whole. x[:, :T] is slice(x, {{}, {0, T}}), x[1:]
-// slice(x, {{1, {}}}), x[::2] slice(x, {{{}, {}, 2}}).
+// slice(x, {{1, {}}}), x[::-1] slice(x, {{{}, {}, -1}}).
 Array slice(const Array& x, std::span<const Range> ranges);
 Array slice(const Array& x, std::initializer_list<Range> ranges);
 

@@ -1,5 +1,6 @@
-// Slicing primitives: slice, pad, concatenate, dynamic_slice and dynamic_update_slice — shape
-// rules and VJPs, each the transpose of another as in JAX (slice's is pad with zeros, pad's a
+// Slicing primitives: slice, rev, pad, concatenate, dynamic_slice and dynamic_update_slice —
+// shape rules and VJPs, each the transpose of another as in JAX (slice's is pad with zeros,
+// rev's itself, pad's a
 // crop and a strided slice, concatenate's one slice per operand, dynamic_slice's
 // dynamic_update_slice into zeros, and dynamic_update_slice's that and a dynamic_slice).
 #include <algorithm>
@@ -12,7 +13,7 @@ namespace {
 using ir::VjpArgs;
 using Axes = std::vector<std::int64_t>;
 
-// Param `name`, one entry per axis of an operand of rank `rank`.
+// Param `name`: one entry per axis of the operand `x`.
 const Axes& per_axis(const std::string& prim, const ir::Params& p, const char* name,
                      const AVal& x) {
   const Axes& v = p.get<Axes>(name);
@@ -87,6 +88,21 @@ const ir::Primitive slice_p(
       return std::vector<Array>{pad(a.cotangents[0], scalar(0, a.cotangents[0].dtype()), config)};
     });
 
+const ir::Primitive rev_p(
+    "rev",
+    [](std::span<const AVal> in, const ir::Params& p) {
+      rules::expect_arity("rev", in, 1);
+      Axes dims = p.get<Axes>("dimensions");
+      std::sort(dims.begin(), dims.end());
+      for (std::size_t i = 0; i < dims.size(); ++i)
+        if (dims[i] < 0 || dims[i] >= in[0].shape.rank() || (i > 0 && dims[i] == dims[i - 1]))
+          rules::fail("rev", detail::str("dimensions must be distinct axes of ", in[0]));
+      return std::vector<AVal>{in[0]};
+    },
+    [](const VjpArgs& a) {
+      return std::vector<Array>{rev(a.cotangents[0], a.params.get<Axes>("dimensions"))};
+    });
+
 const ir::Primitive pad_p(
     "pad",
     [](std::span<const AVal> in, const ir::Params& p) {
@@ -103,6 +119,14 @@ const ir::Primitive pad_p(
         if (interior[i] < 0)
           rules::fail("pad",
                       detail::str("axis ", i, ": interior padding ", interior[i], " must be >= 0"));
+        // In double first: sizes past 2^62 are refused before their int64 sum could wrap.
+        const double size = static_cast<double>(low[i]) + static_cast<double>(high[i]) +
+                            static_cast<double>(d) +
+                            static_cast<double>(std::max<std::int64_t>(d - 1, 0)) *
+                                static_cast<double>(interior[i]);
+        if (size > 0x1p62)
+          rules::fail("pad", detail::str("axis ", i, " of ", x, " would have ", size,
+                                         " elements; padding that large cannot be stored"));
         dims[i] = low[i] + high[i] + d + std::max<std::int64_t>(d - 1, 0) * interior[i];
         if (dims[i] < 0)
           rules::fail("pad",
@@ -226,6 +250,11 @@ Array slice(const Array& x, std::vector<std::int64_t> start_indices,
                    {{"start_indices", std::move(start_indices)},
                     {"limit_indices", std::move(limit_indices)},
                     {"strides", std::move(strides)}});
+}
+
+Array rev(const Array& x, std::vector<std::int64_t> dimensions) {
+  const Array in[] = {x};
+  return ir::bind1(rev_p, in, {{"dimensions", std::move(dimensions)}});
 }
 
 Array pad(const Array& x, const Array& padding_value, std::span<const PadConfig> config) {
