@@ -6,6 +6,7 @@
 #define FLAXPP_KERNELS_SORT_ORDER_HPP
 
 #include <cmath>
+#include <type_traits>
 
 #include "flaxpp/kernels/hd.hpp"
 
@@ -17,7 +18,9 @@ FLAXPP_HD bool sort_less(T a, T b, bool signed_zeros) {
   const bool a_nan = a != a, b_nan = b != b;
   if (a_nan || b_nan) return !a_nan;
   if (a < b) return true;
-  if (signed_zeros && a == b && a == T(0)) return std::signbit(a) && !std::signbit(b);
+  if constexpr (std::is_floating_point_v<T>) {
+    if (signed_zeros && a == b && a == T(0)) return std::signbit(a) && !std::signbit(b);
+  }
   return false;
 }
 
