@@ -91,12 +91,10 @@ Array transpose(const ir::Primitive& prim, std::span<const Array> in, const ir::
 template <EvalFamilies B>
 Array slice(const ir::Primitive& prim, std::span<const Array> in, const ir::Params& params,
             const AVal& out) {
-  std::vector<std::int64_t> strides = params.get<std::vector<std::int64_t>>("strides");
-  if (strides.empty()) strides.assign(static_cast<std::size_t>(out.shape.rank()), 1);
   return B::gather(
       prim, in[0],
       slice_copy(in[0].shape().dims(), params.get<std::vector<std::int64_t>>("start_indices"),
-                 strides, out.shape.dims()),
+                 params.get<std::vector<std::int64_t>>("strides"), out.shape.dims()),
       out);
 }
 

@@ -166,7 +166,7 @@ std::vector<std::int32_t> checked_indices(const Array& indices, std::int64_t siz
 ValueError index_outside_error(const std::string& what, std::int64_t index, std::int64_t position,
                                const std::string& indices, std::int64_t size);
 
-// strides: all 1 when empty.
+// strides: all 1 when empty (the equation then holds ones).
 Array slice(const Array& x, std::vector<std::int64_t> start_indices,
             std::vector<std::int64_t> limit_indices, std::vector<std::int64_t> strides = {});
 Array rev(const Array& x, std::vector<std::int64_t> dimensions);

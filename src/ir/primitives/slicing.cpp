@@ -22,12 +22,6 @@ const Axes& per_axis(const std::string& prim, const ir::Params& p, const char* n
   return v;
 }
 
-// slice's strides param (all 1 when empty).
-Axes slice_strides(const ir::Params& p, std::size_t rank) {
-  const Axes& s = p.get<Axes>("strides");
-  return s.empty() ? Axes(rank, 1) : s;
-}
-
 std::vector<PadConfig> pad_config(const ir::Params& p) {
   const Axes &low = p.get<Axes>("low"), &high = p.get<Axes>("high"),
              &interior = p.get<Axes>("interior");
@@ -58,8 +52,7 @@ const ir::Primitive slice_p(
       const AVal& x = in[0];
       const Axes &start = per_axis("slice", p, "start_indices", x),
                  &limit = per_axis("slice", p, "limit_indices", x);
-      if (!p.get<Axes>("strides").empty()) per_axis("slice", p, "strides", x);
-      const Axes strides = slice_strides(p, start.size());
+      const Axes& strides = per_axis("slice", p, "strides", x);
       Axes dims(start.size());
       for (std::size_t i = 0; i < dims.size(); ++i) {
         const std::int64_t d = x.shape.dims()[i];
@@ -78,7 +71,7 @@ const ir::Primitive slice_p(
       const Shape& x = a.inputs[0].shape();
       const Shape& t = a.cotangents[0].shape();
       const Axes& start = a.params.get<Axes>("start_indices");
-      const Axes strides = slice_strides(a.params, start.size());
+      const Axes& strides = a.params.get<Axes>("strides");
       std::vector<PadConfig> config(start.size());
       for (std::size_t i = 0; i < config.size(); ++i) {
         const std::int64_t n = t.dims()[i];
@@ -245,6 +238,8 @@ const ir::Primitive dynamic_update_slice_p(
 
 Array slice(const Array& x, std::vector<std::int64_t> start_indices,
             std::vector<std::int64_t> limit_indices, std::vector<std::int64_t> strides) {
+  // The equation always holds one stride per axis, so nothing downstream reads an empty list.
+  if (strides.empty()) strides.assign(start_indices.size(), 1);
   const Array in[] = {x};
   return ir::bind1(slice_p, in,
                    {{"start_indices", std::move(start_indices)},
