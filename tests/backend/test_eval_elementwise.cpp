@@ -438,3 +438,28 @@ TEST_CASE("eval: convert_element_type truncates, saturates and maps to bool like
       {"u32 -> f64", cvt(u, f64), {{2}, f64}, {kU32Max, 7}},
   });
 }
+
+TEST_CASE("eval: convert_element_type to and from bf16 and f16 rounds to nearest-even") {
+  // Every backend converts them, the CPU too (a GPU's 16-bit results brought to the host).
+  const DType f32 = DType::f32, bf16 = DType::bf16, f16 = DType::f16;
+  const Array x = make(f32, {5}, {1.0, 0.1, -3.14159, 65504, 70000});
+  const auto through = [](Array values, DType half, DType to) {
+    return [=] { return lax::convert_element_type(lax::convert_element_type(values, half), to); };
+  };
+  run_cases({
+      {"f32 -> bf16 -> f32",
+       through(x, bf16, f32),
+       {{5}, f32},
+       {1.0, 0.10009765625, -3.140625, 65536, 70144}},
+      {"f32 -> f16 -> f32: past 65504 is inf",
+       through(x, f16, f32),
+       {{5}, f32},
+       {1.0, 0.0999755859375, -3.140625, 65504, kInf}},
+      {"f32 -> bf16 -> i32 truncates", through(x, bf16, DType::i32), {{5}, DType::i32},
+       {1, 0, -3, 65536, 70144}},
+      {"f32 -> bf16 -> f64 is exact",
+       through(x, bf16, DType::f64),
+       {{5}, DType::f64},
+       {1.0, 0.10009765625, -3.140625, 65536, 70144}},
+  });
+}

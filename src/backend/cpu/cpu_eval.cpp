@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <type_traits>
+#include <vector>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
 #include "backend/cpu/cpu_tanh.hpp"
@@ -118,10 +119,57 @@ Array Families::select_n(const ir::Primitive& prim, std::span<const Array> in,
   });
 }
 
+namespace {
+
+bool is_half(DType dtype) {
+  return dtype == DType::bf16 || dtype == DType::f16;
+}
+
+// A conversion from or to bfloat16 or float16, which the CPU stores (arrays of a GPU's 16-bit
+// computation brought to the host) but does not compute in: through each element's exact
+// double, rounded to nearest-even as core/dtype.hpp's conversions round; the other side is
+// converted as between any two of the CPU's dtypes (kernels::Convert).
+Array convert_half(const ir::Primitive& prim, const Array& x, const AVal& out) {
+  const std::int64_t n = out.shape.size();
+  std::vector<double> v(static_cast<std::size_t>(n));
+  if (is_half(x.dtype())) {
+    const auto* bits = in_data<std::uint16_t>(x);
+    for (std::int64_t i = 0; i < n; ++i)
+      v[static_cast<std::size_t>(i)] = x.dtype() == DType::bf16 ? bfloat16_bits_to_double(bits[i])
+                                                                : float16_bits_to_double(bits[i]);
+  } else {
+    visit_dtype<kAll>(prim, x.dtype(), [&]<class From>(TypeTag<From>) {
+      const From* xs = in_data<From>(x);
+      for (std::int64_t i = 0; i < n; ++i)
+        v[static_cast<std::size_t>(i)] = static_cast<double>(xs[i]);
+      return Array();
+    });
+  }
+  const Output o(out);
+  if (is_half(out.dtype)) {
+    auto* ys = o.data<std::uint16_t>();
+    for (std::int64_t i = 0; i < n; ++i)
+      ys[i] = out.dtype == DType::bf16 ? round_to_bfloat16_bits(v[static_cast<std::size_t>(i)])
+                                       : round_to_float16_bits(v[static_cast<std::size_t>(i)]);
+    return o.array();
+  }
+  return visit_dtype<kAll>(prim, out.dtype, [&]<class To>(TypeTag<To>) {
+    using ToValue = std::conditional_t<std::is_same_v<To, std::uint8_t>, bool, To>;
+    const kernels::Convert<ToValue> convert;
+    To* ys = o.data<To>();
+    for (std::int64_t i = 0; i < n; ++i)
+      ys[i] = static_cast<To>(convert(v[static_cast<std::size_t>(i)]));
+    return o.array();
+  });
+}
+
+}  // namespace
+
 Array Families::convert_element_type(const ir::Primitive& prim, std::span<const Array> in,
                                      const ir::Params& /*params*/, const AVal& out) {
   const Array& x = in[0];
   if (x.dtype() == out.dtype) return x;
+  if (is_half(x.dtype()) || is_half(out.dtype)) return convert_half(prim, x, out);
   return visit_dtype<kAll>(prim, x.dtype(), [&]<class From>(TypeTag<From>) {
     return visit_dtype<kAll>(prim, out.dtype, [&]<class To>(TypeTag<To>) {
       // Bool is stored as a byte but converts with bool semantics (x != 0).
