@@ -41,6 +41,8 @@ namespace {
 
 std::mutex g_default_mutex;
 std::optional<Device> g_default_device;
+// The innermost DefaultDeviceScope's device on this thread.
+thread_local std::optional<Device> t_scoped_device;
 
 Device initial_default_device() {
   if (const char* env = std::getenv("FLAXPP_DEVICE"); env != nullptr && *env != '\0') {
@@ -54,6 +56,7 @@ Device initial_default_device() {
 }  // namespace
 
 Device default_device() {
+  if (t_scoped_device) return *t_scoped_device;
   std::lock_guard lock(g_default_mutex);
   if (!g_default_device) g_default_device = initial_default_device();
   return *g_default_device;
@@ -63,6 +66,14 @@ void set_default_device(Device device) {
   backend(device);  // validate before storing
   std::lock_guard lock(g_default_mutex);
   g_default_device = device;
+}
+
+DefaultDeviceScope::DefaultDeviceScope(Device device) : previous_(t_scoped_device) {
+  t_scoped_device = device;
+}
+
+DefaultDeviceScope::~DefaultDeviceScope() {
+  t_scoped_device = previous_;
 }
 
 }  // namespace flaxpp

@@ -171,6 +171,8 @@ std::vector<Tree> CompiledStep::operator()(std::vector<Tree> args) const {
 
 std::vector<Tree> CompiledStep::run(std::vector<Tree> args) const {
   const Impl& s = *impl_;
+  // What the step makes without operands (iota) is made where it computes, as under jax.jit.
+  const DefaultDeviceScope on_step_device(s.device);
   // Host leaves of a GPU step go to the GPU first, as jax.jit puts its arguments (an optax
   // count made by init on the host): the step then computes on one device only.
   if (s.device.kind != DeviceKind::cpu)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstddef>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -35,5 +36,19 @@ bool is_available(DeviceKind kind);
 // overrides both; asking for an unavailable device is a DeviceError.
 Device default_device();
 void set_default_device(Device device);
+
+// Within its lifetime, on this thread, default_device() is `device` (jax.default_device): the
+// device of arrays made without one and of primitives without operands (iota). jit runs each
+// step in its device's scope, so that such values are made where the step computes.
+class DefaultDeviceScope {
+ public:
+  explicit DefaultDeviceScope(Device device);
+  ~DefaultDeviceScope();
+  DefaultDeviceScope(const DefaultDeviceScope&) = delete;
+  DefaultDeviceScope& operator=(const DefaultDeviceScope&) = delete;
+
+ private:
+  std::optional<Device> previous_;
+};
 
 }  // namespace flaxpp
