@@ -84,17 +84,22 @@ class Runner:
         return rc, log.read_text(errors="replace"), time.monotonic() - start, log
 
 
+def matches(pattern: str, output: str) -> bool:
+    """ctest's regular expressions: '.' matches newlines too (cmsys::RegularExpression)."""
+    return re.search(pattern, output, re.DOTALL) is not None
+
+
 def judge(item: RunItem, rc: int | None, output: str) -> tuple[str, str]:
     """ctest's rules, except that a skip is a failure: the job did not see the GPU."""
     if rc is None:
         return "TIMEOUT", f"still running after its limit ({item.timeout_s} s or the total's)"
-    if any(re.search(r, output) for r in item.skip_regex) or (
+    if any(matches(r, output) for r in item.skip_regex) or (
             item.skip_return_code is not None and rc == item.skip_return_code):
         return "SKIPPED", "it saw no GPU"
-    if any(re.search(r, output) for r in item.fail_regex):
+    if any(matches(r, output) for r in item.fail_regex):
         return "FAIL", "its output matches a FAIL_REGULAR_EXPRESSION"
     if item.pass_regex:
-        ok = any(re.search(r, output) for r in item.pass_regex)
+        ok = any(matches(r, output) for r in item.pass_regex)
         return ("PASS", "") if ok else ("FAIL", "its output lacks the expected line")
     ok = (rc == 0) != item.will_fail
     return ("PASS", "") if ok else ("FAIL", f"exit status {rc}")

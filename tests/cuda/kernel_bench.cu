@@ -56,8 +56,9 @@ struct Device {
   ~Device() { cudaFree(p); }
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
-  std::vector<T> host() const {
-    std::vector<T> out(static_cast<std::size_t>(n));
+  // The first `count` elements (all of them by default).
+  std::vector<T> host(std::int64_t count = -1) const {
+    std::vector<T> out(static_cast<std::size_t>(count < 0 ? n : count));
     check_cuda(cudaMemcpy(out.data(), p, out.size() * sizeof(T), cudaMemcpyDeviceToHost), "download");
     return out;
   }
@@ -238,8 +239,9 @@ void layout(std::int64_t side) {
                  {static_cast<float>(seen.seen), static_cast<float>(seen.index),
                   static_cast<float>(seen.position), static_cast<float>(seen.rows)},
                  {1.0f, static_cast<float>(rows), 5.0f, static_cast<float>(rows)}, 0);
+    const std::vector<float> taken = out.host();  // one copy: both iterators must be its
     expect_close("take: a bad index clamped",
-                 std::vector<float>(out.host().begin() + 5 * width, out.host().begin() + 6 * width),
+                 std::vector<float>(taken.begin() + 5 * width, taken.begin() + 6 * width),
                  std::vector<float>(a.end() - width, a.end()), 0);
     const std::int64_t vocab = 50304, d = 768, tokens = side * 8;
     const std::vector<std::int32_t> big_idx = embedding_ids(tokens, vocab);
@@ -296,10 +298,10 @@ void reductions(std::int64_t rows) {
     row_sums[static_cast<std::size_t>(r)] = static_cast<float>(acc);
   }
   check_cuda(k::launch_reduce_rows_warp(k::Add{}, x.p, 100, cols, 0.0f, out.p, nullptr), "rows");
-  expect_close("reduce rows (warp per row)", std::vector<float>(out.host().begin(), out.host().begin() + 100),
+  expect_close("reduce rows (warp per row)", out.host(100),
                row_sums, 1e-5f);
   check_cuda(k::launch_reduce_rows_block(k::Add{}, x.p, 100, cols, 0.0f, out.p, nullptr), "rows");
-  expect_close("reduce rows (block per row)", std::vector<float>(out.host().begin(), out.host().begin() + 100),
+  expect_close("reduce rows (block per row)", out.host(100),
                row_sums, 1e-5f);
   check_cuda(k::launch_reduce_columns(k::Add{}, x.p, 100, cols, 100, 1, 0.0f, out.p, nullptr), "columns");
   expect_close("reduce columns", out.host(), col_sums, 1e-5f);

@@ -184,6 +184,11 @@ TEST_CASE("CUDA parity: dot_general_bias through cuBLASLt's bias epilogue, f32 a
 TEST_CASE("CUDA precision: float32 by default, TF32 only when asked for" * doctest::skip(kNoGpu)) {
   const Array a = random_f32(Shape{256, 256}, 13);
   REQUIRE(default_matmul_precision() == MatmulPrecision::float32);
+  // The operand reaches the GPU bit for bit (a pageable upload goes through a pinned slot).
+  const Array on_gpu = a.to(Device::cuda(0));
+  CHECK(on_gpu.to(Device::cpu()).to_vector<float>() == a.to_vector<float>());
+  CHECK(matmul(on_gpu, on_gpu).to(Device::cpu()).to_vector<float>() ==
+        matmul(on_gpu, on_gpu).to(Device::cpu()).to_vector<float>());
   check_parity([](auto v) { return matmul(v[0], v[0]); }, {a}, 2e-5);
   set_default_matmul_precision(MatmulPrecision::tensorfloat32);
   const double tf32 = check_parity([](auto v) { return matmul(v[0], v[0]); }, {a}, 1e-2);
@@ -265,7 +270,8 @@ TEST_CASE("CUDA training: a bf16 MLP trains with float32 params and one fused up
   auto losses = [&](std::optional<DType> dtype, Device device) {
     const nn::MLP mlp{.features = {32, 10}, .dtype = dtype};
     train::ClassifierStep step(train::mlp_apply(mlp, std::nullopt), optim::adam(0.01));
-    Tree params = nn::Model(mlp).init(random::key(0), x)["params"];
+    // Initialised where it computes: the CPU stores bf16 but computes nothing in it.
+    Tree params = nn::Model(mlp).init(random::key(0), x.to(device))["params"];
     params = tree_map(params, [&](const Array& p) { return p.to(device); });
     train::TrainState state = step.init(params);
     std::vector<float> out;

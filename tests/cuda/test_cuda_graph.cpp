@@ -240,7 +240,7 @@ TEST_CASE("CUDA graphs: a bf16 model with LayerNorm replays with the eager step'
         },
         optim::adam(0.01));
     step.set_graphs(graphs);
-    Tree params = model.init(random::key(5), data[0].x)["params"];
+    Tree params = model.init(random::key(5), data[0].x.to(Device::cuda(0)))["params"];  // bf16 on the GPU
     params = tree_map(params, [](const Array& p) { return p.to(Device::cuda(0)); });
     Run r{{}, step.init(params), 0};
     params = Tree();
@@ -321,7 +321,7 @@ TEST_CASE("CUDA jit: a bf16 model's 16-bit chains fuse, with the unfused step's 
     })(a[0]);
     return std::vector<Tree>{Tree(loss), grads};
   };
-  Tree params = nn::Model(mlp).init(random::key(5), b.x)["params"];
+  Tree params = nn::Model(mlp).init(random::key(5), b.x.to(Device::cuda(0)))["params"];  // bf16 on the GPU
   params = tree_map(params, [](const Array& p) { return p.to(Device::cuda(0)); });
   const std::vector<Tree> args{params, Tree(b.x.to(Device::cuda(0))),
                                Tree(b.y.to(Device::cuda(0)))};

@@ -166,7 +166,10 @@ ir::Graph doubling(bool collective) {
 }
 
 // The installed agreement for one test: it answers `answer(vote)` and keeps the votes.
+// On the CPU, whatever the default device (ctest's CUDA rerun makes it the GPU): the graph's
+// literal and everything the recording makes are host arrays.
 struct InstalledFake {
+  DefaultDeviceScope on_cpu{Device::cpu()};
   std::vector<RecordingVote> votes;
   std::function<RecordingVote(RecordingVote)> answer = [](RecordingVote v) { return v; };
   InstalledFake() {

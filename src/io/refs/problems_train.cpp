@@ -27,7 +27,7 @@ Array take_rows(const Array& a, std::int64_t start, std::int64_t bs) {
   }
   std::vector<std::int64_t> dims = a.shape().dims();
   dims[0] = bs;
-  return Array::from_vector(out, Shape(dims));
+  return Array::from_vector(out, Shape(dims), Device::cpu());
 }
 
 // Columns [from, to) of a (N, T) array, as a new host array.
@@ -38,7 +38,7 @@ Array columns(const Array& a, std::int64_t from, std::int64_t to) {
   out.reserve(static_cast<std::size_t>(n * (to - from)));
   for (std::int64_t r = 0; r < n; ++r)
     out.insert(out.end(), v.begin() + r * t + from, v.begin() + r * t + to);
-  return Array::from_vector(out, Shape{n, to - from});
+  return Array::from_vector(out, Shape{n, to - from}, Device::cpu());
 }
 
 // `apply` trained from `params` by the step of mean softmax cross-entropy with integer labels,
