@@ -38,6 +38,7 @@
 #include "flaxpp/nn/scope.hpp"
 #include "flaxpp/nn/sequential.hpp"
 #include "flaxpp/nn/transformer_block.hpp"
+#include "flaxpp/nn/vmap.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/ops/sampling.hpp"
@@ -56,4 +57,5 @@
 #include "flaxpp/transforms/jit.hpp"
 #include "flaxpp/transforms/scan.hpp"
 #include "flaxpp/transforms/trace.hpp"
+#include "flaxpp/transforms/vmap.hpp"
 #include "flaxpp/transforms/while_loop.hpp"

@@ -1,5 +1,8 @@
-// The registries of flaxpp/ir/primitive_rules.hpp: effects and calls, keyed by primitive.
+// The registries of flaxpp/ir/primitive_rules.hpp: effects, calls, loops and batching rules,
+// keyed by primitive.
 #include "flaxpp/ir/primitive_rules.hpp"
+
+#include "flaxpp/ir/lax.hpp"
 
 #include <mutex>
 #include <unordered_map>
@@ -13,6 +16,7 @@ struct Registry {
   std::mutex mutex;
   std::unordered_map<const Primitive*, Effects> effects;
   std::unordered_map<const Primitive*, std::string> calls, loops;
+  std::unordered_map<const Primitive*, BatchRule> batching;
 };
 
 Registry& registry() {
@@ -69,6 +73,38 @@ void register_loop(const Primitive& prim, std::string body) {
 
 const std::string* loop_body(const Primitive& prim) {
   return body_param(&Registry::loops, prim);
+}
+
+void register_batching(const Primitive& prim, BatchRule rule) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.batching[&prim] = std::move(rule);
+}
+
+const BatchRule* batching_rule(const Primitive& prim) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  const auto it = r.batching.find(&prim);
+  return it == r.batching.end() ? nullptr : &it->second;
+}
+
+Array with_batch_axis(const Array& x, bool batched, std::int64_t size) {
+  if (batched) return x;
+  std::vector<std::int64_t> dims{size}, axes;
+  for (std::int64_t i = 0; i < x.rank(); ++i) {
+    dims.push_back(x.shape()[i]);
+    axes.push_back(i + 1);
+  }
+  return lax::broadcast_in_dim(x, Shape(std::move(dims)), std::move(axes));
+}
+
+Array move_axis(const Array& x, std::int64_t from, std::int64_t to) {
+  if (from == to) return x;
+  std::vector<std::int64_t> perm;
+  for (std::int64_t i = 0; i < x.rank(); ++i)
+    if (i != from) perm.push_back(i);
+  perm.insert(perm.begin() + to, from);
+  return lax::transpose(x, std::move(perm));
 }
 
 const Graph& call_graph(const Eqn& e) {

@@ -5,6 +5,7 @@
 #include "flaxpp/ir/graph.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ir/primitive_rules.hpp"
+#include "transforms/batching.hpp"
 #include "transforms/checkpoint_ad.hpp"
 
 namespace flaxpp {
@@ -37,8 +38,19 @@ namespace {
 // A call (jit inlines the region once it is differentiated, the executor runs it inline),
 // differentiated by its own reverse rule (checkpoint_ad.cpp), and flattened into a region
 // that holds it.
+// Batched, the region is its body batched (what it saves is decided as before, by its policy).
+ir::BatchedResults checkpoint_batched(const ir::BatchArgs& a) {
+  transforms::BatchedGraph b = transforms::batch_graph(body(a.params), a.batched, a.size);
+  std::vector<Array> operands = std::move(b.consts);
+  operands.insert(operands.end(), a.inputs.begin(), a.inputs.end());
+  ir::Params params = a.params;
+  params.set("jaxpr", std::make_shared<const ir::Graph>(std::move(b.graph)));
+  return {ir::bind(checkpoint_p, operands, params), std::move(b.out_batched)};
+}
+
 const bool checkpoint_rules_registered = [] {
   ir::register_call(checkpoint_p, "jaxpr");
+  ir::register_batching(checkpoint_p, checkpoint_batched);
   transforms::register_reverse_rule(
       checkpoint_p, {.replay = transforms::replay_region, .flatten_in_regions = true});
   return true;
@@ -63,6 +75,17 @@ const ir::Primitive device_put_p(
       be.copy_async(x.buffer(), *out, x.nbytes());
       return std::vector<Array>{Array(std::move(out), x.shape(), x.dtype())};
     });
+
+namespace {
+// A copy moves the batch as it moves one example.
+const bool device_put_batching_registered =
+    (ir::register_batching(
+         device_put_p,
+         [](const ir::BatchArgs& a) {
+           return ir::BatchedResults{ir::bind(device_put_p, a.inputs, a.params), {true}};
+         }),
+     true);
+}  // namespace
 
 ArrayFn checkpoint(ArrayFn f, PolicyPtr policy, std::vector<int> static_argnums, bool prevent_cse) {
   if (!policy) policy = checkpoint_policies::nothing_saveable();

@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "flaxpp/ir/primitive_rules.hpp"
+#include "transforms/batching.hpp"
 
 namespace flaxpp {
 namespace {
@@ -66,8 +67,34 @@ const ir::Primitive custom_vjp_call_p(
     });
 
 namespace {
+
+// Batched, the call is its primal function batched, with the same rule: the rule then receives
+// the batch (every operand and result given the batch axis, first), which rules written
+// elementwise, as relu's, treat as they treat one example.
+ir::BatchedResults custom_vjp_call_batched(const ir::BatchArgs& a) {
+  std::vector<Array> inputs;
+  std::vector<bool> batched(a.inputs.size(), true);
+  for (std::size_t i = 0; i < a.inputs.size(); ++i)
+    inputs.push_back(ir::with_batch_axis(a.inputs[i], a.batched[i], a.size));
+  transforms::BatchedGraph b =
+      transforms::batch_graph(body(a.params), batched, a.size, /*all_outputs_batched=*/true);
+  if (!b.consts.empty())
+    throw ValueError(
+        detail::str("vmap of custom_vjp_call (rule \"", a.params.get<std::string>("rule"),
+                    "\"): its batched primal function captures ", b.consts.size(),
+                    " values, which the rule's operands cannot carry; pass them as inputs"));
+  ir::Params params = a.params;
+  params.set("call", std::make_shared<const ir::Graph>(std::move(b.graph)));
+  return {ir::bind(a.prim, inputs, params), std::move(b.out_batched)};
+}
+
 // A call of the primal function: jit inlines it once the step is differentiated.
-const bool custom_vjp_call_is_call = (ir::register_call(custom_vjp_call_p, "call"), true);
+const bool custom_vjp_call_rules_registered = [] {
+  ir::register_call(custom_vjp_call_p, "call");
+  ir::register_batching(custom_vjp_call_p, custom_vjp_call_batched);
+  return true;
+}();
+
 }  // namespace
 
 std::vector<Array> custom_vjp_call(const CustomVjpRule& rule, const ArrayFn& forward,

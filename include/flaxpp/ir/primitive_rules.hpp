@@ -3,13 +3,18 @@
 // (JAX's per-primitive rule tables), so that no generic file names a primitive:
 //   - effects: what an equation does besides computing its results from its operands;
 //   - calls and loops: a primitive whose equation runs a graph it holds on its operands, once
-//     or once per iteration.
+//     or once per iteration;
+//   - batching: how an equation runs on a batch of examples at once (jax.vmap's rules).
 // The transforms layer keeps its reverse-mode rules beside these
 // (src/transforms/tape.hpp). Register before first use: from a static initialiser of the
 // primitive's own file.
 #pragma once
 
+#include <cstdint>
+#include <functional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "flaxpp/ir/graph.hpp"
 #include "flaxpp/ir/primitive.hpp"
@@ -56,5 +61,34 @@ void register_loop(const Primitive& prim, std::string body);
 // The param holding the body of a loop's equation, or nullptr for a primitive that is not a
 // loop.
 const std::string* loop_body(const Primitive& prim);
+
+// Batching (JAX's per-primitive batching rules, on which transforms/vmap.hpp stands): an
+// equation applied to a batch of examples in one go. An operand marked batched carries the batch
+// axis, of length `size`, as its axis 0, ahead of the axes the equation's params describe; an
+// operand not marked is the same for every example. A rule binds primitives on them (recorded
+// by an enclosing trace, evaluated otherwise) and returns the equation's results for every
+// example, each marked batched (its axis 0 the batch axis) or not. vmap calls a rule only when
+// at least one operand is batched, and checks what it returns against the shape rule.
+struct BatchArgs {
+  const Primitive& prim;
+  std::span<const Array> inputs;
+  const std::vector<bool>& batched;
+  const Params& params;
+  std::int64_t size = 0;
+};
+struct BatchedResults {
+  std::vector<Array> outputs;
+  std::vector<bool> batched;
+};
+using BatchRule = std::function<BatchedResults(const BatchArgs& args)>;
+void register_batching(const Primitive& prim, BatchRule rule);
+// The batching rule of `prim`, or nullptr where it has none (vmap then refuses an equation
+// of it whose operands are batched, naming it).
+const BatchRule* batching_rule(const Primitive& prim);
+// For writing rules: x with the batch axis (x itself where batched, else x broadcast along a
+// new axis 0 of length `size`), and x with its axis `from` moved to `to`, the others in order
+// (jnp.moveaxis: a result's batch axis must end up first).
+Array with_batch_axis(const Array& x, bool batched, std::int64_t size);
+Array move_axis(const Array& x, std::int64_t from, std::int64_t to);
 
 }  // namespace flaxpp::ir

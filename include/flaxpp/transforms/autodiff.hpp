@@ -144,11 +144,12 @@ ValueAndGrad value_and_grad(const TreeLossFn& f, std::span<const Tree> args,
 template <class F>
   requires(!std::is_invocable_v<const F&, std::span<const Tree>>)
 auto value_and_grad(F f) {
-  return [f = std::move(f)]<class X0, class... Xs>(const X0& x0, const Xs&... xs) {
-    static_assert(((std::is_same_v<X0, Array> || std::is_same_v<X0, Tree>) && ... &&
-                   (std::is_same_v<Xs, Array> || std::is_same_v<Xs, Tree>)),
-                  "value_and_grad(f)(args...): the arguments are Arrays and Trees; use the "
-                  "TreeLossFn form for others");
+  // Constrained rather than asserted, so that other transforms can ask whether it takes
+  // their argument types (jit's and vmap's typed forms do).
+  return [f = std::move(f)]<class X0, class... Xs>(const X0& x0, const Xs&... xs)
+    requires((std::is_same_v<X0, Array> || std::is_same_v<X0, Tree>) && ... &&
+             (std::is_same_v<Xs, Array> || std::is_same_v<Xs, Tree>))
+  {
     const std::vector<Tree> args{Tree(x0), Tree(xs)...};
     const int argnums[] = {0};
     ValueAndGrad r = value_and_grad(
@@ -165,7 +166,11 @@ auto value_and_grad(F f) {
 template <class F>
   requires(!std::is_invocable_v<const F&, std::span<const Tree>>)
 auto grad(F f) {
-  return [vg = value_and_grad(std::move(f))](const auto&... xs) { return vg(xs...).second; };
+  using ValueAndGradFn = decltype(value_and_grad(std::move(f)));
+  return [vg = value_and_grad(std::move(f))](const auto&... xs)
+             -> decltype(std::declval<const ValueAndGradFn&>()(xs...).second) {
+    return vg(xs...).second;
+  };
 }
 
 }  // namespace flaxpp

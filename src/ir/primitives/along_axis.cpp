@@ -99,6 +99,20 @@ const ir::Primitive permute_along_axis_p(
       return std::vector<Array>{permute_along_axis(a.cotangents[0], inverse, axis), Array()};
     });
 
+namespace {
+
+// The batch axis is one more axis along which the lines lie side by side.
+const bool along_axis_batching_registered = [] {
+  ir::register_batching(argmax_p, rules::batch_along_axes({"axes"}));
+  ir::register_batching(argmin_p, rules::batch_along_axes({"axes"}));
+  ir::register_batching(cumsum_p, rules::batch_along_axes({"axis"}));
+  ir::register_batching(argsort_p, rules::batch_along_axes({"dimension"}));
+  ir::register_batching(permute_along_axis_p, rules::batch_along_axes({"axis"}));
+  return true;
+}();
+
+}  // namespace
+
 Array argmax(const Array& x, std::int64_t axis, DType index_dtype) {
   return arg_reduce(argmax_p, x, axis, index_dtype);
 }

@@ -184,6 +184,37 @@ std::vector<AVal> dot_general_bias_rule(std::span<const AVal> in, const ir::Para
 
 const ir::Primitive dot_general_bias_p("dot_general_bias", dot_general_bias_rule);
 
+namespace {
+
+// Both operands batched: the batch axis is one more batch dimension, the result's first. One
+// batched: a free axis of it, moved to the front of the result (JAX's _dot_general_batch_rule).
+ir::BatchedResults dot_general_batched(const ir::BatchArgs& a) {
+  const auto& d = a.params.get<DotDimensionNumbers>("dimension_numbers");
+  const bool lhs = a.batched[0], rhs = a.batched[1];
+  DotDimensionNumbers b{lhs ? rules::past_batch_axis(d.lhs_contracting) : d.lhs_contracting,
+                        rhs ? rules::past_batch_axis(d.rhs_contracting) : d.rhs_contracting,
+                        lhs ? rules::past_batch_axis(d.lhs_batch) : d.lhs_batch,
+                        rhs ? rules::past_batch_axis(d.rhs_batch) : d.rhs_batch};
+  // Where the batch axis lands: the result's axes are the batch dims, lhs free, rhs free.
+  std::int64_t at = 0;
+  if (lhs && rhs) {
+    b.lhs_batch = rules::prefixed(0, b.lhs_batch);
+    b.rhs_batch = rules::prefixed(0, b.rhs_batch);
+  } else if (lhs) {
+    at = static_cast<std::int64_t>(d.lhs_batch.size());
+  } else {
+    at = a.inputs[0].rank() - static_cast<std::int64_t>(d.lhs_contracting.size());
+  }
+  const Array out =
+      ir::bind1(a.prim, a.inputs, rules::with_param(a.params, "dimension_numbers", std::move(b)));
+  return {{ir::move_axis(out, at, 0)}, {true}};
+}
+
+const bool dot_general_batching_registered =
+    (ir::register_batching(dot_general_p, dot_general_batched), true);
+
+}  // namespace
+
 MatmulPrecision dot_precision(const ir::Params& params) {
   return params.has("precision") ? matmul_precision_from_name(params.get<std::string>("precision"))
                                  : MatmulPrecision::float32;

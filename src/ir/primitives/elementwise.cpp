@@ -218,4 +218,20 @@ Array integer_pow(const Array& x, std::int64_t y) {
   return apply_unary(integer_pow_p, x, {{"y", y}});
 }
 
+namespace {
+
+// Binary operands that are 0-d for every example stay so: the primitive broadcasts them.
+const bool elementwise_batching_registered = [] {
+#define FLAXPP_REGISTER_BATCHING(name, Functor, dtypes, ...) \
+  ir::register_batching(name##_p, rules::batch_elementwise(2));
+  FLAXPP_ELEMENTWISE_BINARY(FLAXPP_REGISTER_BATCHING)
+  FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_REGISTER_BATCHING)
+  FLAXPP_ELEMENTWISE_UNARY(FLAXPP_REGISTER_BATCHING)
+#undef FLAXPP_REGISTER_BATCHING
+  ir::register_batching(integer_pow_p, rules::batch_elementwise(0));
+  return true;
+}();
+
+}  // namespace
+
 }  // namespace flaxpp::lax

@@ -2,6 +2,7 @@
 // axis=0), which JAX writes as a gather) and scatter_add (its transpose: rows added back at
 // those indices) — shape rules and VJPs, and the range check of indices every backend runs.
 #include <algorithm>
+#include <limits>
 
 #include "rules.hpp"
 
@@ -65,6 +66,68 @@ const ir::Primitive scatter_add_p(
       const Array& ct = a.cotangents[0];
       return std::vector<Array>{ct, Array(), take(ct, a.inputs[1])};
     });
+
+namespace {
+
+// Batched indices `indices` (size, idx...) into rows (size, n, rest...) seen as one table of
+// size * n rows: example b's index i picks row b * n + i. An index outside [0, n) becomes -1,
+// so that the backends still refuse it (naming -1, not the index given).
+Array rows_of_flat_table(const Array& indices, std::int64_t n, std::int64_t size) {
+  if (size * n > std::numeric_limits<std::int32_t>::max())
+    rules::fail("vmap of take/scatter_add",
+                detail::str("a batch of ", size, " tables of ", n,
+                            " rows is past int32 indices; map over fewer examples at once"));
+  const Array first =
+      mul(iota(DType::i32, indices.shape(), 0), scalar(static_cast<double>(n), DType::i32));
+  const Array clamped =
+      max(min(indices, scalar(static_cast<double>(n - 1), DType::i32)), scalar(0, DType::i32));
+  return select(eq(indices, clamped), add(indices, first), full_like(indices, -1));
+}
+
+// (size, n, rest...) as (size * n, rest...), and back.
+Array merge_batch_axis(const Array& x) {
+  Axes dims(x.shape().dims().begin() + 1, x.shape().dims().end());
+  dims[0] *= x.shape()[0];
+  return reshape(x, Shape(dims));
+}
+Array split_batch_axis(const Array& x, std::int64_t size) {
+  Axes dims = rules::prefixed(size, x.shape().dims());
+  dims[1] /= size;
+  return reshape(x, Shape(dims));
+}
+
+// Indices the same for every example: the rows' batch axis moves behind the row axis, where
+// take keeps it (the backends check each index as given). Batched indices: one flat table.
+ir::BatchedResults take_batched(const ir::BatchArgs& a) {
+  const Array& x = a.inputs[0];
+  const Array& indices = a.inputs[1];
+  if (!a.batched[0]) return {{take(x, indices)}, {true}};
+  if (!a.batched[1])
+    return {{ir::move_axis(take(ir::move_axis(x, 0, 1), indices), indices.rank(), 0)}, {true}};
+  return {{take(merge_batch_axis(x), rows_of_flat_table(indices, x.shape()[1], a.size))}, {true}};
+}
+
+ir::BatchedResults scatter_add_batched(const ir::BatchArgs& a) {
+  const Array x = ir::with_batch_axis(a.inputs[0], a.batched[0], a.size);
+  const Array updates = ir::with_batch_axis(a.inputs[2], a.batched[2], a.size);
+  const Array& indices = a.inputs[1];
+  if (!a.batched[1]) {
+    const Array sum =
+        scatter_add(ir::move_axis(x, 0, 1), indices, ir::move_axis(updates, 0, indices.rank()));
+    return {{ir::move_axis(sum, 1, 0)}, {true}};
+  }
+  const Array sum =
+      scatter_add(merge_batch_axis(x), rows_of_flat_table(indices, x.shape()[1], a.size), updates);
+  return {{split_batch_axis(sum, a.size)}, {true}};
+}
+
+const bool indexing_batching_registered = [] {
+  ir::register_batching(take_p, take_batched);
+  ir::register_batching(scatter_add_p, scatter_add_batched);
+  return true;
+}();
+
+}  // namespace
 
 Array iota(DType dtype, const Shape& shape, std::int64_t dimension) {
   return ir::bind1(iota_p, {},

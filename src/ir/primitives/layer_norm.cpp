@@ -85,4 +85,64 @@ Array layer_norm_dscale(const Array& x, const Array& dy, double epsilon) {
   return ir::bind1(layer_norm_dscale_p, in, {{"epsilon", epsilon}});
 }
 
+namespace {
+
+// Batching. The rows of every example are rows of the batch; a scale or bias that differs
+// between examples is applied after normalising with ones and zeros (which rounds once more
+// than the fused formula, scale multiplying (x - mean) r instead of r).
+
+// A (F,) array of `value` for the features of x.
+Array features_full(const Array& x, double value) {
+  return broadcast_in_dim(scalar(value, x.dtype()), Shape{x.shape().dims().back()}, {});
+}
+
+// (size, F) as x's shape (size, ..., F).
+Array per_example_features(const Array& v, const Array& x) {
+  return broadcast_in_dim(v, x.shape(), {0, x.rank() - 1});
+}
+
+ir::BatchedResults layer_norm_batched(const ir::BatchArgs& a) {
+  const double epsilon = a.params.get<double>("epsilon");
+  const Array x = ir::with_batch_axis(a.inputs[0], a.batched[0], a.size);
+  if (!a.batched[1] && !a.batched[2])
+    return {{layer_norm(x, a.inputs[1], a.inputs[2], epsilon)}, {true}};
+  const Array xhat = layer_norm(x, features_full(x, 1), features_full(x, 0), epsilon);
+  const auto full = [&](std::size_t i) {
+    return a.batched[i] ? per_example_features(a.inputs[i], x)
+                        : broadcast_in_dim(a.inputs[i], x.shape(), {x.rank() - 1});
+  };
+  return {{add(mul(xhat, full(1)), full(2))}, {true}};
+}
+
+ir::BatchedResults layer_norm_dx_batched(const ir::BatchArgs& a) {
+  const double epsilon = a.params.get<double>("epsilon");
+  const Array x = ir::with_batch_axis(a.inputs[0], a.batched[0], a.size);
+  const Array dy = ir::with_batch_axis(a.inputs[2], a.batched[2], a.size);
+  if (!a.batched[1]) return {{layer_norm_dx(x, a.inputs[1], dy, epsilon)}, {true}};
+  // dx reads scale only through g = dy * scale.
+  return {{layer_norm_dx(x, features_full(x, 1), mul(dy, per_example_features(a.inputs[1], x)),
+                         epsilon)},
+          {true}};
+}
+
+ir::BatchedResults layer_norm_dscale_batched(const ir::BatchArgs& a) {
+  const double epsilon = a.params.get<double>("epsilon");
+  const Array x = ir::with_batch_axis(a.inputs[0], a.batched[0], a.size);
+  const Array dy = ir::with_batch_axis(a.inputs[1], a.batched[1], a.size);
+  const Array xhat = layer_norm(x, features_full(x, 1), features_full(x, 0), epsilon);
+  Axes rows = leading_axes(x.rank());
+  rows.erase(rows.begin());
+  const Array product = mul(dy, xhat);
+  return {{rows.empty() ? product : reduce_sum(product, rows)}, {true}};
+}
+
+const bool layer_norm_batching_registered = [] {
+  ir::register_batching(layer_norm_p, layer_norm_batched);
+  ir::register_batching(layer_norm_dx_p, layer_norm_dx_batched);
+  ir::register_batching(layer_norm_dscale_p, layer_norm_dscale_batched);
+  return true;
+}();
+
+}  // namespace
+
 }  // namespace flaxpp::lax

@@ -1,13 +1,15 @@
-// Helpers shared by the primitive definition files: shape-rule checks with clear errors and
-// cotangent reshaping. Private to src/ir/primitives.
+// Helpers shared by the primitive definition files: shape-rule checks with clear errors,
+// cotangent reshaping and the common batching rules. Private to src/ir/primitives.
 #pragma once
 
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "flaxpp/core/aval.hpp"
 #include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ir/primitive_rules.hpp"
 
 namespace flaxpp::lax::rules {
 
@@ -21,5 +23,27 @@ void expect_floating(const std::string& prim, const AVal& a);
 // elementwise result: summed over all axes when the operand was 0-d.
 Array unbroadcast(const Array& ct, const AVal& operand);
 std::string avals_str(std::span<const AVal> in);
+
+// Batching rules (ir::register_batching; ir::with_batch_axis and ir::move_axis are there): an
+// operand marked batched carries the batch axis first.
+
+// Axes of one example as axes of the batch: each one further on.
+std::vector<std::int64_t> past_batch_axis(std::vector<std::int64_t> axes);
+// `values` prefixed by `first`.
+std::vector<std::int64_t> prefixed(std::int64_t first, const std::vector<std::int64_t>& values);
+// The params of an equation with `name` set to `value`.
+ir::Params with_param(const ir::Params& params, std::string name, ir::ParamValue value);
+
+// The rule of an elementwise primitive: the operands brought to one shape (an operand that is
+// 0-d for every example stays so among the first `scalar_operands`, which the primitive
+// broadcasts itself), every result batched.
+ir::BatchRule batch_elementwise(std::size_t scalar_operands);
+// A rule binding the primitive on every operand given the batch axis, with the params
+// `batched_params` makes from the equation's: every result batched.
+ir::BatchRule batch_every_operand(std::function<ir::Params(const ir::BatchArgs&)> batched_params);
+// The rule of a primitive whose params name axes of its operands, all of one rank: every
+// operand given the batch axis, the int or list params named in `axis_params` moved past it,
+// every result batched.
+ir::BatchRule batch_along_axes(std::vector<std::string> axis_params);
 
 }  // namespace flaxpp::lax::rules

@@ -4,6 +4,8 @@
 // crop and a strided slice, concatenate's one slice per operand, dynamic_slice's
 // dynamic_update_slice into zeros, and dynamic_update_slice's that and a dynamic_slice).
 #include <algorithm>
+#include <limits>
+#include <optional>
 
 #include "rules.hpp"
 
@@ -235,6 +237,125 @@ const ir::Primitive dynamic_update_slice_p(
       cts[1] = dynamic_slice(ct, starts, update.shape().dims());
       return cts;
     });
+
+namespace {
+
+// Batching. Starts the same for every example: the batch axis is one more axis, sliced whole.
+// Starts that differ: the block of each example is gathered from the batch seen as one flat
+// array (take), and written back by scatter_add, as JAX's batching rules turn them into gather
+// and scatter.
+
+// For the operand `x` (the batch axis first), the flat position in it of each element of each
+// example's block of `sizes` at `starts` (0-d, or 1-d where batched), placed as the shape rule
+// says: int32 (size, sizes...).
+Array flat_block_positions(const Array& x, std::span<const Array> starts,
+                           const std::vector<bool>& batched, const Axes& sizes) {
+  const std::int64_t size = x.shape()[0], rank = static_cast<std::int64_t>(sizes.size());
+  if (x.shape().size() > std::numeric_limits<std::int32_t>::max())
+    rules::fail("vmap of dynamic_slice/dynamic_update_slice",
+                detail::str("a batch ", x.aval(),
+                            " is past int32 positions; map over fewer "
+                            "examples at once"));
+  const Shape block(rules::prefixed(size, sizes));
+  const auto i32 = [](std::int64_t v) { return scalar(static_cast<double>(v), DType::i32); };
+  std::int64_t stride = x.shape().size() / size;
+  Array at = mul(iota(DType::i32, block, 0), i32(stride));
+  for (std::int64_t d = 0; d < rank; ++d) {
+    const std::int64_t dim = x.shape()[d + 1];
+    stride /= dim;
+    Array start = starts[static_cast<std::size_t>(d)];
+    start = select(lt(start, i32(0)), add(start, i32(dim)), start);
+    start = max(min(start, i32(dim - sizes[static_cast<std::size_t>(d)])), i32(0));
+    start = broadcast_in_dim(start, block, batched[static_cast<std::size_t>(d)] ? Axes{0} : Axes{});
+    at = add(at, mul(add(start, iota(DType::i32, block, d + 1)), i32(stride)));
+  }
+  return at;
+}
+
+Array flattened(const Array& x) {
+  return reshape(x, Shape({x.shape().size()}));
+}
+
+// The starts of an equation's operands from `first` on, for the batch.
+struct BatchStarts {
+  std::span<const Array> starts;
+  std::vector<bool> batched;
+  // When every example has the same starts: those of the whole batch (0 on the batch axis).
+  std::optional<std::vector<Array>> shared;
+};
+BatchStarts batch_starts(const ir::BatchArgs& a, std::size_t first) {
+  BatchStarts b{
+      a.inputs.subspan(first),
+      std::vector<bool>(a.batched.begin() + static_cast<std::ptrdiff_t>(first), a.batched.end()),
+      std::nullopt};
+  if (std::find(b.batched.begin(), b.batched.end(), true) == b.batched.end()) {
+    b.shared = std::vector<Array>{scalar(0, DType::i32)};
+    b.shared->insert(b.shared->end(), b.starts.begin(), b.starts.end());
+  }
+  return b;
+}
+
+ir::BatchedResults dynamic_slice_batched(const ir::BatchArgs& a) {
+  const Axes& sizes = a.params.get<Axes>("slice_sizes");
+  const Array x = ir::with_batch_axis(a.inputs[0], a.batched[0], a.size);
+  const BatchStarts starts = batch_starts(a, 1);
+  if (starts.shared)
+    return {{dynamic_slice(x, *starts.shared, rules::prefixed(a.size, sizes))}, {true}};
+  return {{take(flattened(x), flat_block_positions(x, starts.starts, starts.batched, sizes))},
+          {true}};
+}
+
+ir::BatchedResults dynamic_update_slice_batched(const ir::BatchArgs& a) {
+  const Array x = ir::with_batch_axis(a.inputs[0], a.batched[0], a.size);
+  const Array update = ir::with_batch_axis(a.inputs[1], a.batched[1], a.size);
+  const BatchStarts starts = batch_starts(a, 2);
+  if (starts.shared) return {{dynamic_update_slice(x, update, *starts.shared)}, {true}};
+  const Axes sizes(update.shape().dims().begin() + 1, update.shape().dims().end());
+  const Array at = flat_block_positions(x, starts.starts, starts.batched, sizes);
+  // scatter_add adds: each block element lands on -0.0 (which adds to anything exactly), and a
+  // mask of the positions written picks it over x's element. Bools travel as int32.
+  const bool boolean = x.dtype() == DType::bool_;
+  const DType dtype = boolean ? DType::i32 : x.dtype();
+  const Array flat = convert_element_type(flattened(x), dtype);
+  const Array written = scatter_add(full_like(flat, -0.0), at, convert_element_type(update, dtype));
+  const Array ones = full_like(at, 1);
+  const Array mask = gt(scatter_add(zeros_like(convert_element_type(flat, DType::i32)), at, ones),
+                        scalar(0, DType::i32));
+  const Array out = convert_element_type(select(mask, written, flat), x.dtype());
+  return {{reshape(out, x.shape())}, {true}};
+}
+
+// pad's value, when it differs between examples: x padded with anything, and the value put
+// where no element of x landed.
+ir::BatchedResults pad_batched(const ir::BatchArgs& a) {
+  std::vector<PadConfig> config = pad_config(a.params);
+  config.insert(config.begin(), PadConfig{});
+  const Array x = ir::with_batch_axis(a.inputs[0], a.batched[0], a.size);
+  const Array& value = a.inputs[1];
+  if (!a.batched[1]) return {{pad(x, value, config)}, {true}};
+  const Array padded = pad(x, scalar(0, x.dtype()), config);
+  const Array from_x = ne(pad(full_like(x, 1), scalar(0, x.dtype()), config), scalar(0, x.dtype()));
+  return {{select(from_x, padded, broadcast_in_dim(value, padded.shape(), {0}))}, {true}};
+}
+
+const bool slicing_batching_registered = [] {
+  ir::register_batching(
+      slice_p, rules::batch_every_operand([](const ir::BatchArgs& a) {
+        ir::Params p = rules::with_param(a.params, "start_indices",
+                                         rules::prefixed(0, a.params.get<Axes>("start_indices")));
+        p.set("limit_indices", rules::prefixed(a.size, a.params.get<Axes>("limit_indices")));
+        p.set("strides", rules::prefixed(1, a.params.get<Axes>("strides")));
+        return p;
+      }));
+  ir::register_batching(rev_p, rules::batch_along_axes({"dimensions"}));
+  ir::register_batching(concatenate_p, rules::batch_along_axes({"dimension"}));
+  ir::register_batching(pad_p, pad_batched);
+  ir::register_batching(dynamic_slice_p, dynamic_slice_batched);
+  ir::register_batching(dynamic_update_slice_p, dynamic_update_slice_batched);
+  return true;
+}();
+
+}  // namespace
 
 Array slice(const Array& x, std::vector<std::int64_t> start_indices,
             std::vector<std::int64_t> limit_indices, std::vector<std::int64_t> strides) {

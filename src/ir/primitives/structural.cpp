@@ -276,4 +276,38 @@ Array zeros_like(const Array& x) {
   return full_like(x, 0.0);
 }
 
+namespace {
+
+// Each result leads with the batch axis.
+const bool structural_batching_registered = [] {
+  using rules::past_batch_axis;
+  using rules::prefixed;
+  ir::register_batching(reduce_sum_p, rules::batch_along_axes({"axes"}));
+  ir::register_batching(reduce_max_p, rules::batch_along_axes({"axes"}));
+  ir::register_batching(
+      broadcast_in_dim_p, rules::batch_every_operand([](const ir::BatchArgs& a) {
+        ir::Params p =
+            rules::with_param(a.params, "shape", prefixed(a.size, a.params.get<Axes>("shape")));
+        p.set("broadcast_dimensions",
+              prefixed(0, past_batch_axis(a.params.get<Axes>("broadcast_dimensions"))));
+        return p;
+      }));
+  ir::register_batching(reshape_p, rules::batch_every_operand([](const ir::BatchArgs& a) {
+                          return rules::with_param(
+                              a.params, "new_sizes",
+                              prefixed(a.size, a.params.get<Axes>("new_sizes")));
+                        }));
+  ir::register_batching(transpose_p, rules::batch_every_operand([](const ir::BatchArgs& a) {
+                          return rules::with_param(
+                              a.params, "permutation",
+                              prefixed(0, past_batch_axis(a.params.get<Axes>("permutation"))));
+                        }));
+  ir::register_batching(select_n_p, rules::batch_elementwise(1));
+  for (const ir::Primitive* p : {&convert_element_type_p, &stop_gradient_p, &name_p})
+    ir::register_batching(*p, rules::batch_elementwise(0));
+  return true;
+}();
+
+}  // namespace
+
 }  // namespace flaxpp::lax

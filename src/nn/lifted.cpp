@@ -1,0 +1,117 @@
+// The lifted transforms' shared steps: a copy run in its own scope state, and parameters
+// stacked along a leading axis and read back.
+#include "nn/lifted.hpp"
+
+#include "flaxpp/core/backend.hpp"
+#include "flaxpp/random/key.hpp"
+
+namespace flaxpp::nn::internal {
+namespace {
+
+// The copies' arrays stacked along a new leading axis (init runs eagerly).
+Array stack(const std::vector<Array>& copies, const std::string& where) {
+  const Array& first = copies.front();
+  for (const Array& a : copies)
+    if (a.is_traced())
+      throw ValueError(detail::str(where, ": init runs eagerly; call init outside jit/grad/vmap"));
+  std::vector<std::int64_t> dims{static_cast<std::int64_t>(copies.size())};
+  dims.insert(dims.end(), first.shape().dims().begin(), first.shape().dims().end());
+  Backend& be = first.buffer().backend();
+  std::shared_ptr<Buffer> out =
+      be.allocate(first.nbytes() * static_cast<std::int64_t>(copies.size()));
+  for (std::size_t i = 0; i < copies.size(); ++i)
+    be.copy(copies[i].buffer(), 0, *out, static_cast<std::int64_t>(i) * first.nbytes(),
+            first.nbytes());
+  return Array(std::move(out), Shape(std::move(dims)), first.dtype());
+}
+
+// `tree` with `value` at `path` (the whole tree at the root: a lifted module that is the root).
+void put(Tree& tree, const std::vector<std::string>& path, Tree value) {
+  if (path.empty()) {
+    tree = std::move(value);
+  } else {
+    tree.set_at(path, std::move(value));
+  }
+}
+
+// A copy may create parameters only: Flax lifts the collections in variable_axes, and flaxpp's
+// lifted transforms lift "params".
+void check_only_params(const ScopeState& copy, const std::vector<std::string>& path,
+                       const std::string& where) {
+  for (const std::string& collection : copy.variables.keys())
+    if (collection != "params" && copy.variables[collection].find(path) != nullptr)
+      throw ValueError(
+          detail::str(where, " creates variables of the \"", collection,
+                      "\" collection; it stacks only \"params\" (variable_axes={\"params\": 0})"));
+}
+
+const Tree* params_at(const ScopeState& state, const std::vector<std::string>& path) {
+  return state.variables.contains("params") ? state.variables["params"].find(path) : nullptr;
+}
+
+}  // namespace
+
+std::vector<random::Key> split_params_key(Scope& s, std::int64_t n, const std::string& where) {
+  const ScopeState& state = *state_of(s);
+  const auto key = state.rngs.find("params");
+  if (key == state.rngs.end())
+    throw ValueError(detail::str(where, ": init needs a \"params\" rng stream"));
+  return random::split(key->second, n);
+}
+
+CopyRun run_copy(Scope& s, const random::Key& params_key, const RngCounters& counters,
+                 const std::function<Array(Scope&)>& copy, const std::string& where) {
+  auto state = std::make_shared<ScopeState>(*state_of(s));
+  state->rngs.insert_or_assign("params", params_key);
+  state->rng_counters = counters;
+  Scope one = scope_at(state, s.path());
+  CopyRun r{copy(one), Tree(), {}};
+  check_only_params(*state, s.path(), where);
+  if (const Tree* params = params_at(*state, s.path())) r.params = *params;
+  r.counters = std::move(state->rng_counters);
+  return r;
+}
+
+void store_stacked(Scope& s, const std::vector<Tree>& made, const std::string& where) {
+  // Every copy made the same tree (one module); stack leaf by leaf.
+  const std::size_t leaves = made.front().leaves().size();
+  if (leaves == 0) return;
+  std::vector<Array> stacked;
+  for (std::size_t k = 0; k < leaves; ++k) {
+    std::vector<Array> rows;
+    for (const Tree& t : made)
+      rows.push_back(t.leaves().at(k));
+    stacked.push_back(stack(rows, where));
+  }
+  ScopeState& state = *state_of(s);
+  Tree all = state.variables.contains("params") ? state.variables["params"] : Tree();
+  put(all, s.path(), made.front().with_leaves(stacked));
+  state.variables.set("params", std::move(all));
+}
+
+Tree stacked_params(Scope& s, std::int64_t length, const std::string& where,
+                    const std::string& expects) {
+  const Tree* found = params_at(*state_of(s), s.path());
+  const Tree stacked = found != nullptr ? *found : Tree();
+  for (const auto& [path, leaf] : stacked.flatten())
+    if (leaf.rank() == 0 || leaf.shape()[0] != length)
+      throw ValueError(detail::str("apply: parameter params/",
+                                   s.path().empty() ? "" : s.path_str() + "/", path, " is ",
+                                   leaf.aval(), ", but ", where, " ", expects,
+                                   " and expects it stacked along a leading axis of ", length,
+                                   "; are the variables from another model?"));
+  return stacked;
+}
+
+std::shared_ptr<ScopeState> copy_state(Scope& s, const Tree& stacked, std::span<const Array> rows,
+                                       const RngCounters& counters) {
+  auto state = std::make_shared<ScopeState>(*state_of(s));
+  Tree params = state->variables.contains("params") ? state->variables["params"] : Tree();
+  if (!rows.empty()) put(params, s.path(), stacked.with_leaves(rows));
+  state->variables.set("params", std::move(params));
+  state->rng_counters = counters;
+  state->used_params.clear();
+  return state;
+}
+
+}  // namespace flaxpp::nn::internal
