@@ -45,6 +45,7 @@ import problems_random  # noqa: E402
 import problems_remat  # noqa: E402
 import problems_train  # noqa: E402
 import problems_transformer  # noqa: E402
+import problems_vmap  # noqa: E402
 import refs_writer  # noqa: E402
 
 
@@ -86,6 +87,9 @@ TARGETS: list[Target] = [
     # The jnp/lax surface (array_op: values and cotangents; random.categorical).
     Target("jnp", "jnp", "jnp.json", True, problems_jnp.cases, 1_000_000,
            lambda: problems_jnp.SKIPPED),
+    # Batching (ensemble: Flax's nn.vmap; per_example_grads: jax.vmap of jax.grad).
+    Target("vmap", "vmap", "vmap.json", True, problems_vmap.cases, 1_000_000,
+           lambda: problems_vmap.SKIPPED),
 ]
 
 # split(key(0), 4) in each threefry mode (docs/jax-flax-semantics.md §1.6): a self-test

@@ -15,6 +15,7 @@ const ProblemRegistry& ProblemRegistry::builtin() {
     register_transformer_problems(r);
     register_control_flow_problems(r);
     register_jnp_problems(r);
+    register_vmap_problems(r);
     return r;
   }();
   return registry;
