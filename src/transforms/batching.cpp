@@ -99,7 +99,7 @@ ir::BatchedResults batch_eval(const ir::Graph& graph, std::vector<Array> args,
 }
 
 BatchedGraph batch_graph(const ir::Graph& graph, const std::vector<bool>& batched,
-                         std::int64_t size, bool all_outputs_batched) {
+                         std::int64_t size, const std::vector<bool>& force_batched) {
   std::vector<AVal> avals;
   for (std::size_t i = 0; i < graph.invars.size(); ++i) {
     const AVal& one = graph.aval(graph.invars[i]);
@@ -110,9 +110,9 @@ BatchedGraph batch_graph(const ir::Graph& graph, const std::vector<bool>& batche
       [&](std::span<const Array> args) {
         ir::BatchedResults r =
             batch_eval(graph, std::vector<Array>(args.begin(), args.end()), batched, size);
-        if (all_outputs_batched)
-          for (std::size_t k = 0; k < r.outputs.size(); ++k) {
-            r.outputs[k] = ir::with_batch_axis(r.outputs[k], r.batched[k], size);
+        for (std::size_t k = 0; k < force_batched.size(); ++k)
+          if (force_batched[k] && !r.batched[k]) {
+            r.outputs[k] = ir::with_batch_axis(r.outputs[k], false, size);
             r.batched[k] = true;
           }
         b.out_batched = std::move(r.batched);

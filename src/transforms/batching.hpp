@@ -20,15 +20,16 @@ ir::BatchedResults batch_eval(const ir::Graph& graph, std::vector<Array> args,
                               const std::vector<bool>& batched, std::int64_t size);
 
 // `graph` for a batch, as a graph (a call's or a loop's body under vmap): its inputs marked in
-// `batched` gain the batch axis, and so do the outputs marked in out_batched (every output
-// with `all_outputs_batched`: those the same for every example are broadcast). The values the
-// batched graph captured lead its inputs, and are `consts` (pass them first, unbatched).
+// `batched` gain the batch axis, and so do the outputs marked in out_batched (at least those
+// marked in `force_batched`, where given: those the same for every example are broadcast).
+// The values the batched graph captured lead its inputs, and are `consts` (pass them first,
+// unbatched).
 struct BatchedGraph {
   ir::Graph graph;
   std::vector<Array> consts;
   std::vector<bool> out_batched;
 };
 BatchedGraph batch_graph(const ir::Graph& graph, const std::vector<bool>& batched,
-                         std::int64_t size, bool all_outputs_batched = false);
+                         std::int64_t size, const std::vector<bool>& force_batched = {});
 
 }  // namespace flaxpp::transforms

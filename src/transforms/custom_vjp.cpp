@@ -76,8 +76,8 @@ ir::BatchedResults custom_vjp_call_batched(const ir::BatchArgs& a) {
   std::vector<bool> batched(a.inputs.size(), true);
   for (std::size_t i = 0; i < a.inputs.size(); ++i)
     inputs.push_back(ir::with_batch_axis(a.inputs[i], a.batched[i], a.size));
-  transforms::BatchedGraph b =
-      transforms::batch_graph(body(a.params), batched, a.size, /*all_outputs_batched=*/true);
+  transforms::BatchedGraph b = transforms::batch_graph(
+      body(a.params), batched, a.size, std::vector<bool>(body(a.params).outvars.size(), true));
   if (!b.consts.empty())
     throw ValueError(
         detail::str("vmap of custom_vjp_call (rule \"", a.params.get<std::string>("rule"),

@@ -6,6 +6,7 @@
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/transforms/trace.hpp"
 #include "flaxpp/ir/primitive_rules.hpp"
+#include "transforms/batching.hpp"
 #include "transforms/scan_ad.hpp"
 
 namespace flaxpp {
@@ -109,9 +110,51 @@ std::vector<Array> run_scan(std::span<const Array> in, const ir::Params& params)
 const ir::Primitive scan_p("scan", scan_avals, transforms::scan_vjp, run_scan);
 
 namespace {
+
+// Batched (JAX's _scan_batching_rule), the scan runs its body batched: xs and ys keep their
+// batch axis second, behind the scanned one; a carry is batched when its initial value or
+// what the body makes of it differs between examples (the body is batched again until that
+// settles), and the batched body's captured values join the consts.
+ir::BatchedResults scan_batched(const ir::BatchArgs& a) {
+  const ir::Graph& g = transforms::body_of(a.params);
+  const ScanShape s = scan_shape(a.params);
+  const std::size_t first_x = s.num_consts + s.num_carry;
+  std::vector<bool> batched = a.batched;
+  transforms::BatchedGraph b;
+  for (;;) {
+    std::vector<bool> carry_out(g.outvars.size(), false);
+    std::copy(batched.begin() + static_cast<std::ptrdiff_t>(s.num_consts),
+              batched.begin() + static_cast<std::ptrdiff_t>(first_x), carry_out.begin());
+    b = transforms::batch_graph(g, batched, a.size, carry_out);
+    bool settled = true;
+    for (std::size_t k = 0; k < s.num_carry; ++k)
+      if (b.out_batched[k] && !batched[s.num_consts + k]) {
+        batched[s.num_consts + k] = true;
+        settled = false;
+      }
+    if (settled) break;
+  }
+  std::vector<Array> operands = std::move(b.consts);
+  const std::size_t captured = operands.size();
+  for (std::size_t i = 0; i < a.inputs.size(); ++i) {
+    Array x = a.inputs[i];
+    if (batched[i]) x = ir::with_batch_axis(x, a.batched[i], a.size);  // a carry made batched
+    if (i >= first_x && batched[i]) x = ir::move_axis(x, 0, 1);        // xs: scanned axis first
+    operands.push_back(std::move(x));
+  }
+  ir::Params params = a.params;
+  params.set("jaxpr", std::make_shared<const ir::Graph>(std::move(b.graph)));
+  params.set("num_consts", static_cast<std::int64_t>(s.num_consts + captured));
+  std::vector<Array> out = ir::bind(scan_p, operands, params);
+  for (std::size_t k = s.num_carry; k < out.size(); ++k)
+    if (b.out_batched[k]) out[k] = ir::move_axis(out[k], 1, 0);
+  return {std::move(out), std::move(b.out_batched)};
+}
+
 // A loop over its body, differentiated by its own reverse rule (scan_ad.cpp).
 const bool scan_rules_registered = [] {
   ir::register_loop(scan_p, "jaxpr");
+  ir::register_batching(scan_p, scan_batched);
   transforms::register_reverse_rule(scan_p, {.replay = transforms::replay_scan});
   return true;
 }();

@@ -17,6 +17,7 @@
 #include "flaxpp/ops/slicing.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
+#include "flaxpp/transforms/cond.hpp"
 #include "flaxpp/transforms/jit.hpp"
 #include "flaxpp/transforms/scan.hpp"
 #include "flaxpp/transforms/vmap.hpp"
@@ -248,6 +249,29 @@ TEST_CASE("vmap of grad gives per-example gradients; grad, jit and checkpoint co
   CHECK(values(jitted(w, xs)) == values(per_example));
 }
 
+TEST_CASE("vmap of scan: carries batched from the start or made so by the body, xs, ys") {
+  // The carry c starts the same for every example; the body adds the example's x to it, so it
+  // becomes batched; d stays the same for every example; ys are per example.
+  const ArrayFn looped = [](std::span<const Array> a) {
+    const ScanResult r = scan(
+        [&](std::span<const Array> c, std::span<const Array> x) {
+          const Array next = tanh(c[0] * a[2] + x[0]);
+          return ScanResult{{next, c[1] * 2.0}, {next * x[0], c[1]}};
+        },
+        std::vector<Array>{a[0], a[1]}, std::vector<Array>{a[3]});
+    std::vector<Array> out = r.carry;
+    out.insert(out.end(), r.ys.begin(), r.ys.end());
+    return out;
+  };
+  const Array c0 = draw({2}, 41), d0 = draw({2}, 42), w = draw({3, 2}, 43);
+  const Array xs = draw({3, 4, 2}, 44);  // per example: 4 steps of a 2-vector
+  check_vmap(looped, {c0, d0, w, xs}, {not_mapped, not_mapped, 0, 0}, 3);
+  check_vmap(looped, {draw({3, 2}, 45), d0, w, xs}, {0, not_mapped, 0, 0}, 3);
+  // Mapped along the per-example steps' second axis.
+  check_vmap(looped, {c0, d0, draw({2}, 46), transpose(xs, std::vector<std::int64_t>{1, 0, 2})},
+             {not_mapped, not_mapped, not_mapped, 1}, 3);
+}
+
 TEST_CASE("nn::vmap: an ensemble of MLPs, member i the MLP of its parameters' row i") {
   const nn::MLP mlp{.features = {6, 3}};
   const auto ensemble = nn::vmap(mlp, {.axis_size = 4});
@@ -294,18 +318,17 @@ TEST_CASE("vmap: what it cannot map is refused, saying what to do") {
         (void)vmap(f, {.in_axes = {2, 0}})(std::vector<Array>{draw({3, 2}, 37), draw({3, 2}, 38)});
       },
       {"argument 0", "axis 2 does not exist"});
-  // A primitive without a batching rule (a scan, for now) is named.
-  const ArrayFn looped = [](std::span<const Array> a) {
-    return scan(
-               [](std::span<const Array> c, std::span<const Array> x) {
-                 return ScanResult{{c[0] + x[0]}, {}};
-               },
-               std::vector<Array>{a[0]}, std::vector<Array>{a[1]}, 2)
-        .carry;
+  // A primitive without a batching rule (a cond, for now) is named.
+  const ArrayFn branching = [](std::span<const Array> a) {
+    return lax::cond(
+        lax::gt(sum(a[0]), lax::scalar(0, DType::f64)),
+        [](std::span<const Array> x) { return std::vector<Array>{x[0] * 2.0}; },
+        [](std::span<const Array> x) { return std::vector<Array>{-x[0]}; },
+        std::vector<Array>{a[0]});
   };
   check_error(
       [&] {
-        (void)vmap(looped)(std::vector<Array>{draw({3, 2}, 39), draw({3, 2, 2}, 40)});
+        (void)vmap(branching)(std::vector<Array>{draw({3, 2}, 39)});
       },
-      {"the primitive scan has no batching rule"});
+      {"the primitive cond has no batching rule"});
 }
