@@ -26,45 +26,17 @@ void check(int err, const char* what) {
   throw DistributedError(::flaxpp::detail::str("rank ", mpi_rank(), ": ", what, " failed: ", message));
 }
 
-float bf16_to_float(std::uint16_t b) {
-  const std::uint32_t bits = std::uint32_t{b} << 16;
-  float f = 0;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-float f16_to_float(std::uint16_t h) {
-  const std::uint32_t sign = std::uint32_t{h & 0x8000u} << 16, exponent = (h >> 10) & 0x1f,
-                      mantissa = h & 0x3ffu;
-  std::uint32_t bits = 0;
-  if (exponent == 0x1f) {
-    bits = sign | 0x7f800000u | (mantissa << 13);  // inf, NaN
-  } else if (exponent != 0) {
-    bits = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa != 0) {  // subnormal: normalise
-    int e = -1;
-    std::uint32_t m = mantissa;
-    do {
-      ++e;
-      m <<= 1;
-    } while ((m & 0x400u) == 0);
-    bits = sign | static_cast<std::uint32_t>(112 - e) << 23 | ((m & 0x3ffu) << 13);
-  } else {
-    bits = sign;
-  }
-  float f = 0;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
 // inout[i] = op(in[i], inout[i]) over 16-bit floats, in float32, rounded back.
 template <bool kBf16, bool kMax>
 void half_op(void* in, void* inout, int* len, MPI_Datatype* /*type*/) {
   const auto* a = static_cast<const std::uint16_t*>(in);
   auto* b = static_cast<std::uint16_t*>(inout);
+  // Exact: every 16-bit value is a float (core/dtype.hpp's conversions).
+  const auto value = [](std::uint16_t h) {
+    return static_cast<float>(kBf16 ? bfloat16_bits_to_double(h) : float16_bits_to_double(h));
+  };
   for (int i = 0; i < *len; ++i) {
-    const float x = kBf16 ? bf16_to_float(a[i]) : f16_to_float(a[i]);
-    const float y = kBf16 ? bf16_to_float(b[i]) : f16_to_float(b[i]);
+    const float x = value(a[i]), y = value(b[i]);
     const float r = kMax ? (x != x || y != y ? x + y : std::max(x, y)) : x + y;
     b[i] = kBf16 ? round_to_bfloat16_bits(r) : round_to_float16_bits(r);
   }

@@ -10,13 +10,6 @@
 namespace flaxpp::transforms {
 namespace {
 
-// The batch form of an aval: the batch axis first.
-AVal with_batch_axis(const AVal& a, std::int64_t size) {
-  std::vector<std::int64_t> dims{size};
-  dims.insert(dims.end(), a.shape.dims().begin(), a.shape.dims().end());
-  return {Shape(std::move(dims)), a.dtype};
-}
-
 // A rule's results against the equation's avals for one example: a wrong rule is a bug in
 // flaxpp (or in a primitive defined outside it), reported where it happens.
 void check_results(const ir::Eqn& e, const ir::Graph& graph, const ir::BatchedResults& r,
@@ -26,13 +19,19 @@ void check_results(const ir::Eqn& e, const ir::Graph& graph, const ir::BatchedRe
                 " results for ", e.outputs.size());
   for (std::size_t k = 0; k < e.outputs.size(); ++k) {
     const AVal& one = graph.aval(e.outputs[k]);
-    const AVal want = r.batched[k] ? with_batch_axis(one, size) : one;
+    const AVal want = r.batched[k] ? with_leading_axis(one, size) : one;
     FLAXPP_ASSERT(r.outputs[k].aval() == want, "the batching rule of ", e.prim->name(),
                   " gave result ", k, " as ", r.outputs[k].aval(), ", expected ", want);
   }
 }
 
 }  // namespace
+
+AVal with_leading_axis(const AVal& aval, std::int64_t n) {
+  std::vector<std::int64_t> dims{n};
+  dims.insert(dims.end(), aval.shape.dims().begin(), aval.shape.dims().end());
+  return {Shape(std::move(dims)), aval.dtype};
+}
 
 ir::BatchedResults batch_eval(const ir::Graph& graph, std::vector<Array> args,
                               const std::vector<bool>& batched, std::int64_t size) {
@@ -54,7 +53,7 @@ ir::BatchedResults batch_eval(const ir::Graph& graph, std::vector<Array> args,
   for (std::size_t i = 0; i < args.size(); ++i) {
     const auto v = static_cast<std::size_t>(graph.invars[i]);
     const AVal one = graph.aval(graph.invars[i]);
-    FLAXPP_ASSERT(args[i].aval() == (batched[i] ? with_batch_axis(one, size) : one),
+    FLAXPP_ASSERT(args[i].aval() == (batched[i] ? with_leading_axis(one, size) : one),
                   "batch_eval: input ", i, " is ", args[i].aval(), " for ", one);
     env[v] = std::move(args[i]);
     env_batched[v] = batched[i];
@@ -103,7 +102,7 @@ BatchedGraph batch_graph(const ir::Graph& graph, const std::vector<bool>& batche
   std::vector<AVal> avals;
   for (std::size_t i = 0; i < graph.invars.size(); ++i) {
     const AVal& one = graph.aval(graph.invars[i]);
-    avals.push_back(batched[i] ? with_batch_axis(one, size) : one);
+    avals.push_back(batched[i] ? with_leading_axis(one, size) : one);
   }
   BatchedGraph b;
   b.graph = make_graph(

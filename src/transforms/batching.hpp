@@ -11,6 +11,9 @@
 
 namespace flaxpp::transforms {
 
+// `aval` with a new leading axis of `n`: a batch's (vmap) or a scan's stacked rows.
+AVal with_leading_axis(const AVal& aval, std::int64_t n);
+
 // Runs `graph`, traced for one example, on a batch of `size` examples: args[i] has the batch
 // axis first where batched[i], and is the same for every example otherwise. Each equation
 // whose operands are all unbatched is bound as it is; the others through their primitive's

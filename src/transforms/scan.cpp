@@ -4,8 +4,8 @@
 #include "flaxpp/transforms/scan.hpp"
 
 #include "flaxpp/core/backend.hpp"
-#include "flaxpp/transforms/trace.hpp"
 #include "flaxpp/ir/primitive_rules.hpp"
+#include "flaxpp/transforms/trace.hpp"
 #include "transforms/batching.hpp"
 #include "transforms/scan_ad.hpp"
 
@@ -24,13 +24,6 @@ ScanShape scan_shape(const ir::Params& params) {
           params.get<std::int64_t>("length"), params.get<bool>("reverse")};
 }
 
-// `aval` with a leading axis of `length`.
-AVal stacked(const AVal& aval, std::int64_t length) {
-  std::vector<std::int64_t> dims{length};
-  dims.insert(dims.end(), aval.shape.dims().begin(), aval.shape.dims().end());
-  return {Shape(std::move(dims)), aval.dtype};
-}
-
 // `aval` without its leading axis.
 AVal row_of(const AVal& aval) {
   return {Shape(std::vector<std::int64_t>(aval.shape.dims().begin() + 1, aval.shape.dims().end())),
@@ -43,14 +36,15 @@ std::vector<AVal> scan_avals(std::span<const AVal> in, const ir::Params& params)
   FLAXPP_ASSERT(in.size() == g.invars.size(), "scan: ", in.size(), " operands for a body of ",
                 g.invars.size(), " inputs");
   for (std::size_t i = 0; i < in.size(); ++i) {
-    const AVal want = i < s.num_consts + s.num_carry ? g.aval(g.invars[i])
-                                                     : stacked(g.aval(g.invars[i]), s.length);
+    const AVal want = i < s.num_consts + s.num_carry
+                          ? g.aval(g.invars[i])
+                          : transforms::with_leading_axis(g.aval(g.invars[i]), s.length);
     FLAXPP_ASSERT(in[i] == want, "scan operand ", i, " is ", in[i], ", the body expects ", want);
   }
   std::vector<AVal> out;
   for (std::size_t k = 0; k < g.outvars.size(); ++k) {
     const AVal a = g.aval(g.outvars[k]);
-    out.push_back(k < s.num_carry ? a : stacked(a, s.length));
+    out.push_back(k < s.num_carry ? a : transforms::with_leading_axis(a, s.length));
   }
   return out;
 }
