@@ -31,9 +31,11 @@ using EvalFn = EvalSig*;
   X(select_n)                                                                                    \
   X(convert_element_type)                                                                        \
   X(reduce_sum)                                                                                  \
-  X(reduce_max) X(dot_general) X(dot_general_bias) X(layer_norm) X(layer_norm_dx)                \
-      X(layer_norm_dscale) X(iota) X(take) X(scatter_add) X(pad) X(concatenate) X(dynamic_slice) \
-          X(dynamic_update_slice) X(cumsum) X(argsort) X(permute_along_axis)
+  X(reduce_max)                                                                                  \
+  X(dot_general) X(dot_general_bias) X(layer_norm) X(layer_norm_dx) X(layer_norm_dscale) X(iota) \
+      X(take) X(scatter_add) X(pad) X(concatenate) X(dynamic_slice) X(dynamic_update_slice)      \
+          X(cumsum) X(argsort) X(permute_along_axis) X(conv_general_dilated)                     \
+              X(select_and_scatter_add)
 #define FLAXPP_EVAL_DECLARE_FAMILY(name) static backend_impl::EvalSig name;
 
 // The members every backend's Families type declares beside its dtype families and name
@@ -48,6 +50,9 @@ using EvalFn = EvalSig*;
   template <class Better>                                                                          \
   static Array arg_reduce(const ir::Primitive& prim, std::span<const Array> in,                    \
                           const ir::Params& params, const AVal& out);                              \
+  template <bool kMax>                                                                             \
+  static Array reduce_window(const ir::Primitive& prim, std::span<const Array> in,                 \
+                             const ir::Params& params, const AVal& out);                           \
   FLAXPP_EVAL_FAMILIES(FLAXPP_EVAL_DECLARE_FAMILY)                                                 \
   static std::vector<Array> fused_elementwise(const ir::Primitive& prim,                           \
                                               std::span<const Array> in, const ir::Params& params, \
@@ -62,6 +67,14 @@ using EvalFn = EvalSig*;
       const ir::Primitive&, std::span<const Array>, const ir::Params&, const AVal&); \
   template Array Families::arg_reduce<kernels::ArgminBetter>(                        \
       const ir::Primitive&, std::span<const Array>, const ir::Params&, const AVal&)
+
+// Each backend defines Families::reduce_window in its own file and instantiates it there for
+// the sum (false) and the max (true).
+#define FLAXPP_EVAL_INSTANTIATE_REDUCE_WINDOW                                                 \
+  template Array Families::reduce_window<false>(const ir::Primitive&, std::span<const Array>, \
+                                                const ir::Params&, const AVal&);              \
+  template Array Families::reduce_window<true>(const ir::Primitive&, std::span<const Array>,  \
+                                               const ir::Params&, const AVal&)
 
 // A new, uninitialised buffer for one result on `device`: write it through data<T>(), then
 // wrap it.

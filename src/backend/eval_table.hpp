@@ -14,6 +14,8 @@
 #include "backend/layout_plan.hpp"
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ir/lax_convolution.hpp"
+#include "flaxpp/ir/lax_windowed.hpp"
 #include "flaxpp/kernels/arg_reduce.hpp"
 #include "flaxpp/kernels/elementwise.hpp"
 
@@ -23,8 +25,9 @@ namespace flaxpp::backend_impl {
 // floating ones, kAny for comparisons and selects) and name in errors, and the evaluation of
 // each family of primitives. binary<kAllowed, Op> and map_unary<kAllowed>(prim, x, out, op)
 // apply an elementwise.hpp functor to the dtypes in kAllowed; arg_reduce<Better> is argmax or
-// argmin (flaxpp/kernels/arg_reduce.hpp's choice); gather writes a StridedCopy of
-// x (every layout primitive); fused_elementwise returns its several results.
+// argmin (flaxpp/kernels/arg_reduce.hpp's choice), reduce_window<kMax> reduce_window_max or
+// reduce_window_sum; gather writes a StridedCopy of x (every layout primitive);
+// fused_elementwise returns its several results.
 template <class B>
 concept EvalFamilies = requires(const ir::Primitive& prim, std::span<const Array> in,
                                 const ir::Params& params, const AVal& out,
@@ -37,6 +40,7 @@ concept EvalFamilies = requires(const ir::Primitive& prim, std::span<const Array
   { B::template binary<B::kNum, kernels::Add>(prim, in, params, out) } -> std::same_as<Array>;
   { B::template map_unary<B::kFp>(prim, x, out, kernels::Exp{}) } -> std::same_as<Array>;
   { B::template arg_reduce<kernels::ArgmaxBetter>(prim, in, params, out) } -> std::same_as<Array>;
+  { B::template reduce_window<true>(prim, in, params, out) } -> std::same_as<Array>;
 #define FLAXPP_EVAL_REQUIRE_FAMILY(name) \
   { B::name(prim, in, params, out) } -> std::same_as<Array>;
   FLAXPP_EVAL_FAMILIES(FLAXPP_EVAL_REQUIRE_FAMILY)
@@ -136,6 +140,8 @@ const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
       {&lax::rev_p, rev<B>},
       {&lax::argmax_p, B::template arg_reduce<k::ArgmaxBetter>},
       {&lax::argmin_p, B::template arg_reduce<k::ArgminBetter>},
+      {&lax::reduce_window_sum_p, B::template reduce_window<false>},
+      {&lax::reduce_window_max_p, B::template reduce_window<true>},
   };
   return t;
 }

@@ -3,6 +3,7 @@
 #include <set>
 
 #include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ir/lax_convolution.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 
 namespace flaxpp::checkpoint_policies {
@@ -69,9 +70,11 @@ PolicyPtr nothing_saveable() {
   return make("nothing_saveable", [](auto&&...) { return Decision::recompute(); });
 }
 PolicyPtr dots_saveable() {
-  // dot_general and convolutions (flaxpp has no convolution primitive yet).
-  return make("dots_saveable",
-              [](const ir::Primitive& p, auto&&...) { return save_if(&p == &lax::dot_general_p); });
+  // dot_general and convolutions (JAX's DotsSaveable(False)); dots_with_no_batch_dims_saveable
+  // saves no convolution.
+  return make("dots_saveable", [](const ir::Primitive& p, auto&&...) {
+    return save_if(&p == &lax::dot_general_p || &p == &lax::conv_general_dilated_p);
+  });
 }
 PolicyPtr checkpoint_dots() {
   return dots_saveable();

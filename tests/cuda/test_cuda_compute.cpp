@@ -15,7 +15,9 @@
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/core/precision.hpp"
 #include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ir/lax_convolution.hpp"
 #include "flaxpp/nn/mlp.hpp"
+#include "flaxpp/nn/pooling.hpp"
 #include "flaxpp/nn/scope.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/ops/numpy.hpp"
@@ -122,6 +124,47 @@ TEST_CASE("CUDA parity: slicing, scans along an axis and sorts over many blocks"
     check_parity([&](auto v) { return sort(v[0], axis); }, {t}, 0);
   }
   check_parity([](auto v) { return lax::top_k(v[0], 5).first; }, {m}, 0);
+}
+
+TEST_CASE("CUDA parity: convolutions and pooling with their gradients, f32, f64 and bf16" *
+          doctest::skip(kNoGpu)) {
+  const lax::ConvOptions nhwc{.window_strides = {1, 2},
+                              .padding = {{1, 1}, {1, 0}},
+                              .rhs_dilation = {1, 2},
+                              .dimension_numbers =
+                                  lax::conv_dimension_numbers("NHWC", "HWIO", "NHWC"),
+                              .feature_group_count = 2};
+  const Array x = random_f32(Shape{8, 16, 17, 8}, 40), w = random_f32(Shape{3, 3, 4, 16}, 41);
+  const auto conv_and_grads = [&](std::span<const Array> v) {
+    // Both cotangents are convolutions too (one with batch groups): all three in one array.
+    const auto [y, back] = vjp([&](const Array& a, const Array& b) {
+      return lax::conv_general_dilated(a, b, nhwc);
+    }, v[0], v[1]);
+    const auto [dx, dw] = back(y);
+    return concatenate(std::vector<Array>{reshape(y, {-1}), reshape(dx, {-1}), reshape(dw, {-1})},
+                       0);
+  };
+  // One order of the sum on both; the compilers may contract products into FMAs differently.
+  check_parity(conv_and_grads, {x, w}, 1e-5);
+  check_parity(conv_and_grads, {astype(x, DType::f64), astype(w, DType::f64)}, 1e-12);
+  const lax::ConvOptions plain{.padding = {{1, 1}, {1, 1}},
+                               .dimension_numbers = nhwc.dimension_numbers};
+  const Array wp = random_f32(Shape{3, 3, 8, 16}, 42);
+  const Array got = lax::conv_general_dilated(astype(x.to(Device::cuda(0)), DType::bf16),
+                                              astype(wp.to(Device::cuda(0)), DType::bf16), plain);
+  CHECK(got.dtype() == DType::bf16);
+  const Array want = lax::conv_general_dilated(astype(astype(x, DType::bf16), DType::f32),
+                                               astype(astype(wp, DType::bf16), DType::f32), plain);
+  testing::check_close(values(got), values(want), 1e-2);
+  const auto pools = [](std::span<const Array> v) {
+    const auto pooled = [](const Array& a) {
+      return sum(square(nn::max_pool(a, {3, 3}, {.strides = {2, 2}, .padding = std::string("SAME")}))) +
+             sum(square(nn::avg_pool(a, {2, 3}, {.strides = {1, 2}})));
+    };
+    const auto [value, dx] = value_and_grad(pooled)(v[0]);
+    return concatenate(std::vector<Array>{reshape(value, {-1}), reshape(dx, {-1})}, 0);
+  };
+  check_parity(pools, {x}, 1e-6);
 }
 
 TEST_CASE("CUDA parity: dot_general through cuBLAS for every layout, f32 and f64" *

@@ -49,7 +49,7 @@ void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::
 // gather in cpu_layout.cpp, reductions in cpu_reduce.cpp, dot_general and dot_general_bias in
 // cpu_dot_general.cpp, LayerNorm in cpu_layer_norm.cpp, the index primitives in
 // cpu_indexing.cpp, pad and concatenate in cpu_slicing.cpp, argmax, argmin and cumsum in
-// cpu_along_axis.cpp.
+// cpu_along_axis.cpp, convolutions and windows in cpu_window.cpp.
 struct Families {
   static constexpr unsigned kNum = kNumeric, kFp = kFloat, kAny = kAll;
   static constexpr const char* kName = "CPU";

@@ -56,7 +56,7 @@ void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::
 // the elementwise ones in cuda_eval.cu, gather in cuda_layout.cu, reductions in cuda_reduce.cu,
 // dot_general and dot_general_bias in cuda_dot_general.cpp, LayerNorm in cuda_layer_norm.cu,
 // the index primitives in cuda_indexing.cu, pad and concatenate in cuda_slicing.cu, argmax,
-// argmin and cumsum in cuda_along_axis.cu.
+// argmin and cumsum in cuda_along_axis.cu, convolutions and windows in cuda_window.cu.
 struct Families {
   static constexpr unsigned kNum = kNumeric | kHalf, kFp = kFloat | kHalf, kAny = kAll | kHalf;
   static constexpr const char* kName = "CUDA";

@@ -17,6 +17,36 @@ std::string avals_str(std::span<const AVal> in) {
   return out;
 }
 
+std::string list_str(const std::vector<std::int64_t>& values) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < values.size(); ++i)
+    out += detail::str(i ? ", " : "", values[i]);
+  return out + "]";
+}
+
+std::int64_t dilate(std::int64_t size, std::int64_t dilation) {
+  return size == 0 ? 0 : 1 + dilation * (size - 1);
+}
+
+Padding padding_of(const ir::Params& params) {
+  const auto& low = params.get<std::vector<std::int64_t>>("padding_low");
+  const auto& high = params.get<std::vector<std::int64_t>>("padding_high");
+  Padding out;
+  for (std::size_t i = 0; i < low.size(); ++i)
+    out.emplace_back(low[i], high[i]);
+  return out;
+}
+
+ir::Params with_padding(const ir::Params& params, const Padding& padding) {
+  std::vector<std::int64_t> low, high;
+  for (const auto& [lo, hi] : padding) {
+    low.push_back(lo);
+    high.push_back(hi);
+  }
+  return with_param(with_param(params, "padding_low", std::move(low)), "padding_high",
+                    std::move(high));
+}
+
 void expect_arity(const std::string& prim, std::span<const AVal> in, std::size_t n) {
   if (in.size() != n) fail(prim, detail::str("expected ", n, " operands, got ", in.size()));
 }

@@ -9,6 +9,7 @@
 
 #include "flaxpp/core/aval.hpp"
 #include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ir/lax_convolution.hpp"
 #include "flaxpp/ir/primitive_rules.hpp"
 
 namespace flaxpp::lax::rules {
@@ -23,6 +24,23 @@ void expect_floating(const std::string& prim, const AVal& a);
 // elementwise result: summed over all axes when the operand was 0-d.
 Array unbroadcast(const Array& ct, const AVal& operand);
 std::string avals_str(std::span<const AVal> in);
+// "[1, 2, 3]".
+std::string list_str(const std::vector<std::int64_t>& values);
+// lax._dilate_shape for one axis: 0 stays 0, else 1 + dilation * (size - 1).
+std::int64_t dilate(std::int64_t size, std::int64_t dilation);
+// The "padding_low" and "padding_high" params of a windowed primitive as (low, high) pairs, and
+// back.
+Padding padding_of(const ir::Params& params);
+ir::Params with_padding(const ir::Params& params, const Padding& padding);
+// JAX's _conv_general_vjp_lhs_padding (convolution.cpp): the padding of the cotangent that
+// turns a windowed operation's transpose into the same operation over the cotangent (also
+// reduce_window_sum's).
+Padding conv_vjp_lhs_padding(const std::vector<std::int64_t>& in_shape,
+                             const std::vector<std::int64_t>& window,
+                             const std::vector<std::int64_t>& strides,
+                             const std::vector<std::int64_t>& out_shape, const Padding& padding,
+                             const std::vector<std::int64_t>& lhs_dilation,
+                             const std::vector<std::int64_t>& rhs_dilation);
 
 // Batching rules (ir::register_batching; ir::with_batch_axis and ir::move_axis are there): an
 // operand marked batched carries the batch axis first.
