@@ -37,6 +37,7 @@ import jax  # noqa: E402
 import flax  # noqa: E402
 import optax  # noqa: E402
 
+import problems_cnn  # noqa: E402
 import problems_control_flow  # noqa: E402
 import problems_jnp  # noqa: E402
 import problems_lm  # noqa: E402
@@ -90,6 +91,9 @@ TARGETS: list[Target] = [
     # Batching (ensemble: Flax's nn.vmap; per_example_grads: jax.vmap of jax.grad).
     Target("vmap", "vmap", "vmap.json", True, problems_vmap.cases, 1_000_000,
            lambda: problems_vmap.SKIPPED),
+    # Convolutions and pooling (Flax's nn.Conv, max_pool, avg_pool: values and gradients).
+    Target("cnn", "cnn", "cnn.json", True, problems_cnn.cases, 2_000_000,
+           lambda: problems_cnn.SKIPPED),
 ]
 
 # split(key(0), 4) in each threefry mode (docs/jax-flax-semantics.md §1.6): a self-test

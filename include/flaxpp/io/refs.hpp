@@ -121,6 +121,7 @@ void register_transformer_problems(ProblemRegistry& registry);
 void register_control_flow_problems(ProblemRegistry& registry);
 void register_jnp_problems(ProblemRegistry& registry);
 void register_vmap_problems(ProblemRegistry& registry);
+void register_cnn_problems(ProblemRegistry& registry);
 
 // The remat family's functions of (w1, w2, x) (refs-format.md, "The seed problems"):
 // f = sum((relu(x @ w1) @ w2) ** 2), and g, the same with checkpoint_name "a" (x @ w1),

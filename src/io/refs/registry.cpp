@@ -16,6 +16,7 @@ const ProblemRegistry& ProblemRegistry::builtin() {
     register_control_flow_problems(r);
     register_jnp_problems(r);
     register_vmap_problems(r);
+    register_cnn_problems(r);
     return r;
   }();
   return registry;
