@@ -10,6 +10,14 @@ Problems:
   w.r.t. the params collection and x. Expected ``{"loss", "grads": {"params": ..., "x"}}``.
 * ``pool``: ``nn.max_pool`` / ``nn.avg_pool(x, window_shape, strides=..., padding=...)``.
 * ``pool_grad``: ``jax.grad(lambda x: sum(pool(x)**2))(x)``.
+* ``norm_grad``: ``nn.RMSNorm(epsilon=...)`` or ``nn.GroupNorm(num_groups=..., epsilon=...)``,
+  ``init(PRNGKey(seed), x)``, ``y = apply``, ``loss = sum(y**3)`` and its gradients w.r.t. the
+  params and x.
+* ``cnn_grad``: the contract's ``CNN(features, classes, policy)`` (no batch norm), the mean
+  ``optax.softmax_cross_entropy_with_integer_labels`` of its logits, ``jax.value_and_grad``
+  w.r.t. the params.
+* ``saved_residuals`` with ``function: "conv_block_loss"``: JAX's list for
+  ``checkpoint(lambda p, x: sum(ConvBlock(features).apply({"params": p}, x)**2), policy)``.
 
 x is drawn from N(0, 1) (problems_nn_base.draw_x). Padding is a string or a list of
 ``[low, high]`` pairs, as the contract spells it; pairs are passed to Flax as tuples.
@@ -28,10 +36,13 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
+from jax._src.ad_checkpoint import saved_residuals as jax_saved_residuals
 
+from flaxpp_refs import residual_records
 from problems_nn_base import _np, _tag, draw_x, prng
 from problems_random import shape_tag
-from problems_remat import tolerance
+from problems_remat import policy_from_spec, spec_tag, tolerance
 from refs_writer import array, make_case
 
 #: Human-readable notes about inputs JAX rejected (filled while generating).
@@ -180,6 +191,108 @@ def case_pool(problem, x, kind, window, strides, padding, xs) -> dict:
                      array(out, "float32"), **tol)
 
 
+def case_norm_grad(kind: str, seed, x: np.ndarray, epsilon: float, num_groups, xs) -> dict:
+    model = (nn.RMSNorm(epsilon=epsilon) if kind == "rmsnorm"
+             else nn.GroupNorm(num_groups=num_groups, epsilon=epsilon))
+    xj = jnp.asarray(x)
+    params = model.init(prng(seed), xj)["params"]
+    y = _np(model.apply({"params": params}, xj))
+
+    def loss(p, xv):
+        return jnp.sum(model.apply({"params": p}, xv) ** 3)
+
+    value, (gp, gx) = jax.value_and_grad(loss, argnums=(0, 1))(params, xj)
+    grads = {"params": {k: _np(v) for k, v in gp.items()}, "x": _np(gx)}
+    tol = tolerance(int(np.prod(x.shape)), [y, _np(value), grads["x"], *grads["params"].values()])
+    inputs = {"kind": kind, "seed": seed, "x": array(x, "float32"), "epsilon": epsilon}
+    if kind == "groupnorm":
+        inputs["num_groups"] = num_groups
+    expected = {"y": array(y, "float32"), "loss": array(_np(value), "float32"),
+                "grads": {"params": {k: array(v, "float32") for k, v in grads["params"].items()},
+                          "x": array(grads["x"], "float32")}}
+    case_id = (f"norm_grad/{kind}-seed{_tag(seed)}-x{shape_tag(x.shape)}-eps{epsilon!r}"
+               f"{'' if num_groups is None else f'-g{num_groups}'}-xs{xs}")
+    return make_case(case_id, "norm_grad", inputs, expected, **tol)
+
+
+class ConvBlock(nn.Module):
+    """The contract's block (without batch norm here): Conv 3x3 SAME, relu, 2x2 average pool."""
+    features: int
+    use_batchnorm: bool = False
+
+    @nn.compact
+    def __call__(self, x, train=False):
+        x = nn.Conv(self.features, (3, 3), padding="SAME")(x)
+        if self.use_batchnorm:
+            x = nn.BatchNorm(use_running_average=not train, momentum=0.9)(x)
+        x = nn.relu(x)
+        return nn.avg_pool(x, (2, 2), strides=(2, 2))
+
+
+def lifted(policy: Any):
+    if policy == "none":
+        return ConvBlock
+    return nn.remat(ConvBlock, policy=policy_from_spec(policy), prevent_cse=False,
+                    static_argnums=(2,))
+
+
+class CNN(nn.Module):
+    features: tuple
+    classes: int
+    policy: Any = "none"
+    use_batchnorm: bool = False
+
+    @nn.compact
+    def __call__(self, x, train=False):
+        for f in self.features:
+            x = lifted(self.policy)(f, self.use_batchnorm)(x, train)
+        return nn.Dense(self.classes)(jnp.mean(x, axis=(1, 2)))
+
+
+def case_cnn_grad(seed, xshape, features, classes, policy, xs) -> dict:
+    x = draw_x(xshape, xs)
+    labels = np.random.default_rng(xs).integers(0, classes, size=xshape[0]).astype(np.int32)
+    model = CNN(tuple(features), classes, policy)
+    xj = jnp.asarray(x)
+    params = model.init(prng(seed), xj)["params"]
+    prefix = "ConvBlock" if policy == "none" else "CheckpointConvBlock"
+    assert sorted(params) == sorted([f"{prefix}_{i}" for i in range(len(features))] + ["Dense_0"])
+
+    def loss(p):
+        logits = model.apply({"params": p}, xj)
+        return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, labels))
+
+    value, grads = jax.value_and_grad(loss)(params)
+    g = jax.tree_util.tree_map(_np, grads)
+    leaves = [_np(value), *jax.tree_util.tree_leaves(g)]
+    tol = tolerance(max(9 * max(xshape[-1], *features), int(np.prod(xshape[:-1]))), leaves)
+    inputs = {"seed": seed, "x": array(x, "float32"), "labels": array(labels, "int32"),
+              "features": list(features), "classes": classes, "policy": policy}
+    expected = {"loss": array(_np(value), "float32"),
+                "grads": {"params": jax.tree_util.tree_map(lambda v: array(v, "float32"), g)}}
+    case_id = (f"cnn_grad/seed{_tag(seed)}-x{shape_tag(xshape)}-f{shape_tag(features)}"
+               f"-c{classes}-{spec_tag(policy)}-xs{xs}")
+    return make_case(case_id, "cnn_grad", inputs, expected, **tol)
+
+
+def case_saved_residuals_conv_block(seed, xshape, features, policy, xs) -> dict:
+    x = draw_x(xshape, xs)
+    block = ConvBlock(features)
+    xj = jnp.asarray(x)
+    params = block.init(prng(seed), xj)["params"]
+    h = jax.checkpoint(lambda p, v: jnp.sum(block.apply({"params": p}, v) ** 2),
+                       policy=policy_from_spec(policy))
+    expected = residual_records(jax_saved_residuals(h, params, xj))
+    # The arguments (kernel, bias, x), and the convolution's output where the policy saves it.
+    saves_conv = isinstance(policy, str) and policy in ("dots_saveable", "checkpoint_dots")
+    assert len(expected) == 3 + saves_conv, expected
+    inputs = {"function": "conv_block_loss", "policy": policy, "seed": seed,
+              "x": array(x, "float32"), "features": features}
+    case_id = (f"saved_residuals/conv_block_loss-{spec_tag(policy)}-seed{_tag(seed)}"
+               f"-x{shape_tag(xshape)}-f{features}-xs{xs}")
+    return make_case(case_id, "saved_residuals", inputs, expected, rtol=0, atol=0)
+
+
 def cases() -> list[dict]:
     """All convolution and pooling cases (cnn.json)."""
     SKIPPED.clear()
@@ -215,4 +328,34 @@ def cases() -> list[dict]:
         for kind, xshape, window, strides, padding, xs in pool_grid:
             x = draw_x(xshape, xs)
             out.append(case_pool(problem, x, kind, window, strides, padding, xs))
+    # ---- norm_grad: (kind, seed, x shape, epsilon, num_groups, x draw seed)
+    for kind, seed, xshape, eps, groups, xs in [
+        ("rmsnorm", 0, [2, 5], 1e-6, None, 7000),
+        ("rmsnorm", 1, [3, 4, 6], 1e-3, None, 7001),
+        ("rmsnorm", 42, [2, 3, 3, 8], 1e-6, None, 7002),
+        ("groupnorm", 0, [2, 4, 4, 6], 1e-6, 3, 7003),
+        ("groupnorm", 1, [3, 8], 1e-5, 2, 7004),
+        ("groupnorm", 7, [2, 3, 3, 4], 1e-6, 4, 7005),
+        ("groupnorm", -1, [2, 5, 8], 1e-3, 1, 7006),
+    ]:
+        out.append(case_norm_grad(kind, seed, draw_x(xshape, xs, scale=2.0, offset=0.5), eps,
+                                  groups, xs))
+    # ---- cnn_grad: (seed, x shape, features, classes, policy, x draw seed)
+    for seed, xshape, feats, classes, policy, xs in [
+        (0, [4, 8, 8, 1], [4, 8], 10, "none", 8000),
+        (1, [2, 8, 8, 3], [6], 5, "nothing_saveable", 8001),
+        (42, [3, 16, 16, 2], [4, 4, 8], 7, "dots_saveable", 8002),
+        (7, [2, 8, 8, 1], [8, 8], 3, "dots_with_no_batch_dims_saveable", 8003),
+        (3, [4, 8, 8, 2], [5, 6], 4, "everything_saveable", 8004),
+    ]:
+        out.append(case_cnn_grad(seed, xshape, feats, classes, policy, xs))
+    # ---- saved_residuals of conv_block_loss: (seed, x shape, features, policy, x draw seed)
+    for seed, xshape, feats, policy, xs in [
+        (0, [2, 6, 6, 3], 4, "nothing_saveable", 9000),
+        (1, [2, 6, 6, 3], 4, "dots_saveable", 9001),
+        (2, [1, 8, 8, 2], 5, "checkpoint_dots", 9002),
+        (3, [2, 4, 4, 1], 3, "dots_with_no_batch_dims_saveable", 9003),
+        (4, [2, 6, 6, 3], 4, {"name": "save_only_these_names", "names": ["a"]}, 9004),
+    ]:
+        out.append(case_saved_residuals_conv_block(seed, xshape, feats, policy, xs))
     return out

@@ -10,37 +10,14 @@
 #include "flaxpp/io/json.hpp"
 #include "flaxpp/io/refs.hpp"
 #include "harness/errors.hpp"
+#include "harness/refs_failure.hpp"
 
 namespace {
 
-using flaxpp::Device;
-using flaxpp::refs::check_document;
-using flaxpp::refs::FileResult;
 using flaxpp::refs::Json;
+using flaxpp::testing::f32_array;
+using flaxpp::testing::failure;
 using flaxpp::testing::has;
-
-Json f32_array(std::vector<std::int64_t> shape) {
-  std::int64_t n = 1;
-  for (std::int64_t d : shape)
-    n *= d;
-  std::vector<double> data(static_cast<std::size_t>(n));
-  for (std::size_t i = 0; i < data.size(); ++i)
-    data[i] = 0.25 * static_cast<double>(i % 7) - 0.5;
-  return Json{{"dtype", "float32"}, {"shape", std::move(shape)}, {"data", std::move(data)}};
-}
-
-// The reason the one case of a document with `inputs` for `problem` failed.
-std::string failure(const std::string& problem, Json inputs) {
-  const Json doc{{"format", "flaxpp.refs/1"},
-                 {"cases", Json::array({Json{{"id", "case"},
-                                             {"problem", problem},
-                                             {"inputs", std::move(inputs)},
-                                             {"expected", f32_array({1})}}})}};
-  const FileResult r = check_document(doc, "test", Device::cpu());
-  REQUIRE(r.cases.size() == 1);
-  CHECK_FALSE(r.cases[0].passed);
-  return r.cases[0].message;
-}
 
 }  // namespace
 
@@ -97,5 +74,6 @@ TEST_CASE("check: block_grad and block_loss cases need x [B, T, D] and a policy"
                                             {"mlp_dim", 8}}),
             "\"none\" is not valid for this problem"));
   CHECK(has(failure("saved_residuals", Json{{"function", "block"}, {"policy", "dots_saveable"}}),
-            "expected checkpoint_dot_policy, named_dot_policy, mlp_loss or block_loss"));
+            "expected checkpoint_dot_policy, named_dot_policy, mlp_loss, block_loss or "
+            "conv_block_loss"));
 }

@@ -1,11 +1,17 @@
 // Reference problems of convolutional networks (refs-format.md, "Convolutions, pooling,
 // normalisation and batch statistics"): conv and conv_grad (nn.Conv), pool and pool_grad
-// (nn.max_pool, nn.avg_pool).
+// (nn.max_pool, nn.avg_pool), norm_grad (nn.RMSNorm, nn.GroupNorm), cnn_grad (the contract's
+// CNN) and saved_residuals' conv_block_loss. batchnorm and cnn_train need mutable batch
+// statistics, which flaxpp does not have yet.
 #include <algorithm>
 #include <cmath>
 
+#include "flaxpp/ir/lax.hpp"
+#include "flaxpp/nn/cnn.hpp"
 #include "flaxpp/nn/conv.hpp"
+#include "flaxpp/nn/normalization.hpp"
 #include "flaxpp/nn/pooling.hpp"
+#include "flaxpp/optim/losses.hpp"
 #include "io/refs/problems_shared.hpp"
 
 namespace flaxpp::refs {
@@ -89,7 +95,48 @@ Array pool_input(const Inputs& in, const Array& x) {
   return kind == "max" ? nn::max_pool(x, window, options) : nn::avg_pool(x, window, options);
 }
 
+// value_and_grad of sum(model.apply({"params": p}, x) ** power) w.r.t. the params and x.
+template <class Model>
+Tree power_sum_grads(const Model& model, const Tree& params, const Array& x, std::int64_t power) {
+  const Tree args[] = {params, x};
+  const int argnums[] = {0, 1};
+  const ValueAndGrad r = value_and_grad(
+      [&](std::span<const Tree> a) {
+        return sum(
+            lax::integer_pow(model.apply(nn::Variables{{"params", a[0]}}, a[1].array()), power));
+      },
+      args, argnums);
+  return Tree{{"loss", r.value}, {"grads", Tree{{"params", r.grads[0]}, {"x", r.grads[1]}}}};
+}
+
+Tree norm_grad(const Inputs& in, const Array& x, const random::Key& key) {
+  const std::string kind = in.string("kind");
+  const double epsilon = in.number("epsilon", 1e-6);
+  const auto run = [&](const auto& module) {
+    const nn::Model model(module);
+    const Tree params = model.init(key, x)["params"];
+    Tree out = power_sum_grads(model, params, x, 3);
+    return Tree{{"y", model.apply(nn::Variables{{"params", params}}, x)},
+                {"loss", out["loss"]},
+                {"grads", out["grads"]}};
+  };
+  if (kind == "rmsnorm") return run(nn::RMSNorm{.epsilon = epsilon});
+  if (kind == "groupnorm")
+    return run(nn::GroupNorm{.num_groups = positive_integer(in, "num_groups"), .epsilon = epsilon});
+  throw InputError(
+      detail::str(in.path(), ".kind: expected \"rmsnorm\" or \"groupnorm\", got \"", kind, "\""));
+}
+
 }  // namespace
+
+LeavesLoss conv_block_loss(const Inputs& in, const CaseContext& cx) {
+  const Array x = float_input(in, "x", cx, 4);
+  const nn::ConvBlock block{.features = positive_integer(in, "features")};
+  check_window_memory(in, x, block.features);
+  const nn::Model model(block);
+  return sum_of_squares_of_leaves(
+      model, model.init(random::key(in.integer("seed"), cx.mode), x)["params"], x);
+}
 
 void register_cnn_problems(ProblemRegistry& registry) {
   registry.add("conv", [](const Inputs& in, const CaseContext& cx) -> Outcome {
@@ -102,14 +149,7 @@ void register_cnn_problems(ProblemRegistry& registry) {
     const Array x = image_input(in, cx);
     const nn::Model model(conv_input(in, x));
     const Tree params = model.init(random::key(in.integer("seed"), cx.mode), x)["params"];
-    const Tree args[] = {params, x};
-    const int argnums[] = {0, 1};
-    const ValueAndGrad r = value_and_grad(
-        [&](std::span<const Tree> a) {
-          return sum(square(model.apply(nn::Variables{{"params", a[0]}}, a[1].array())));
-        },
-        args, argnums);
-    return Tree{{"loss", r.value}, {"grads", Tree{{"params", r.grads[0]}, {"x", r.grads[1]}}}};
+    return power_sum_grads(model, params, x, 2);
   });
   registry.add("pool", [](const Inputs& in, const CaseContext& cx) -> Outcome {
     return pool_input(in, image_input(in, cx));
@@ -117,6 +157,38 @@ void register_cnn_problems(ProblemRegistry& registry) {
   registry.add("pool_grad", [](const Inputs& in, const CaseContext& cx) -> Outcome {
     const Array x = image_input(in, cx);
     return grad([&](const Array& v) { return sum(square(pool_input(in, v))); })(x);
+  });
+  registry.add("norm_grad", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    const Array x = float_input(in, "x", cx, 1);
+    check_case_memory(4.0 * 16.0 * static_cast<double>(x.shape().size()), in.path() + ".x",
+                      "a normalisation of these sizes");
+    return norm_grad(in, x, random::key(in.integer("seed"), cx.mode));
+  });
+  registry.add("cnn_grad", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    const Array x = float_input(in, "x", cx, 4);
+    const Array labels = in.array("labels").to(cx.device);
+    if (x.rank() != 4 || labels.dtype() != DType::i32 || labels.shape() != Shape{x.shape()[0]})
+      throw InputError(detail::str(in.path(),
+                                   ": expected x float32 [B, H, W, C] and labels int32 "
+                                   "[B], got ",
+                                   x.aval(), " and ", labels.aval()));
+    const nn::CNN cnn{.features = mlp_features(in),
+                      .classes = positive_integer(in, "classes"),
+                      .policy = policy_input(in),
+                      .use_batchnorm = false};
+    for (const std::int64_t f : cnn.features)
+      check_window_memory(in, x, f);
+    const nn::Model model(cnn);
+    const Tree params = model.init(random::key(in.integer("seed"), cx.mode), x)["params"];
+    const Tree args[] = {params};
+    const int argnums[] = {0};
+    const ValueAndGrad r = value_and_grad(
+        [&](std::span<const Tree> a) {
+          return mean(optim::softmax_cross_entropy_with_integer_labels(
+              model.apply(nn::Variables{{"params", a[0]}}, x), labels));
+        },
+        args, argnums);
+    return Tree{{"loss", r.value}, {"grads", Tree{{"params", r.grads[0]}}}};
   });
 }
 

@@ -131,10 +131,13 @@ void register_remat_problems(ProblemRegistry& registry) {
           model, model.init(random::key(in.integer("seed"), cx.mode), x)["params"], x);
     } else if (function == "block_loss") {
       h = block_loss(in, cx);
+    } else if (function == "conv_block_loss") {
+      h = conv_block_loss(in, cx);
     } else {
       throw InputError(detail::str(
           in.path(), ".function: unknown function \"", function,
-          "\"; expected checkpoint_dot_policy, named_dot_policy, mlp_loss or block_loss"));
+          "\"; expected checkpoint_dot_policy, named_dot_policy, mlp_loss, block_loss or "
+          "conv_block_loss"));
     }
     return residual_records(saved_residuals(with_policy(h.fn, in, "none", false), h.args));
   });

@@ -69,5 +69,7 @@ LeavesLoss sum_of_squares_of_leaves(const Model& model, const Tree& params, cons
 
 // saved_residuals' "block_loss" from a case's inputs (problems_transformer.cpp).
 LeavesLoss block_loss(const Inputs& in, const CaseContext& cx);
+// saved_residuals' "conv_block_loss" from a case's inputs (problems_cnn.cpp).
+LeavesLoss conv_block_loss(const Inputs& in, const CaseContext& cx);
 
 }  // namespace flaxpp::refs

@@ -1,0 +1,43 @@
+// flaxpp/nn/normalization.hpp — nn.RMSNorm and nn.GroupNorm as flax/linen/normalization.py
+// computes them (_compute_stats with the fast variance E[x^2] - E[x]^2 clamped at 0, then
+// _normalize: (x - mean) * (rsqrt(var + epsilon) * scale) + bias), composed from jax.numpy
+// operations so that their gradients are JAX's. (nn::LayerNorm is one fused primitive:
+// layer_norm.hpp.)
+#pragma once
+
+#include <optional>
+
+#include "flaxpp/nn/scope.hpp"
+
+namespace flaxpp::nn {
+
+// Normalises by the root mean square over the last axis (no mean is subtracted); scale over
+// the last axis.
+struct RMSNorm {
+  static constexpr const char* name = "RMSNorm";
+  double epsilon = 1e-6;
+  bool use_scale = true;
+  DType param_dtype = DType::f32;
+  initializers::Initializer scale_init = initializers::ones();
+
+  Array operator()(Scope& s, const Array& x) const;
+};
+
+// x: (batch, ..., C). The channels split into num_groups groups (or groups of group_size,
+// exactly one of them given); mean and variance per example and group, over every axis but
+// the first; scale and bias per channel.
+struct GroupNorm {
+  static constexpr const char* name = "GroupNorm";
+  std::optional<std::int64_t> num_groups = 32;
+  std::optional<std::int64_t> group_size{};
+  double epsilon = 1e-6;
+  bool use_bias = true;
+  bool use_scale = true;
+  DType param_dtype = DType::f32;
+  initializers::Initializer bias_init = initializers::zeros();
+  initializers::Initializer scale_init = initializers::ones();
+
+  Array operator()(Scope& s, const Array& x) const;
+};
+
+}  // namespace flaxpp::nn

@@ -1,0 +1,34 @@
+// The reference problems' ConvBlock and CNN, line for line as their Flax definitions.
+#include "flaxpp/nn/cnn.hpp"
+
+#include "flaxpp/nn/conv.hpp"
+#include "flaxpp/nn/dense.hpp"
+#include "flaxpp/nn/pooling.hpp"
+#include "flaxpp/nn/remat.hpp"
+#include "flaxpp/ops/activations.hpp"
+#include "flaxpp/ops/numpy.hpp"
+
+namespace flaxpp::nn {
+
+Array ConvBlock::operator()(Scope& s, const Array& x) const {
+  if (use_batchnorm)
+    throw ValueError(detail::str("ConvBlock at ", s.path_str(),
+                                 ": use_batchnorm needs BatchNorm with mutable batch statistics, "
+                                 "which flaxpp does not support yet"));
+  const Array y = s(Conv{.features = features, .kernel_size = {3, 3}}, x);
+  return avg_pool(relu(y), {2, 2}, {.strides = {2, 2}});
+}
+
+Array CNN::operator()(Scope& s, const Array& x) const {
+  if (x.rank() != 4)
+    throw ValueError(
+        detail::str("CNN at ", s.path_str(), ": expected images (B, H, W, C), got ", x.aval()));
+  Array h = x;
+  for (const std::int64_t f : features) {
+    const ConvBlock block{.features = f, .use_batchnorm = use_batchnorm};
+    h = policy ? s(remat<ConvBlock>(*policy, {}, false)(block), h) : s(block, h);
+  }
+  return s(Dense{.features = classes}, mean(h, std::vector<std::int64_t>{1, 2}));
+}
+
+}  // namespace flaxpp::nn
