@@ -13,6 +13,11 @@ Problems:
 * ``norm_grad``: ``nn.RMSNorm(epsilon=...)`` or ``nn.GroupNorm(num_groups=..., epsilon=...)``,
   ``init(PRNGKey(seed), x)``, ``y = apply``, ``loss = sum(y**3)`` and its gradients w.r.t. the
   params and x.
+* ``batchnorm``: ``m = nn.BatchNorm(momentum=..., epsilon=...)``, ``v = m.init(PRNGKey(seed), x,
+  use_running_average=False)``, ``y, upd = m.apply(v, x, use_running_average=False,
+  mutable=["batch_stats"])``, then ``y_eval`` from the params and the updated statistics on
+  ``x_eval`` with ``use_running_average=True``. Expected ``{"y", "batch_stats": {"mean",
+  "var"}, "y_eval"}``.
 * ``cnn_grad``: the contract's ``CNN(features, classes, policy)`` (no batch norm), the mean
   ``optax.softmax_cross_entropy_with_integer_labels`` of its logits, ``jax.value_and_grad``
   w.r.t. the params.
@@ -215,6 +220,33 @@ def case_norm_grad(kind: str, seed, x: np.ndarray, epsilon: float, num_groups, x
     return make_case(case_id, "norm_grad", inputs, expected, **tol)
 
 
+def case_batchnorm(seed, xshape, momentum: float, epsilon: float, xs) -> dict:
+    x = draw_x(xshape, xs, scale=1.5, offset=0.25)
+    x_eval = draw_x(xshape, xs + 1, scale=1.5, offset=-0.5)
+    m = nn.BatchNorm(momentum=momentum, epsilon=epsilon)
+    v = m.init(prng(seed), jnp.asarray(x), use_running_average=False)
+    y, upd = m.apply(v, jnp.asarray(x), use_running_average=False, mutable=["batch_stats"])
+    stats = {k: _np(a) for k, a in upd["batch_stats"].items()}
+    y_eval = m.apply({"params": v["params"], "batch_stats": upd["batch_stats"]},
+                     jnp.asarray(x_eval), use_running_average=True)
+    y, y_eval = _np(y), _np(y_eval)
+    # The running statistics: momentum of the initial (0, 1) plus (1 - momentum) of the batch's.
+    axes = tuple(range(x.ndim - 1))
+    want_mean = (1 - momentum) * x.astype(np.float64).mean(axes)
+    want_var = momentum + (1 - momentum) * x.astype(np.float64).var(axes)
+    tol = tolerance(int(np.prod(xshape[:-1])), [y, y_eval, *stats.values()])
+    for got, want in ((stats["mean"], want_mean), (stats["var"], want_var)):
+        assert np.all(np.abs(got - want) <= (tol["atol"] + tol["rtol"] * np.abs(want)) / 2)
+    inputs = {"seed": seed, "x": array(x, "float32"), "x_eval": array(x_eval, "float32"),
+              "momentum": momentum, "epsilon": epsilon}
+    expected = {"y": array(y, "float32"),
+                "batch_stats": {k: array(a, "float32") for k, a in stats.items()},
+                "y_eval": array(y_eval, "float32")}
+    case_id = (f"batchnorm/seed{_tag(seed)}-x{shape_tag(xshape)}-m{momentum!r}-eps{epsilon!r}"
+               f"-xs{xs}")
+    return make_case(case_id, "batchnorm", inputs, expected, **tol)
+
+
 class ConvBlock(nn.Module):
     """The contract's block (without batch norm here): Conv 3x3 SAME, relu, 2x2 average pool."""
     features: int
@@ -340,6 +372,14 @@ def cases() -> list[dict]:
     ]:
         out.append(case_norm_grad(kind, seed, draw_x(xshape, xs, scale=2.0, offset=0.5), eps,
                                   groups, xs))
+    # ---- batchnorm: (seed, x shape, momentum, epsilon, x draw seed (x_eval: the next))
+    for seed, xshape, momentum, eps, xs in [
+        (0, [8, 4], 0.9, 1e-5, 7100),
+        (1, [4, 3, 3, 5], 0.99, 1e-5, 7102),
+        (42, [2, 4, 4, 8], 0.5, 1e-3, 7104),
+        (7, [16, 2], 0.0, 1e-6, 7106),
+    ]:
+        out.append(case_batchnorm(seed, xshape, momentum, eps, xs))
     # ---- cnn_grad: (seed, x shape, features, classes, policy, x draw seed)
     for seed, xshape, feats, classes, policy, xs in [
         (0, [4, 8, 8, 1], [4, 8], 10, "none", 8000),

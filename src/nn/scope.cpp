@@ -160,11 +160,49 @@ Array Scope::variable(const std::string& collection, const std::string& name,
     state_->variables.set_at(key_path, value);
     return value;
   }
+  if (existing == nullptr && is_mutable_collection(collection)) {
+    Array value = init();
+    state_->variables.set_at(key_path, value);
+    return value;
+  }
   if (existing == nullptr || !existing->is_leaf())
     throw ValueError(
         detail::str("apply: module ", path_str(), " needs variable ", join(key_path),
                     ", which the variables do not hold; pass the variables that init returned"));
   return existing->array();
+}
+
+bool Scope::is_mutable_collection(const std::string& collection) const {
+  return collection != "params" &&
+         (state_->initializing || state_->mutable_collections.count(collection) != 0);
+}
+
+void Scope::put_variable(const std::string& collection, const std::string& name,
+                         const Array& value) {
+  std::vector<std::string> key_path{collection};
+  key_path.insert(key_path.end(), path_.begin(), path_.end());
+  key_path.push_back(name);
+  if (collection == "params")
+    throw ValueError(detail::str("module ", path_str(), " writes parameter ", join(key_path),
+                                 "; parameters change through gradients, not put_variable"));
+  if (!is_mutable_collection(collection))
+    throw ValueError(detail::str(
+        "apply: module ", path_str(), " updates variable ", join(key_path), ", but collection \"",
+        collection, "\" is not mutable; pass it to apply_mutable (Flax's mutable=[\"", collection,
+        "\"]) and take the updated collection from its result"));
+  if (state_->lifted_bodies > 0 && !state_->initializing)
+    throw ValueError(detail::str("module ", path_str(), " updates variable ", join(key_path),
+                                 " inside nn::remat or nn::scan, which do not carry updated "
+                                 "collections out of their bodies yet"));
+  state_->variables.set_at(key_path, value);
+}
+
+internal::LiftedBody::LiftedBody(const Scope& s) : state_(internal::state_of(s)) {
+  ++state_->lifted_bodies;
+}
+
+internal::LiftedBody::~LiftedBody() {
+  --state_->lifted_bodies;
 }
 
 void internal::check_all_params_used(const ScopeState& state) {

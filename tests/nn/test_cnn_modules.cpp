@@ -1,7 +1,8 @@
-// RMSNorm, GroupNorm and the reference problems' ConvBlock and CNN: values against Flax's
-// formulas written out here, gradients against float64 central differences, Flax's names with
-// and without remat, and errors that name the module. Real-Flax values are in
-// tests/refs/cnn.json (norm_grad, cnn_grad, saved_residuals of conv_block_loss).
+// BatchNorm with mutable batch statistics, RMSNorm, GroupNorm and the reference problems'
+// ConvBlock and CNN: values against Flax's formulas written out here, gradients against
+// float64 central differences, Flax's names with and without remat, and errors that name the
+// module. Real-Flax values are in tests/refs/cnn.json (batchnorm, norm_grad, cnn_grad,
+// saved_residuals of conv_block_loss).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 
 #include "flaxpp/nn/cnn.hpp"
 #include "flaxpp/nn/normalization.hpp"
+#include "flaxpp/nn/remat.hpp"
 #include "flaxpp/nn/scope.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/random/key.hpp"
@@ -42,7 +44,84 @@ void check_module_grad(const M& module, const Array& x) {
   check_grad(applied(model, params), args);
 }
 
+// A BatchNorm that trains inside nn::remat.
+struct RematBatchNorm {
+  static constexpr const char* name = "RematBatchNorm";
+  Array operator()(nn::Scope& s, const Array& x) const {
+    return s(remat<nn::BatchNorm>(checkpoint_policies::nothing_saveable())(
+                 nn::BatchNorm{.use_running_average = false}),
+             x);
+  }
+};
+
 }  // namespace
+
+TEST_CASE("BatchNorm: batch statistics, running averages through apply_mutable, and its errors") {
+  const Array x = random_f64(Shape{6, 3}, 8, -1.0, 2.0);
+  const nn::BatchNorm bn{.momentum = 0.75, .param_dtype = DType::f64};
+  const nn::Model model(bn);
+  const nn::Variables v = model.init(random::key(0), x, false);
+  // init makes the statistics (zeros, ones) and leaves them as they are.
+  CHECK(v["batch_stats"]["mean"].array().to_vector<float>() == std::vector<float>{0, 0, 0});
+  CHECK(v["batch_stats"]["var"].array().to_vector<float>() == std::vector<float>{1, 1, 1});
+  auto [y, updates] = model.apply_mutable(v, {"batch_stats"}, x, false);
+  REQUIRE(updates.keys() == std::vector<std::string>{"batch_stats"});
+  const std::vector<double> xs = x.to_vector<double>(), ys = y.to_vector<double>();
+  const std::vector<float> ra_mean = updates["batch_stats"]["mean"].array().to_vector<float>();
+  const std::vector<float> ra_var = updates["batch_stats"]["var"].array().to_vector<float>();
+  for (std::size_t c = 0; c < 3; ++c) {
+    double mu = 0, mu2 = 0;
+    for (std::size_t r = 0; r < 6; ++r) {
+      mu += xs[r * 3 + c] / 6;
+      mu2 += xs[r * 3 + c] * xs[r * 3 + c] / 6;
+    }
+    const double var = mu2 - mu * mu;
+    for (std::size_t r = 0; r < 6; ++r)
+      CHECK(ys[r * 3 + c] == doctest::Approx((xs[r * 3 + c] - mu) / std::sqrt(var + 1e-5)));
+    CHECK(ra_mean[c] == doctest::Approx(0.25 * mu).epsilon(1e-6));
+    CHECK(ra_var[c] == doctest::Approx(0.75 + 0.25 * var).epsilon(1e-6));
+  }
+  // With the running averages: (x - mean) / sqrt(var + epsilon), per feature.
+  const nn::Variables eval{{"params", v["params"]}, {"batch_stats", updates["batch_stats"]}};
+  const std::vector<double> ye = model.apply(eval, x, true).to_vector<double>();
+  CHECK(ye[1] == doctest::Approx((xs[1] - ra_mean[1]) / std::sqrt(ra_var[1] + 1e-5)));
+  // A mutable collection the variables lack is made during apply, as in Flax.
+  const auto [y2, made] =
+      model.apply_mutable(nn::Variables{{"params", v["params"]}}, {"batch_stats"}, x, false);
+  CHECK(made["batch_stats"]["mean"].array().to_vector<float>() == ra_mean);
+  CHECK(y2.to_vector<double>() == ys);
+  // Training without making batch_stats mutable is Flax's error, naming module and variable.
+  CHECK_THROWS_WITH_AS(model.apply(v, x, false),
+                       doctest::Contains("module (root) updates variable batch_stats/mean, but "
+                                         "collection \"batch_stats\" is not mutable"),
+                       ValueError);
+  CHECK_THROWS_WITH_AS(model.apply_mutable(v, {"params"}, x, false),
+                       doctest::Contains("\"params\" cannot be mutable"), ValueError);
+  CHECK_THROWS_WITH_AS(model.apply(v, x), doctest::Contains("use_running_average is given neither"),
+                       ValueError);
+  const nn::Model fixed(nn::BatchNorm{.use_running_average = true});
+  CHECK_THROWS_WITH_AS(fixed.init(random::key(0), x, true),
+                       doctest::Contains("given both to the module and to the call"), ValueError);
+  // The normalised output's gradient in training mode, the statistics held as aux.
+  const Tree params = v["params"];
+  std::vector<Array> args = params.leaves();
+  args.push_back(x);
+  check_grad(
+      [&](std::span<const Array> a) {
+        const nn::Variables w{{"params", params.with_leaves(a.subspan(0, a.size() - 1))},
+                              {"batch_stats", v["batch_stats"]}};
+        return std::vector<Array>{model.apply_mutable(w, {"batch_stats"}, a.back(), false).first};
+      },
+      args);
+}
+
+TEST_CASE("mutable collections: lifted bodies refuse updates they cannot carry out") {
+  const Array x = random_f64(Shape{4, 2}, 9);
+  const nn::Model model(RematBatchNorm{});
+  const nn::Variables v = model.init(random::key(0), x);
+  CHECK_THROWS_WITH_AS(model.apply_mutable(v, {"batch_stats"}, x),
+                       doctest::Contains("inside nn::remat or nn::scan"), ValueError);
+}
 
 TEST_CASE("RMSNorm: x * rsqrt(mean(x^2) + epsilon) * scale over the last axis") {
   const Array x = random_f64(Shape{3, 5}, 1, -2.0, 2.0);

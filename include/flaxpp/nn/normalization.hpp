@@ -1,4 +1,5 @@
-// flaxpp/nn/normalization.hpp — nn.RMSNorm and nn.GroupNorm as flax/linen/normalization.py
+// flaxpp/nn/normalization.hpp — nn.BatchNorm, nn.RMSNorm and nn.GroupNorm as
+// flax/linen/normalization.py
 // computes them (_compute_stats with the fast variance E[x^2] - E[x]^2 clamped at 0, then
 // _normalize: (x - mean) * (rsqrt(var + epsilon) * scale) + bias), composed from jax.numpy
 // operations so that their gradients are JAX's. (nn::LayerNorm is one fused primitive:
@@ -10,6 +11,30 @@
 #include "flaxpp/nn/scope.hpp"
 
 namespace flaxpp::nn {
+
+// Normalises by the batch's statistics over every axis but `axis` (training), or by the running
+// averages (use_running_average). Variables "batch_stats" "mean" (zeros) and "var" (ones),
+// float32, of the feature axis; each training call outside init sets them to
+// momentum * running + (1 - momentum) * batch, which needs apply_mutable with "batch_stats".
+// use_running_average is given here or to the call (Flax's merge_param: exactly one of them).
+struct BatchNorm {
+  static constexpr const char* name = "BatchNorm";
+  std::optional<bool> use_running_average{};
+  std::int64_t axis = -1;
+  double momentum = 0.99;
+  double epsilon = 1e-5;
+  bool use_bias = true;
+  bool use_scale = true;
+  DType param_dtype = DType::f32;
+  initializers::Initializer bias_init = initializers::zeros();
+  initializers::Initializer scale_init = initializers::ones();
+
+  Array operator()(Scope& s, const Array& x) const;
+  Array operator()(Scope& s, const Array& x, bool use_running_average) const;
+
+ private:
+  Array run(Scope& s, const Array& x, bool running) const;
+};
 
 // Normalises by the root mean square over the last axis (no mean is subtracted); scale over
 // the last axis.

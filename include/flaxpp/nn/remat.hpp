@@ -53,6 +53,7 @@ struct Checkpoint {
       return std::vector<Array>{
           call_with(s, in, args_tuple, std::index_sequence_for<Args...>{}, slot)};
     };
+    const internal::LiftedBody lifted(s);
     return checkpoint(body, policy, static_arrays, prevent_cse)(arrays)[0];
   }
 

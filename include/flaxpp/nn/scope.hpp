@@ -31,7 +31,12 @@ using RngStreams = std::map<std::string, random::Key>;
 // (Dense_0), with `static constexpr const char* name = "Dense";` (or, for lifted modules,
 // `static std::string class_name()`), and runs as operator()(nn::Scope&, inputs...).
 template <class M>
-concept NamedModule = requires { std::string(M::name); } || requires { std::string(M::class_name()); };
+concept NamedModule = requires {
+  std::string(M::name);
+}
+|| requires {
+  std::string(M::class_name());
+};
 
 // A module's class name, which names its auto-named instances: M::class_name() when M
 // defines it (lifted modules do), else M::name.
@@ -78,11 +83,20 @@ class Scope {
   // same array for every later call; otherwise as param.
   Array param_once(const std::string& name, const initializers::Initializer& init,
                    const Shape& shape, DType dtype = DType::f32);
-  // A variable of another collection (e.g. "batch_stats"), created with `init(shape, dtype)`
-  // during init — which, unlike param, draws no key, as Flax's Module.variable — and looked up
-  // during apply. (Updating it during apply, Flax's mutable=, is not supported yet.)
+  // A variable of another collection (e.g. "batch_stats"), created with `init()` during init —
+  // which, unlike param, draws no key, as Flax's Module.variable — and looked up during apply
+  // (created there too when its collection is mutable and the variables lack it, as in Flax).
+  // Its value is the latest put_variable's.
   Array variable(const std::string& collection, const std::string& name,
                  const std::function<Array()>& init);
+  // Flax's Module.put_variable (and `variable(...).value = v`): the new value of a variable of
+  // another collection. Every collection is mutable during init; during apply only those
+  // Model::apply_mutable names, else a ValueError naming the module, the variable and what to
+  // pass (Flax's ModifyScopeVariableError). Inside nn::remat and nn::scan bodies it is not
+  // supported yet (a ValueError says so).
+  void put_variable(const std::string& collection, const std::string& name, const Array& value);
+  // Whether put_variable may write `collection` now (Flax's Module.is_mutable_collection).
+  bool is_mutable_collection(const std::string& collection) const;
   // A key from rng stream `stream` (falls back to 'params' when the stream is absent, as Flax
   // does); a missing stream is a ValueError naming the module path.
   random::Key make_rng(const std::string& stream);
@@ -130,8 +144,22 @@ struct ScopeState {
   Variables variables;  // init: built up; apply: as given
   RngStreams rngs;
   std::map<std::vector<std::string>, std::map<std::string, std::uint32_t>>
-      rng_counters;                   // per path, per stream
-  std::set<std::string> used_params;  // apply: the parameter paths the model read
+      rng_counters;                           // per path, per stream
+  std::set<std::string> used_params;          // apply: the parameter paths the model read
+  std::set<std::string> mutable_collections;  // apply: those put_variable may write
+  int lifted_bodies = 0;  // > 0 while nn::remat / nn::scan trace a body (LiftedBody)
+};
+// Marks a scope's state as inside a lifted transform's traced body while it lives: variables
+// written there would escape the trace, so put_variable refuses them.
+class LiftedBody {
+ public:
+  explicit LiftedBody(const Scope& s);
+  ~LiftedBody();
+  LiftedBody(const LiftedBody&) = delete;
+  LiftedBody& operator=(const LiftedBody&) = delete;
+
+ private:
+  std::shared_ptr<ScopeState> state_;
 };
 // Checks, after apply, that every given parameter was used.
 void check_all_params_used(const ScopeState& state);
@@ -181,6 +209,35 @@ class Model {
     decltype(auto) out = module_(root, std::forward<Args>(args)...);
     internal::check_all_params_used(*state);
     return out;
+  }
+  // Flax's apply(variables, ..., mutable=[...]): also returns the collections named in
+  // `mutable_collections` as the run left them (the whole collection, updated), e.g.
+  //   auto [y, updates] = model.apply_mutable(variables, {"batch_stats"}, x);
+  template <class... Args>
+  auto apply_mutable(const Variables& variables, const std::set<std::string>& mutable_collections,
+                     Args&&... args) const {
+    return apply_mutable_with_rngs(variables, RngStreams{}, mutable_collections,
+                                   std::forward<Args>(args)...);
+  }
+  template <class... Args>
+  auto apply_mutable_with_rngs(const Variables& variables, const RngStreams& rngs,
+                               const std::set<std::string>& mutable_collections,
+                               Args&&... args) const {
+    if (mutable_collections.count("params"))
+      throw ValueError(
+          "apply_mutable: \"params\" cannot be mutable here (parameters change through "
+          "gradients); name other collections, such as \"batch_stats\"");
+    auto state = std::make_shared<internal::ScopeState>();
+    state->variables = variables;
+    state->rngs = rngs;
+    state->mutable_collections = mutable_collections;
+    Scope root = internal::make_root_scope(state);
+    auto out = module_(root, std::forward<Args>(args)...);
+    internal::check_all_params_used(*state);
+    Variables updated;
+    for (const std::string& c : mutable_collections)
+      if (state->variables.contains(c)) updated.set(c, state->variables[c]);
+    return std::pair<decltype(out), Variables>{std::move(out), std::move(updated)};
   }
   const M& module() const { return module_; }
 

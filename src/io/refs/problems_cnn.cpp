@@ -1,8 +1,8 @@
 // Reference problems of convolutional networks (refs-format.md, "Convolutions, pooling,
 // normalisation and batch statistics"): conv and conv_grad (nn.Conv), pool and pool_grad
-// (nn.max_pool, nn.avg_pool), norm_grad (nn.RMSNorm, nn.GroupNorm), cnn_grad (the contract's
-// CNN) and saved_residuals' conv_block_loss. batchnorm and cnn_train need mutable batch
-// statistics, which flaxpp does not have yet.
+// (nn.max_pool, nn.avg_pool), norm_grad (nn.RMSNorm, nn.GroupNorm), batchnorm (nn.BatchNorm's
+// statistics through apply_mutable), cnn_grad (the contract's CNN) and saved_residuals'
+// conv_block_loss. cnn_train is not supported yet.
 #include <algorithm>
 #include <cmath>
 
@@ -163,6 +163,23 @@ void register_cnn_problems(ProblemRegistry& registry) {
     check_case_memory(4.0 * 16.0 * static_cast<double>(x.shape().size()), in.path() + ".x",
                       "a normalisation of these sizes");
     return norm_grad(in, x, random::key(in.integer("seed"), cx.mode));
+  });
+  registry.add("batchnorm", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    const Array x = float_input(in, "x", cx, 1);
+    const Array x_eval = float_input(in, "x_eval", cx, 1);
+    if (x_eval.shape().rank() != x.rank() || x_eval.shape()[-1] != x.shape()[-1])
+      throw InputError(detail::str(in.path(), ".x_eval: expected the features of x (", x.aval(),
+                                   "), got ", x_eval.aval()));
+    check_case_memory(4.0 * 8.0 * static_cast<double>(x.shape().size() + x_eval.shape().size()),
+                      in.path() + ".x", "a batch norm of these sizes");
+    const nn::Model model(nn::BatchNorm{.momentum = in.number("momentum", 0.99),
+                                        .epsilon = in.number("epsilon", 1e-5)});
+    const nn::Variables v = model.init(random::key(in.integer("seed"), cx.mode), x, false);
+    auto [y, updates] = model.apply_mutable(v, {"batch_stats"}, x, false);
+    const nn::Variables eval{{"params", v["params"]}, {"batch_stats", updates["batch_stats"]}};
+    return Tree{{"y", y},
+                {"batch_stats", updates["batch_stats"]},
+                {"y_eval", model.apply(eval, x_eval, true)}};
   });
   registry.add("cnn_grad", [](const Inputs& in, const CaseContext& cx) -> Outcome {
     const Array x = float_input(in, "x", cx, 4);
