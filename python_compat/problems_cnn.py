@@ -21,6 +21,10 @@ Problems:
 * ``cnn_grad``: the contract's ``CNN(features, classes, policy)`` (no batch norm), the mean
   ``optax.softmax_cross_entropy_with_integer_labels`` of its logits, ``jax.value_and_grad``
   w.r.t. the params.
+* ``cnn_train``: the CNN (batch norm optional) trained by an optax optimiser: variables from
+  ``init(PRNGKey(seed), x[:batch_size])``; step i on rows ``(i*bs + j) mod N``, applied with
+  ``train=True`` and ``mutable=["batch_stats"]`` (when used), the new statistics the loss's aux.
+  Expected ``{"losses", "params"[, "batch_stats"]}``.
 * ``saved_residuals`` with ``function: "conv_block_loss"``: JAX's list for
   ``checkpoint(lambda p, x: sum(ConvBlock(features).apply({"params": p}, x)**2), policy)``.
 
@@ -48,6 +52,7 @@ from flaxpp_refs import residual_records
 from problems_nn_base import _np, _tag, draw_x, prng
 from problems_random import shape_tag
 from problems_remat import policy_from_spec, spec_tag, tolerance
+from problems_train import batch_rows, tx_from_spec
 from refs_writer import array, make_case
 
 #: Human-readable notes about inputs JAX rejected (filled while generating).
@@ -307,6 +312,56 @@ def case_cnn_grad(seed, xshape, features, classes, policy, xs) -> dict:
     return make_case(case_id, "cnn_grad", inputs, expected, **tol)
 
 
+def case_cnn_train(seed, xshape, features, classes, policy, use_bn, opt, steps, bs, xs) -> dict:
+    x = draw_x(xshape, xs)
+    y = np.random.default_rng(xs).integers(0, classes, size=xshape[0]).astype(np.int32)
+    model = CNN(tuple(features), classes, policy, use_bn)
+    variables = model.init(prng(seed), jnp.asarray(x[:bs]))
+    params = variables["params"]
+    stats = variables.get("batch_stats", {})
+    assert bool(stats) == use_bn
+    tx = tx_from_spec(opt)
+    opt_state = tx.init(params)
+
+    def loss_fn(p, st, xb, yb):
+        if use_bn:
+            logits, upd = model.apply({"params": p, "batch_stats": st}, xb, True,
+                                      mutable=["batch_stats"])
+            st = upd["batch_stats"]
+        else:
+            logits = model.apply({"params": p}, xb, True)
+        return optax.softmax_cross_entropy_with_integer_labels(logits, yb).mean(), st
+
+    @jax.jit
+    def step(p, o, st, xb, yb):
+        (loss, st), grads = jax.value_and_grad(loss_fn, has_aux=True)(p, st, xb, yb)
+        updates, o = tx.update(grads, o, p)
+        return optax.apply_updates(p, updates), o, st, loss
+
+    losses = []
+    for i in range(steps):
+        rows = batch_rows(i, bs, xshape[0])
+        params, opt_state, stats, loss = step(params, opt_state, stats, jnp.asarray(x[rows]),
+                                              jnp.asarray(y[rows]))
+        losses.append(_np(loss))
+    losses = np.array(losses, np.float32)
+    p_np = jax.tree_util.tree_map(_np, params)
+    s_np = jax.tree_util.tree_map(_np, stats)
+    leaves = [losses, *jax.tree_util.tree_leaves(p_np), *jax.tree_util.tree_leaves(s_np)]
+    tol = tolerance(1000, leaves)  # a trajectory: the loose rule
+    expected = {"losses": array(losses, "float32"),
+                "params": jax.tree_util.tree_map(lambda v: array(v, "float32"), p_np)}
+    if use_bn:
+        expected["batch_stats"] = jax.tree_util.tree_map(lambda v: array(v, "float32"), s_np)
+    inputs = {"seed": seed, "x": array(x, "float32"), "y": array(y, "int32"),
+              "features": list(features), "classes": classes, "policy": policy,
+              "use_batchnorm": use_bn, "optimizer": opt, "steps": steps, "batch_size": bs}
+    case_id = (f"cnn_train/seed{_tag(seed)}-x{shape_tag(xshape)}-f{shape_tag(features)}"
+               f"-c{classes}-{spec_tag(policy)}{'-bn' if use_bn else ''}-{opt['name']}"
+               f"-s{steps}-bs{bs}-xs{xs}")
+    return make_case(case_id, "cnn_train", inputs, expected, **tol)
+
+
 def case_saved_residuals_conv_block(seed, xshape, features, policy, xs) -> dict:
     x = draw_x(xshape, xs)
     block = ConvBlock(features)
@@ -389,6 +444,23 @@ def cases() -> list[dict]:
         (3, [4, 8, 8, 2], [5, 6], 4, "everything_saveable", 8004),
     ]:
         out.append(case_cnn_grad(seed, xshape, feats, classes, policy, xs))
+    # ---- cnn_train: (seed, x shape, features, classes, policy, batch norm, optimizer, steps,
+    # batch size, x draw seed). No adam with batch norm: the conv bias before a batch norm has a
+    # zero gradient up to rounding, which adam scales to full steps, so its trajectory (and the
+    # batch means) would follow the rounding noise of one implementation.
+    for args in [
+        (0, [12, 8, 8, 1], [4, 8], 4, "none", False,
+         {"name": "sgd", "learning_rate": 0.1}, 6, 4, 8100),
+        (1, [12, 8, 8, 1], [4, 8], 4, "none", True,
+         {"name": "sgd", "learning_rate": 0.05}, 6, 4, 8101),
+        (2, [10, 8, 8, 2], [6], 3, "nothing_saveable", True,
+         {"name": "momentum", "learning_rate": 0.05}, 5, 4, 8102),
+        (3, [8, 8, 8, 1], [4, 4], 5, "dots_saveable", True,
+         {"name": "momentum", "learning_rate": 0.02}, 4, 8, 8103),
+        (4, [12, 8, 8, 1], [4, 8], 4, "dots_with_no_batch_dims_saveable", False,
+         {"name": "adam", "learning_rate": 0.01}, 6, 4, 8104),
+    ]:
+        out.append(case_cnn_train(*args))
     # ---- saved_residuals of conv_block_loss: (seed, x shape, features, policy, x draw seed)
     for seed, xshape, feats, policy, xs in [
         (0, [2, 6, 6, 3], 4, "nothing_saveable", 9000),

@@ -3,6 +3,7 @@
 
 #include "flaxpp/nn/conv.hpp"
 #include "flaxpp/nn/dense.hpp"
+#include "flaxpp/nn/normalization.hpp"
 #include "flaxpp/nn/pooling.hpp"
 #include "flaxpp/nn/remat.hpp"
 #include "flaxpp/ops/activations.hpp"
@@ -10,23 +11,20 @@
 
 namespace flaxpp::nn {
 
-Array ConvBlock::operator()(Scope& s, const Array& x) const {
-  if (use_batchnorm)
-    throw ValueError(detail::str("ConvBlock at ", s.path_str(),
-                                 ": use_batchnorm needs BatchNorm with mutable batch statistics, "
-                                 "which flaxpp does not support yet"));
-  const Array y = s(Conv{.features = features, .kernel_size = {3, 3}}, x);
+Array ConvBlock::operator()(Scope& s, const Array& x, bool train) const {
+  Array y = s(Conv{.features = features, .kernel_size = {3, 3}}, x);
+  if (use_batchnorm) y = s(BatchNorm{.use_running_average = !train, .momentum = 0.9}, y);
   return avg_pool(relu(y), {2, 2}, {.strides = {2, 2}});
 }
 
-Array CNN::operator()(Scope& s, const Array& x) const {
+Array CNN::operator()(Scope& s, const Array& x, bool train) const {
   if (x.rank() != 4)
     throw ValueError(
         detail::str("CNN at ", s.path_str(), ": expected images (B, H, W, C), got ", x.aval()));
   Array h = x;
   for (const std::int64_t f : features) {
     const ConvBlock block{.features = f, .use_batchnorm = use_batchnorm};
-    h = policy ? s(remat<ConvBlock>(*policy, {}, false)(block), h) : s(block, h);
+    h = policy ? s(remat<ConvBlock>(*policy, {}, false)(block), h, train) : s(block, h, train);
   }
   return s(Dense{.features = classes}, mean(h, std::vector<std::int64_t>{1, 2}));
 }

@@ -112,7 +112,7 @@ std::shared_ptr<ScopeState> copy_state(Scope& s, const Tree& stacked, std::span<
   state->rng_counters = counters;
   state->used_params.clear();
   // A copy's body runs traced, on a state of its own: what it wrote would be lost.
-  ++state->lifted_bodies;
+  ++state->lifted_copies;
   return state;
 }
 

@@ -190,19 +190,53 @@ void Scope::put_variable(const std::string& collection, const std::string& name,
         "apply: module ", path_str(), " updates variable ", join(key_path), ", but collection \"",
         collection, "\" is not mutable; pass it to apply_mutable (Flax's mutable=[\"", collection,
         "\"]) and take the updated collection from its result"));
-  if (state_->lifted_bodies > 0 && !state_->initializing)
+  if (state_->lifted_copies > 0 && !state_->initializing)
     throw ValueError(detail::str("module ", path_str(), " updates variable ", join(key_path),
-                                 " inside nn::remat or nn::scan, which do not carry updated "
+                                 " inside nn::scan or nn::vmap, which do not carry updated "
                                  "collections out of their bodies yet"));
+  if (!state_->open_bodies.empty()) state_->open_bodies.back()->record(key_path);
   state_->variables.set_at(key_path, value);
 }
 
-internal::LiftedBody::LiftedBody(const Scope& s) : state_(internal::state_of(s)) {
-  ++state_->lifted_bodies;
+internal::BodyWrites::BodyWrites(const Scope& s) : state_(internal::state_of(s)) {}
+
+internal::BodyWrites::~BodyWrites() {
+  // A body that threw leaves its bracket open: close it without its values.
+  if (!state_->open_bodies.empty() && state_->open_bodies.back() == this) {
+    state_->open_bodies.pop_back();
+    state_->variables = before_;
+  }
 }
 
-internal::LiftedBody::~LiftedBody() {
-  --state_->lifted_bodies;
+void internal::BodyWrites::open() {
+  before_ = state_->variables;
+  written_.clear();
+  state_->open_bodies.push_back(this);
+}
+
+void internal::BodyWrites::record(const std::vector<std::string>& key_path) {
+  if (std::find(written_.begin(), written_.end(), key_path) == written_.end())
+    written_.push_back(key_path);
+}
+
+std::vector<Array> internal::BodyWrites::close() {
+  FLAXPP_ASSERT(!state_->open_bodies.empty() && state_->open_bodies.back() == this,
+                "BodyWrites::close without open");
+  std::vector<Array> values;
+  for (const auto& key_path : written_)
+    values.push_back(state_->variables.find(key_path)->array());
+  state_->open_bodies.pop_back();
+  state_->variables = before_;
+  return values;
+}
+
+void internal::BodyWrites::commit(std::span<const Array> values) {
+  FLAXPP_ASSERT(values.size() == written_.size(), "BodyWrites::commit: ", values.size(),
+                " values for ", written_.size(), " writes");
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (!state_->open_bodies.empty()) state_->open_bodies.back()->record(written_[i]);
+    state_->variables.set_at(written_[i], values[i]);
+  }
 }
 
 void internal::check_all_params_used(const ScopeState& state) {

@@ -21,9 +21,11 @@ float host_float(const Array& x) {
 }  // namespace
 
 Tree TrainState::to_tree() const {
-  return Tree{{"params", params},
-              {"opt_state", opt_state},
-              {"step", Array::scalar(static_cast<std::int32_t>(step))}};
+  Tree out{{"params", params},
+           {"opt_state", opt_state},
+           {"step", Array::scalar(static_cast<std::int32_t>(step))}};
+  if (!batch_stats.leaves().empty()) out.set("batch_stats", batch_stats);
+  return out;
 }
 
 TrainState TrainState::from_tree(const Tree& tree) {
@@ -43,7 +45,8 @@ TrainState TrainState::from_tree(const Tree& tree) {
   if (s.dtype() != DType::i32 || s.rank() != 0) throw bad_step(s.aval().str());
   const std::int32_t value = s.to_vector<std::int32_t>()[0];
   if (value < 0) throw bad_step(std::to_string(value));
-  return {tree["params"], tree["opt_state"], value};
+  return {tree["params"], tree["opt_state"], value,
+          tree.contains("batch_stats") ? tree["batch_stats"] : Tree()};
 }
 
 TrainState ClassifierStep::restore(const Tree& checkpoint) const {
@@ -135,22 +138,38 @@ bool any_donated(const Tree& t) {
 }  // namespace
 
 ClassifierStep::ClassifierStep(ApplyFn apply, optim::GradientTransformation tx)
+    : ClassifierStep(
+          [apply = std::move(apply)](const Tree& params, const Tree& batch_stats, const Array& x,
+                                     bool /*train*/) {
+            return std::pair<Array, Tree>{apply(params, x), batch_stats};
+          },
+          std::move(tx)) {}
+
+ClassifierStep::ClassifierStep(StatefulApplyFn apply, optim::GradientTransformation tx)
     : apply_(std::move(apply)), tx_(std::move(tx)), step_(make_step()) {}
 
 Jitted ClassifierStep::make_step() const {
   const bool data_parallel = comm_ != nullptr && comm_->size() > 1;
   return jit(
       [apply = apply_, tx = tx_, data_parallel](std::span<const Tree> a) {
-        const Array& x = a[2].array();
-        const Array& y = a[3].array();
-        const Array* weight = data_parallel ? &a[4].array() : nullptr;
-        auto [loss, grads] = value_and_grad([&](const Tree& params) {
-          return mean(optim::softmax_cross_entropy_with_integer_labels(apply(params, x), y));
-        })(a[0]);
-        grads = gradients_across_shards(grads, weight);
+        const Array& x = a[3].array();
+        const Array& y = a[4].array();
+        const Array* weight = data_parallel ? &a[5].array() : nullptr;
+        // The updated batch statistics leave value_and_grad as its aux (has_aux).
+        const Tree args[] = {a[0]};
+        const int argnums[] = {0};
+        ValueAuxAndGrad r = value_and_grad_with_aux(
+            [&](std::span<const Tree> p) {
+              auto [logits, stats] = apply(p[0], a[2], x, true);
+              return std::pair<Array, Tree>{
+                  mean(optim::softmax_cross_entropy_with_integer_labels(logits, y)),
+                  std::move(stats)};
+            },
+            args, argnums);
+        Tree grads = gradients_across_shards(r.grads[0], weight);
         auto [params, opt_state] = optim::apply_gradients(tx, std::move(grads), a[1], a[0]);
-        return std::vector<Tree>{std::move(params), std::move(opt_state),
-                                 Tree(across_shards(loss, weight))};
+        return std::vector<Tree>{std::move(params), std::move(opt_state), std::move(r.aux),
+                                 Tree(across_shards(r.value, weight))};
       },
       {.donate_argnums = {0, 1}});
 }
@@ -169,7 +188,12 @@ std::vector<Tree> ClassifierStep::arguments(const TrainState& state, const Array
   // Data sets live in host memory: the batch goes where the parameters are, once.
   const std::vector<Array> leaves = state.params.leaves();
   const Device device = leaves.empty() ? x.device() : leaves.front().device();
-  std::vector<Tree> args{state.params, state.opt_state, Tree(x.to(device)), Tree(y.to(device))};
+  std::vector<Tree> args{state.params, state.opt_state, state.batch_stats, Tree(x.to(device)),
+                         Tree(y.to(device))};
+  if (comm_ != nullptr && comm_->size() > 1 && !state.batch_stats.leaves().empty())
+    throw ValueError(
+        "ClassifierStep: batch statistics under data parallelism (Flax's BatchNorm axis_name) "
+        "are not supported yet; train a model with batch statistics in one process");
   if (comm_ != nullptr && comm_->size() > 1)
     args.emplace_back(Array::full(Shape{}, shard_weight(comm_, x.shape()[0]), DType::f32, device));
   return args;
@@ -182,7 +206,7 @@ CompiledStep ClassifierStep::lower(const TrainState& state, const Array& x, cons
 float ClassifierStep::operator()(TrainState& state, const Array& x, const Array& y) {
   // Copies of the state's leaves that the caller keeps stay theirs; the step takes the rest.
   TrainState mine{own_leaves(std::move(state.params)), own_leaves(std::move(state.opt_state)),
-                  state.step};
+                  state.step, state.batch_stats};
   state.params = Tree();
   state.opt_state = Tree();
   std::vector<Tree> out;
@@ -199,21 +223,33 @@ float ClassifierStep::operator()(TrainState& state, const Array& x, const Array&
   }
   state.params = std::move(out[0]);
   state.opt_state = std::move(out[1]);
+  state.batch_stats = std::move(out[2]);
   ++state.step;
-  return host_float(out[2].array());
+  return host_float(out[3].array());
 }
 
 std::pair<float, float> ClassifierStep::evaluate(const Tree& params, const Array& x, const Array& y,
                                                  std::int64_t batch_rows) const {
+  return evaluate(TrainState{params, Tree(), 0, Tree()}, x, y, batch_rows);
+}
+
+std::pair<float, float> ClassifierStep::evaluate(const Tree& params, std::int64_t rows,
+                                                 std::int64_t batch_rows,
+                                                 const BatchFn& batch) const {
+  return evaluate(TrainState{params, Tree(), 0, Tree()}, rows, batch_rows, batch);
+}
+
+std::pair<float, float> ClassifierStep::evaluate(const TrainState& state, const Array& x,
+                                                 const Array& y, std::int64_t batch_rows) const {
   const std::int64_t n = x.shape()[0];
   if (batch_rows <= 0 || batch_rows >= n) {
     const double w = shard_weight(comm_, n);
-    const Array logits = apply_(params, x);
+    const Array logits = apply_(state.params, state.batch_stats, x, false).first;
     return {host_float(global_mean(
                 comm_, mean(optim::softmax_cross_entropy_with_integer_labels(logits, y)), w)),
             host_float(global_mean(comm_, optim::accuracy(logits, y), w))};
   }
-  return evaluate(params, n, batch_rows, [&](std::int64_t begin, std::int64_t end) {
+  return evaluate(state, n, batch_rows, [&](std::int64_t begin, std::int64_t end) {
     std::vector<std::int32_t> rows(static_cast<std::size_t>(end - begin));
     for (std::int64_t r = begin; r < end; ++r)
       rows[static_cast<std::size_t>(r - begin)] = static_cast<std::int32_t>(r);
@@ -222,7 +258,7 @@ std::pair<float, float> ClassifierStep::evaluate(const Tree& params, const Array
   });
 }
 
-std::pair<float, float> ClassifierStep::evaluate(const Tree& params, std::int64_t rows,
+std::pair<float, float> ClassifierStep::evaluate(const TrainState& state, std::int64_t rows,
                                                  std::int64_t batch_rows,
                                                  const BatchFn& batch) const {
   if (batch_rows < 1)
@@ -237,7 +273,7 @@ std::pair<float, float> ClassifierStep::evaluate(const Tree& params, std::int64_
     const std::int64_t end = begin + std::min(batch_rows, rows - begin);
     const auto [bx, by] = batch(begin, end);
     device = bx.device();
-    const Array logits = apply_(params, bx);
+    const Array logits = apply_(state.params, state.batch_stats, bx, false).first;
     const double share = static_cast<double>(end - begin) / static_cast<double>(rows);
     loss += share * host_float(mean(optim::softmax_cross_entropy_with_integer_labels(logits, by)));
     accuracy += share * host_float(optim::accuracy(logits, by));

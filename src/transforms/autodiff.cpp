@@ -6,6 +6,8 @@
 // runs the two parts: vjp, CompiledVjp and value_and_grad.
 #include "flaxpp/transforms/autodiff.hpp"
 
+#include "flaxpp/ir/lax.hpp"
+
 #include "transforms/linearize.hpp"
 
 namespace flaxpp {
@@ -119,8 +121,8 @@ VjpResult vjp(const ArrayFn& f, std::span<const Array> primals) {
   return CompiledVjp(f, avals)(primals);
 }
 
-ValueAndGrad value_and_grad(const TreeLossFn& f, std::span<const Tree> args,
-                            std::span<const int> argnums) {
+ValueAuxAndGrad value_and_grad_with_aux(const TreeLossAuxFn& f, std::span<const Tree> args,
+                                        std::span<const int> argnums) {
   std::vector<std::vector<Array>> leaves;
   for (const Tree& t : args)
     leaves.push_back(t.leaves());
@@ -138,6 +140,7 @@ ValueAndGrad value_and_grad(const TreeLossFn& f, std::span<const Tree> args,
       primals.push_back(leaf);
     }
   }
+  Tree aux_structure;
   auto flat = [&](std::span<const Array> xs) {
     std::vector<Tree> trees(args.begin(), args.end());
     std::size_t next = 0;
@@ -147,18 +150,26 @@ ValueAndGrad value_and_grad(const TreeLossFn& f, std::span<const Tree> args,
           args[static_cast<std::size_t>(a)].with_leaves(xs.subspan(next, count));
       next += count;
     }
-    Array loss = f(trees);
+    auto [loss, aux] = f(trees);
     if (!loss.valid() || loss.rank() != 0 || !is_floating(loss.dtype()))
       throw ValueError(detail::str(
           "value_and_grad: the function must return a scalar (0-d) floating array, got ",
           loss.valid() ? loss.aval().str() : std::string("a null Array"),
           "; reduce it, e.g. with sum() or mean()"));
-    return std::vector<Array>{loss};
+    // The auxiliary values are results too, held out of differentiation (has_aux).
+    std::vector<Array> out{loss};
+    for (const Array& leaf : aux.leaves())
+      out.push_back(lax::stop_gradient(leaf));
+    aux_structure = std::move(aux);
+    return out;
   };
   VjpResult r = vjp(flat, primals);
-  const Array one = Array::full(Shape{}, 1.0, r.outputs[0].dtype());
-  const std::vector<Array> cts = r.backward_once(std::span<const Array>(&one, 1));
-  ValueAndGrad out{r.outputs[0], {}};
+  std::vector<Array> seeds{Array::full(Shape{}, 1.0, r.outputs[0].dtype())};
+  for (std::size_t k = 1; k < r.outputs.size(); ++k)
+    seeds.push_back(lax::zeros_like(r.outputs[k]));
+  const std::vector<Array> cts = r.backward_once(seeds);
+  ValueAuxAndGrad out{
+      r.outputs[0], aux_structure.with_leaves(std::span<const Array>(r.outputs).subspan(1)), {}};
   std::size_t next = 0;
   for (int a : argnums) {
     const std::size_t count = leaves[static_cast<std::size_t>(a)].size();
@@ -167,6 +178,16 @@ ValueAndGrad value_and_grad(const TreeLossFn& f, std::span<const Tree> args,
     next += count;
   }
   return out;
+}
+
+ValueAndGrad value_and_grad(const TreeLossFn& f, std::span<const Tree> args,
+                            std::span<const int> argnums) {
+  ValueAuxAndGrad r = value_and_grad_with_aux(
+      [&f](std::span<const Tree> a) {
+        return std::pair<Array, Tree>{f(a), Tree()};
+      },
+      args, argnums);
+  return {std::move(r.value), std::move(r.grads)};
 }
 
 }  // namespace flaxpp

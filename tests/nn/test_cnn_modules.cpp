@@ -44,12 +44,18 @@ void check_module_grad(const M& module, const Array& x) {
   check_grad(applied(model, params), args);
 }
 
-// A BatchNorm that trains inside nn::remat.
+// A BatchNorm that trains, inside nn::remat or plain.
+struct PlainBatchNorm {
+  static constexpr const char* name = "PlainBatchNorm";
+  Array operator()(nn::Scope& s, const Array& x) const {
+    return s(nn::BatchNorm{.use_running_average = false, .param_dtype = DType::f64}, x);
+  }
+};
 struct RematBatchNorm {
   static constexpr const char* name = "RematBatchNorm";
   Array operator()(nn::Scope& s, const Array& x) const {
     return s(remat<nn::BatchNorm>(checkpoint_policies::nothing_saveable())(
-                 nn::BatchNorm{.use_running_average = false}),
+                 nn::BatchNorm{.use_running_average = false, .param_dtype = DType::f64}),
              x);
   }
 };
@@ -115,12 +121,39 @@ TEST_CASE("BatchNorm: batch statistics, running averages through apply_mutable, 
       args);
 }
 
-TEST_CASE("mutable collections: lifted bodies refuse updates they cannot carry out") {
+TEST_CASE("mutable collections: nn::remat carries the statistics out of its region") {
   const Array x = random_f64(Shape{4, 2}, 9);
-  const nn::Model model(RematBatchNorm{});
-  const nn::Variables v = model.init(random::key(0), x);
-  CHECK_THROWS_WITH_AS(model.apply_mutable(v, {"batch_stats"}, x),
-                       doctest::Contains("inside nn::remat or nn::scan"), ValueError);
+  const nn::Model remat_model(RematBatchNorm{});
+  const nn::Model plain(PlainBatchNorm{});
+  const nn::Variables v = remat_model.init(random::key(0), x);
+  CHECK(v["batch_stats"].keys() == std::vector<std::string>{"CheckpointBatchNorm_0"});
+  // The same variables under the plain module's names.
+  const nn::Variables w{
+      {"params", Tree{{"BatchNorm_0", v["params"]["CheckpointBatchNorm_0"]}}},
+      {"batch_stats", Tree{{"BatchNorm_0", v["batch_stats"]["CheckpointBatchNorm_0"]}}}};
+  const auto [y, updates] = remat_model.apply_mutable(v, {"batch_stats"}, x);
+  const auto [y_plain, updates_plain] = plain.apply_mutable(w, {"batch_stats"}, x);
+  CHECK(y.to_vector<double>() == y_plain.to_vector<double>());
+  for (const char* stat : {"mean", "var"}) {
+    INFO(stat);
+    CHECK(updates["batch_stats"]["CheckpointBatchNorm_0"][stat].array().to_vector<float>() ==
+          updates_plain["batch_stats"]["BatchNorm_0"][stat].array().to_vector<float>());
+  }
+  // Differentiated, the statistics are the region's extra results: the loss's gradient is the
+  // plain module's.
+  const auto loss = [&](const auto& model, const nn::Variables& vars) {
+    return value_and_grad([&](const Tree& p, const Array& in) {
+      return sum(square(
+          model
+              .apply_mutable(nn::Variables{{"params", p}, {"batch_stats", vars["batch_stats"]}},
+                             {"batch_stats"}, in)
+              .first));
+    })(vars["params"], x);
+  };
+  const auto [l_remat, g_remat] = loss(remat_model, v);
+  const auto [l_plain, g_plain] = loss(plain, w);
+  CHECK(l_remat.item<double>() == l_plain.item<double>());
+  CHECK(g_remat.leaves()[0].to_vector<double>() == g_plain.leaves()[0].to_vector<double>());
 }
 
 TEST_CASE("RMSNorm: x * rsqrt(mean(x^2) + epsilon) * scale over the last axis") {
@@ -198,8 +231,13 @@ TEST_CASE("CNN: Flax's child names with and without remat, and the same gradient
   REQUIRE(gp.size() == gq.size());
   for (std::size_t i = 0; i < gp.size(); ++i)
     CHECK(gp[i].to_vector<float>() == gq[i].to_vector<float>());
+  // With batch norm: statistics per block, updated by a training call through apply_mutable.
   const nn::Model bn(nn::CNN{.features = {3}, .classes = 5, .use_batchnorm = true});
-  CHECK_THROWS_WITH_AS(bn.init(random::key(0), x),
-                       doctest::Contains("ConvBlock at ConvBlock_0: use_batchnorm needs BatchNorm"),
-                       ValueError);
+  const nn::Variables vb = bn.init(random::key(0), x);
+  CHECK(vb["batch_stats"]["ConvBlock_0"].keys() == std::vector<std::string>{"BatchNorm_0"});
+  const auto [logits, updates] = bn.apply_mutable(vb, {"batch_stats"}, x, true);
+  CHECK(logits.shape() == Shape{2, 5});
+  CHECK(updates["batch_stats"]["ConvBlock_0"]["BatchNorm_0"]["mean"].array().to_vector<float>() !=
+        vb["batch_stats"]["ConvBlock_0"]["BatchNorm_0"]["mean"].array().to_vector<float>());
+  CHECK_THROWS_WITH_AS(bn.apply(vb, x, true), doctest::Contains("is not mutable"), ValueError);
 }

@@ -7,17 +7,20 @@
 #include <vector>
 
 #include "flaxpp/core/backend.hpp"
+#include "flaxpp/nn/dense.hpp"
 #include "flaxpp/nn/mlp.hpp"
+#include "flaxpp/nn/normalization.hpp"
 #include "flaxpp/nn/scope.hpp"
+#include "flaxpp/ops/activations.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/losses.hpp"
 #include "flaxpp/optim/transform.hpp"
 #include "flaxpp/random/key.hpp"
-#include "src/tools/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "harness/finite_diff.hpp"
 #include "harness/tree_bits.hpp"
+#include "src/tools/mlp_apply.hpp"
 
 using namespace flaxpp;
 namespace o = flaxpp::optim;
@@ -35,6 +38,16 @@ Batch batch(std::int64_t rows, std::int64_t dim, unsigned seed) {
   return {astype(testing::random_f64(Shape{rows, dim}, seed), DType::f32),
           Array::from_vector(labels, Shape{rows})};
 }
+
+// An MLP with a BatchNorm after its first layer.
+struct BnMlp {
+  static constexpr const char* name = "BnMlp";
+  Array operator()(nn::Scope& s, const Array& x, bool train) const {
+    const Array h = relu(s(nn::BatchNorm{.use_running_average = !train, .momentum = 0.8},
+                           s(nn::Dense{.features = 16}, x)));
+    return s(nn::Dense{.features = 10}, h);
+  }
+};
 
 }  // namespace
 
@@ -163,4 +176,50 @@ TEST_CASE("train step: evaluate over batches gathered on demand gives the batche
       step.evaluate(params, 103, 0,
                     [](std::int64_t, std::int64_t) { return std::pair<Array, Array>{}; }),
       doctest::Contains("batch_rows must be >= 1"), ValueError);
+}
+
+TEST_CASE(
+    "train step with batch statistics: the loss's aux, bit for bit, kept in the state and "
+    "its checkpoint tree") {
+  const nn::Model model(BnMlp{});
+  const Batch b = batch(12, 8, 2);
+  const nn::Variables v = model.init(random::key(0), b.x, false);
+  const train::StatefulApplyFn apply = [&](const Tree& p, const Tree& stats, const Array& x,
+                                           bool train) {
+    auto [logits, updates] = model.apply_mutable(
+        nn::Variables{{"params", p}, {"batch_stats", stats}}, {"batch_stats"}, x, train);
+    return std::pair<Array, Tree>{logits, updates["batch_stats"]};
+  };
+  const o::GradientTransformation tx = o::sgd(0.1, 0.9);
+  train::ClassifierStep step(apply, tx);
+  train::TrainState state = step.init(v["params"], v["batch_stats"]);
+  Tree params = v["params"], stats = v["batch_stats"], opt_state = tx.init(params);
+  for (int i = 0; i < 3; ++i) {
+    const float loss = step(state, b.x, b.y);
+    // The same step by hand: value_and_grad with the statistics as aux (has_aux).
+    const Tree args[] = {params};
+    const int argnums[] = {0};
+    const ValueAuxAndGrad r = value_and_grad_with_aux(
+        [&](std::span<const Tree> a) {
+          auto [logits, updated] = apply(a[0], stats, b.x, true);
+          return std::pair<Array, Tree>{
+              mean(o::softmax_cross_entropy_with_integer_labels(logits, b.y)), updated};
+        },
+        args, argnums);
+    CHECK(loss == r.value.to_vector<float>()[0]);
+    std::tie(params, opt_state) = o::apply_gradients(tx, r.grads[0], opt_state, params);
+    stats = r.aux;
+    check_same_bits(state.params, params);
+    check_same_bits(state.batch_stats, stats);
+  }
+  // The checkpoint layout holds the statistics and gives them back.
+  const Tree saved = state.to_tree();
+  CHECK(saved.contains("batch_stats"));
+  check_same_bits(train::TrainState::from_tree(saved).batch_stats, state.batch_stats);
+  CHECK_FALSE(step.init(params).to_tree().contains("batch_stats"));
+  // Evaluation runs on the running averages.
+  const auto [eval_loss, accuracy] = step.evaluate(state, b.x, b.y);
+  const Array logits = apply(state.params, state.batch_stats, b.x, false).first;
+  CHECK(eval_loss == mean(o::softmax_cross_entropy_with_integer_labels(logits, b.y)).item<float>());
+  CHECK(accuracy >= 0.0f);
 }

@@ -1,7 +1,9 @@
 // flaxpp/nn/cnn.hpp — the reference problems' convolutional network (refs-format.md,
 // "Convolutions, pooling, normalisation and batch statistics"), line for line as its Flax
-// definition: ConvBlock = Conv(features, 3x3, "SAME") -> relu -> avg_pool(2x2, stride 2), and CNN =
-// ConvBlocks (remat'd by a policy, or plain), the mean over the spatial axes, a Dense head.
+// definition: ConvBlock = Conv(features, 3x3, "SAME") -> BatchNorm (momentum 0.9, optional) ->
+// relu -> avg_pool(2x2, stride 2), and CNN = ConvBlocks (remat'd by a policy, or plain), the
+// mean over the spatial axes, a Dense head. `train` picks the batch's statistics (updating the
+// running averages: apply_mutable with "batch_stats") over the running averages.
 #pragma once
 
 #include <optional>
@@ -15,12 +17,10 @@ namespace flaxpp::nn {
 struct ConvBlock {
   static constexpr const char* name = "ConvBlock";
   std::int64_t features = 0;
-  // Flax's BatchNorm between the convolution and the relu; needs mutable batch statistics,
-  // which flaxpp does not have yet: true is refused.
   bool use_batchnorm = false;
 
   // x: (B, H, W, C) -> (B, H / 2, W / 2, features).
-  Array operator()(Scope& s, const Array& x) const;
+  Array operator()(Scope& s, const Array& x, bool train = false) const;
 };
 
 // Children ConvBlock_i (CheckpointConvBlock_i with a policy: nn.remat(ConvBlock, policy,
@@ -33,7 +33,7 @@ struct CNN {
   bool use_batchnorm = false;
 
   // x: (B, H, W, C) -> logits (B, classes).
-  Array operator()(Scope& s, const Array& x) const;
+  Array operator()(Scope& s, const Array& x, bool train = false) const;
 };
 
 }  // namespace flaxpp::nn

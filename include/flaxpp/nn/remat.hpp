@@ -49,12 +49,19 @@ struct Checkpoint {
       static_arrays.push_back(slot[static_cast<std::size_t>(pos)]);
     }
     const auto args_tuple = std::forward_as_tuple(args...);
+    // Variables the body writes (mutable collections) leave the region as extra results.
+    internal::BodyWrites writes(s);
     const ArrayFn body = [&](std::span<const Array> in) {
-      return std::vector<Array>{
+      writes.open();
+      std::vector<Array> out{
           call_with(s, in, args_tuple, std::index_sequence_for<Args...>{}, slot)};
+      for (Array& v : writes.close())
+        out.push_back(std::move(v));
+      return out;
     };
-    const internal::LiftedBody lifted(s);
-    return checkpoint(body, policy, static_arrays, prevent_cse)(arrays)[0];
+    const std::vector<Array> results = checkpoint(body, policy, static_arrays, prevent_cse)(arrays);
+    writes.commit(std::span<const Array>(results).subspan(1));
+    return results[0];
   }
 
  private:

@@ -92,8 +92,8 @@ class Scope {
   // Flax's Module.put_variable (and `variable(...).value = v`): the new value of a variable of
   // another collection. Every collection is mutable during init; during apply only those
   // Model::apply_mutable names, else a ValueError naming the module, the variable and what to
-  // pass (Flax's ModifyScopeVariableError). Inside nn::remat and nn::scan bodies it is not
-  // supported yet (a ValueError says so).
+  // pass (Flax's ModifyScopeVariableError). nn::remat carries the new values out of its region;
+  // inside nn::scan and nn::vmap bodies writes are not supported yet (a ValueError says so).
   void put_variable(const std::string& collection, const std::string& name, const Array& value);
   // Whether put_variable may write `collection` now (Flax's Module.is_mutable_collection).
   bool is_mutable_collection(const std::string& collection) const;
@@ -147,19 +147,35 @@ struct ScopeState {
       rng_counters;                           // per path, per stream
   std::set<std::string> used_params;          // apply: the parameter paths the model read
   std::set<std::string> mutable_collections;  // apply: those put_variable may write
-  int lifted_bodies = 0;  // > 0 while nn::remat / nn::scan trace a body (LiftedBody)
+  // > 0 in the state of a lifted copy (nn::scan, nn::vmap), whose writes would be lost.
+  int lifted_copies = 0;
+  // The open bodies of nn::remat regions, innermost last (BodyWrites).
+  std::vector<class BodyWrites*> open_bodies;
 };
-// Marks a scope's state as inside a lifted transform's traced body while it lives: variables
-// written there would escape the trace, so put_variable refuses them.
-class LiftedBody {
+
+// The variables a lifted region's body writes (nn::remat): put_variable inside the body goes to
+// the state as usual, so later reads in the body see it, and is recorded here. close() takes
+// the written values (the body's traced ones) and restores the variables as they were before
+// the body; the region returns those values as extra results, and commit() writes the
+// region's results to the state (recorded in turn by an enclosing body).
+class BodyWrites {
  public:
-  explicit LiftedBody(const Scope& s);
-  ~LiftedBody();
-  LiftedBody(const LiftedBody&) = delete;
-  LiftedBody& operator=(const LiftedBody&) = delete;
+  explicit BodyWrites(const Scope& s);
+  ~BodyWrites();
+  BodyWrites(const BodyWrites&) = delete;
+  BodyWrites& operator=(const BodyWrites&) = delete;
+
+  // Brackets one trace of the body.
+  void open();
+  std::vector<Array> close();
+  // After the region: the region's results for the recorded writes, in close()'s order.
+  void commit(std::span<const Array> values);
+  void record(const std::vector<std::string>& key_path);
 
  private:
   std::shared_ptr<ScopeState> state_;
+  Variables before_;
+  std::vector<std::vector<std::string>> written_;
 };
 // Checks, after apply, that every given parameter was used.
 void check_all_params_used(const ScopeState& state);

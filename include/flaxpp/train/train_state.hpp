@@ -24,8 +24,10 @@ struct TrainState {
   Tree params;     // the "params" collection
   Tree opt_state;  // the optimiser's state tree
   std::int64_t step = 0;
+  Tree batch_stats{};  // the "batch_stats" collection; empty for a model without one
 
-  // {"params": ..., "opt_state": ..., "step": i32[]}, the checkpoint layout.
+  // {"params": ..., "opt_state": ..., "step": i32[]}, and "batch_stats" when there are any:
+  // the checkpoint layout.
   Tree to_tree() const;
   // Throws ValueError, saying what came, when a key is missing or "step" is not an int32
   // scalar >= 0. The optimiser state is checked by ClassifierStep::restore.
@@ -34,6 +36,12 @@ struct TrainState {
 
 // Logits of a model for a batch: apply(params, x).
 using ApplyFn = std::function<Array(const Tree& params, const Array& x)>;
+// Logits of a model with batch statistics, and the statistics after the batch:
+// apply(params, batch_stats, x, train). Training (train = true) runs on the batch's statistics
+// and returns the updated running averages (Flax's apply with mutable=["batch_stats"]);
+// evaluation (false) runs on the running averages (the returned statistics are ignored).
+using StatefulApplyFn = std::function<std::pair<Array, Tree>(
+    const Tree& params, const Tree& batch_stats, const Array& x, bool train)>;
 
 // One optimisation step of mean softmax cross-entropy with integer labels: value_and_grad,
 // tx.update, apply_updates, jitted.
@@ -47,8 +55,13 @@ using ApplyFn = std::function<Array(const Tree& params, const Array& x)>;
 class ClassifierStep {
  public:
   ClassifierStep(ApplyFn apply, optim::GradientTransformation tx);
+  // A model with batch statistics: the step takes the updated statistics as the loss's aux and
+  // keeps them in TrainState::batch_stats (not yet data-parallel: set_communicator refuses).
+  ClassifierStep(StatefulApplyFn apply, optim::GradientTransformation tx);
 
-  TrainState init(const Tree& params) const { return {params, tx_.init(params), 0}; }
+  TrainState init(const Tree& params, const Tree& batch_stats = {}) const {
+    return {params, tx_.init(params), 0, batch_stats};
+  }
   // A state read back from a checkpoint tree (TrainState::to_tree's layout): from_tree, and the
   // optimiser state checked against this step's optimiser (optim::check_state), so that a
   // corrupt or foreign checkpoint fails here, naming the path, rather than in a step.
@@ -64,12 +77,17 @@ class ClassifierStep {
   // weighted by their rows, summed in double: another rounding than one pass).
   std::pair<float, float> evaluate(const Tree& params, const Array& x, const Array& y,
                                    std::int64_t batch_rows = 0) const;
+  // The same for a model with batch statistics, on the state's running averages.
+  std::pair<float, float> evaluate(const TrainState& state, const Array& x, const Array& y,
+                                   std::int64_t batch_rows = 0) const;
   // The same over `rows` rows that are gathered a batch at a time, rows [begin, end) by
   // `batch(begin, end)` as (x, y): data read from a file on demand, whose whole never needs
   // to be in memory. batch_rows >= 1.
   using BatchFn = std::function<std::pair<Array, Array>(std::int64_t begin, std::int64_t end)>;
   std::pair<float, float> evaluate(const Tree& params, std::int64_t rows, std::int64_t batch_rows,
                                    const BatchFn& batch) const;
+  std::pair<float, float> evaluate(const TrainState& state, std::int64_t rows,
+                                   std::int64_t batch_rows, const BatchFn& batch) const;
   // How many distinct input signatures were traced so far.
   std::size_t traces() const { return step_.num_traces(); }
   // Turning graphs off also frees the recordings made so far.
@@ -88,7 +106,7 @@ class ClassifierStep {
   Jitted make_step() const;
   std::vector<Tree> arguments(const TrainState& state, const Array& x, const Array& y) const;
 
-  ApplyFn apply_;
+  StatefulApplyFn apply_;
   optim::GradientTransformation tx_;
   dist::Communicator* comm_ = nullptr;
   Jitted step_;

@@ -51,9 +51,8 @@ VjpResult vjp(const ArrayFn& f, std::span<const Array> primals);
 //   auto [y, back] = vjp([](const Tree& p, const Array& x) { return ...; }, params, x);
 //   auto [dparams, dx] = back(ones_like(y));
 template <class F, class... Xs>
-  requires(sizeof...(Xs) > 0 &&
-           ((std::is_same_v<Xs, Array> || std::is_same_v<Xs, Tree>) && ...))
-auto vjp(F f, const Xs&... xs) {
+requires(sizeof...(Xs) > 0 && ((std::is_same_v<Xs, Array> ||
+                                std::is_same_v<Xs, Tree>)&&...)) auto vjp(F f, const Xs&... xs) {
   const std::tuple<Xs...> structures{xs...};
   const std::vector<std::size_t> counts{Tree(xs).leaves().size()...};
   std::vector<Array> primals;
@@ -71,7 +70,8 @@ auto vjp(F f, const Xs&... xs) {
     };
     return [&]<std::size_t... I>(std::index_sequence<I...>) {
       return std::tuple<Xs...>{one(std::get<I>(structures), counts[I])...};
-    }(std::index_sequence_for<Xs...>{});
+    }
+    (std::index_sequence_for<Xs...>{});
   };
   const ArrayFn flat = [f, unflatten](std::span<const Array> in) {
     return std::vector<Array>{Array(std::apply(f, unflatten(in)))};
@@ -136,27 +136,37 @@ struct ValueAndGrad {
 ValueAndGrad value_and_grad(const TreeLossFn& f, std::span<const Tree> args,
                             std::span<const int> argnums);
 
+// jax.value_and_grad(f, argnums, has_aux=True): f returns the loss and a tree of auxiliary
+// values (e.g. updated batch statistics), returned beside the loss and not differentiated.
+using TreeLossAuxFn = std::function<std::pair<Array, Tree>(std::span<const Tree>)>;
+struct ValueAuxAndGrad {
+  Array value;
+  Tree aux;
+  std::vector<Tree> grads;  // one per differentiated argument, in argnums order
+};
+ValueAuxAndGrad value_and_grad_with_aux(const TreeLossAuxFn& f, std::span<const Tree> args,
+                                        std::span<const int> argnums);
+
 // The typed forms, returning callables as JAX does: a function of Arrays and Trees returning a
 // scalar loss, differentiated with respect to its first argument (JAX's argnums=0); the
 // gradient has that argument's type:
 //   auto [loss, g] = value_and_grad([&](const Tree& p, const Array& x) { return ...; })(params, x);
 //   Array g = grad([](const Array& x) { return sum(square(x)); })(x);
 template <class F>
-  requires(!std::is_invocable_v<const F&, std::span<const Tree>>)
-auto value_and_grad(F f) {
+requires(!std::is_invocable_v<const F&, std::span<const Tree>>) auto value_and_grad(F f) {
   // Constrained rather than asserted, so that other transforms can ask whether it takes
   // their argument types (jit's and vmap's typed forms do).
-  return [f = std::move(f)]<class X0, class... Xs>(const X0& x0, const Xs&... xs)
-    requires((std::is_same_v<X0, Array> || std::is_same_v<X0, Tree>) && ... &&
-             (std::is_same_v<Xs, Array> || std::is_same_v<Xs, Tree>))
-  {
+  return [f = std::move(f)]<class X0, class... Xs>(const X0& x0, const Xs&... xs) requires(
+      (std::is_same_v<X0, Array> || std::is_same_v<X0, Tree>)&&... &&
+      (std::is_same_v<Xs, Array> || std::is_same_v<Xs, Tree>)) {
     const std::vector<Tree> args{Tree(x0), Tree(xs)...};
     const int argnums[] = {0};
     ValueAndGrad r = value_and_grad(
         [&f](std::span<const Tree> a) {
           return [&]<std::size_t... I>(std::index_sequence<I...>) {
             return Array(f(detail::tree_as<X0>(a[0]), detail::tree_as<Xs>(a[I + 1])...));
-          }(std::index_sequence_for<Xs...>{});
+          }
+          (std::index_sequence_for<Xs...>{});
         },
         args, argnums);
     return std::pair<Array, X0>{std::move(r.value), detail::tree_as<X0>(r.grads[0])};
@@ -164,11 +174,10 @@ auto value_and_grad(F f) {
 }
 
 template <class F>
-  requires(!std::is_invocable_v<const F&, std::span<const Tree>>)
-auto grad(F f) {
+requires(!std::is_invocable_v<const F&, std::span<const Tree>>) auto grad(F f) {
   using ValueAndGradFn = decltype(value_and_grad(std::move(f)));
-  return [vg = value_and_grad(std::move(f))](const auto&... xs)
-             -> decltype(std::declval<const ValueAndGradFn&>()(xs...).second) {
+  return [vg = value_and_grad(std::move(f))](
+             const auto&... xs) -> decltype(std::declval<const ValueAndGradFn&>()(xs...).second) {
     return vg(xs...).second;
   };
 }

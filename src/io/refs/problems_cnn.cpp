@@ -1,8 +1,8 @@
 // Reference problems of convolutional networks (refs-format.md, "Convolutions, pooling,
 // normalisation and batch statistics"): conv and conv_grad (nn.Conv), pool and pool_grad
 // (nn.max_pool, nn.avg_pool), norm_grad (nn.RMSNorm, nn.GroupNorm), batchnorm (nn.BatchNorm's
-// statistics through apply_mutable), cnn_grad (the contract's CNN) and saved_residuals'
-// conv_block_loss. cnn_train is not supported yet.
+// statistics through apply_mutable), cnn_grad and cnn_train (the contract's CNN, its batch
+// statistics the train step's aux) and saved_residuals' conv_block_loss.
 #include <algorithm>
 #include <cmath>
 
@@ -13,6 +13,7 @@
 #include "flaxpp/nn/pooling.hpp"
 #include "flaxpp/optim/losses.hpp"
 #include "io/refs/problems_shared.hpp"
+#include "io/refs/trajectory.hpp"
 
 namespace flaxpp::refs {
 namespace {
@@ -180,6 +181,44 @@ void register_cnn_problems(ProblemRegistry& registry) {
     return Tree{{"y", y},
                 {"batch_stats", updates["batch_stats"]},
                 {"y_eval", model.apply(eval, x_eval, true)}};
+  });
+  registry.add("cnn_train", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    const Array x = in.array("x"), y = in.array("y");
+    if (x.dtype() != DType::f32 || x.rank() != 4 || x.shape()[0] < 1)
+      throw InputError(
+          detail::str(in.path(), ".x: expected float32 [N, H, W, C] with N >= 1, got ", x.aval()));
+    if (y.dtype() != DType::i32 || y.shape() != Shape{x.shape()[0]})
+      throw InputError(
+          detail::str(in.path(), ".y: expected int32 labels [", x.shape()[0], "], got ", y.aval()));
+    const std::int64_t steps = positive_integer(in, "steps");
+    const std::int64_t bs = positive_integer(in, "batch_size");
+    const nn::CNN cnn{.features = mlp_features(in),
+                      .classes = positive_integer(in, "classes"),
+                      .policy = policy_input(in),
+                      .use_batchnorm = in.boolean("use_batchnorm", false)};
+    const Array first = take_rows<float>(x, 0, bs);
+    for (const std::int64_t f : cnn.features)
+      check_window_memory(in, first, f * static_cast<std::int64_t>(kTrainCopies));
+    check_case_memory(static_cast<double>(steps) * 4, in.path() + ".steps",
+                      detail::str("keeping the loss of each of ", steps, " steps"));
+    const nn::Model model(cnn);
+    const nn::Variables v = model.init(random::key(in.integer("seed"), cx.mode), first);
+    const train::StatefulApplyFn apply = [model](const Tree& p, const Tree& stats, const Array& b,
+                                                 bool train) {
+      if (stats.leaves().empty())
+        return std::pair<Array, Tree>{model.apply(nn::Variables{{"params", p}}, b, train), stats};
+      auto [logits, updates] = model.apply_mutable(
+          nn::Variables{{"params", p}, {"batch_stats", stats}}, {"batch_stats"}, b, train);
+      return std::pair<Array, Tree>{logits, updates["batch_stats"]};
+    };
+    train::ClassifierStep step(apply, optimizer_input(in));
+    return train_trajectory(
+        step, step.init(v["params"], v.contains("batch_stats") ? v["batch_stats"] : Tree()), x,
+        steps, bs,
+        [&](std::int64_t start) {
+          return std::pair{take_rows<float>(x, start, bs), take_rows<std::int32_t>(y, start, bs)};
+        },
+        cx);
   });
   registry.add("cnn_grad", [](const Inputs& in, const CaseContext& cx) -> Outcome {
     const Array x = float_input(in, "x", cx, 4);

@@ -6,29 +6,14 @@
 #include "flaxpp/io/refs.hpp"
 #include "flaxpp/nn/language_model.hpp"
 #include "flaxpp/nn/mlp.hpp"
-#include "tools/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "io/refs/case_budget.hpp"
 #include "io/refs/problems_shared.hpp"
+#include "io/refs/trajectory.hpp"
+#include "tools/mlp_apply.hpp"
 
 namespace flaxpp::refs {
 namespace {
-
-// Rows (start + j) mod N for j < bs of a (N, ...) array, as a new host array.
-template <class T>
-Array take_rows(const Array& a, std::int64_t start, std::int64_t bs) {
-  const std::int64_t n = a.shape()[0], row = a.size() / std::max<std::int64_t>(n, 1);
-  const std::span<const T> v = a.host_span<T>();
-  std::vector<T> out;
-  out.reserve(static_cast<std::size_t>(bs * row));
-  for (std::int64_t j = 0; j < bs; ++j) {
-    const std::int64_t r = (start + j) % n;
-    out.insert(out.end(), v.begin() + r * row, v.begin() + (r + 1) * row);
-  }
-  std::vector<std::int64_t> dims = a.shape().dims();
-  dims[0] = bs;
-  return Array::from_vector(out, Shape(dims), Device::cpu());
-}
 
 // Columns [from, to) of a (N, T) array, as a new host array.
 Array columns(const Array& a, std::int64_t from, std::int64_t to) {
@@ -41,43 +26,17 @@ Array columns(const Array& a, std::int64_t from, std::int64_t to) {
   return Array::from_vector(out, Shape{n, to - from}, Device::cpu());
 }
 
-// `apply` trained from `params` by the step of mean softmax cross-entropy with integer labels,
-// step i on rows (i * bs + j) mod N of x and y (made from those rows by `split`).
-template <class Split>
-Tree train_trajectory(train::ApplyFn apply, const Tree& params, const Array& rows_of,
-                      const optim::GradientTransformation& tx, std::int64_t steps, std::int64_t bs,
-                      const Split& split, const CaseContext& cx) {
-  train::ClassifierStep step(std::move(apply), tx);
-  train::TrainState state = step.init(params);
-  std::vector<float> losses;
-  const std::int64_t n = rows_of.shape()[0];
-  // Step i starts at row (i * bs) mod n, kept below n so that nothing overflows.
-  for (std::int64_t i = 0, start = 0; i < steps; ++i, start = (start + bs % n) % n) {
-    cx.check_time();
-    const auto [x, y] = split(start);
-    losses.push_back(step(state, x, y));
-  }
-  return Tree{{"losses", Array::from_vector(losses, Shape{steps})}, {"params", state.params}};
-}
-
 Tree train_mlp(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy, const Array& x,
                const Array& y, const optim::GradientTransformation& tx, std::int64_t steps,
                std::int64_t bs, const random::Key& key, const CaseContext& cx) {
   const Tree params = nn::Model(mlp).init(key, take_rows<float>(x, 0, bs))["params"];
+  train::ClassifierStep step(train::mlp_apply(mlp, policy), tx);
   return train_trajectory(
-      train::mlp_apply(mlp, policy), params, x, tx, steps, bs,
+      step, step.init(params), x, steps, bs,
       [&](std::int64_t start) {
         return std::pair{take_rows<float>(x, start, bs), take_rows<std::int32_t>(y, start, bs)};
       },
       cx);
-}
-
-optim::GradientTransformation optimizer_input(const Inputs& in) {
-  try {
-    return io::optimizer_from_spec(in.raw("optimizer"), in.path() + ".optimizer");
-  } catch (const ParseError& e) {
-    throw InputError(e.what());
-  }
 }
 
 }  // namespace
@@ -143,8 +102,9 @@ void register_train_problems(ProblemRegistry& registry) {
     const train::ApplyFn apply = [model](const Tree& p, const Array& x) {
       return model.apply(nn::Variables{{"params", p}}, x);
     };
+    train::ClassifierStep step(apply, tx);
     return train_trajectory(
-        apply, params, tokens, tx, steps, bs,
+        step, step.init(params), tokens, steps, bs,
         [&](std::int64_t start) {
           const Array batch = take_rows<std::int32_t>(tokens, start, bs);
           return std::pair{columns(batch, 0, T), columns(batch, 1, T + 1)};
