@@ -136,7 +136,8 @@ int generate_command(const std::vector<std::string>& args) {
       train_model(lm, run.config.data.seq_len, static_cast<std::int64_t>(run.vocab.size()));
   // What cannot be sampled from is refused, naming the file: parameters of another model (a
   // vocab.json of another size, a checkpoint of another run) or that are not finite.
-  const Tree expected = model.init(random::key(0), Array::full(Shape{1, 1}, 0.0, DType::i32));
+  const Tree expected =
+      model.init(random::key(0), Array::full(Shape{1, 1}, 0.0, DType::i32))["params"];
   if (const auto why = tree_difference(expected, state.params, "params",
                                        "the language model of its run.json and vocab.json"))
     throw ParseError(
@@ -156,7 +157,7 @@ int generate_command(const std::vector<std::string>& args) {
     const std::vector<std::int32_t> last(tokens.end() - window, tokens.end());
     const Array x = Array::from_vector(last, Shape{1, window});
     // The last position's logits, sampled where they are: one int32 comes back to the host.
-    const Array logits = slice(model.apply(params, x), {{}, {-1, {}}});
+    const Array logits = slice(model.apply(params, Tree(), x, false).first, {{}, {-1, {}}});
     const Array drawn =
         o->temperature == 0
             ? argmax(logits, -1)

@@ -196,16 +196,18 @@ int train_command(const std::vector<std::string>& args) {
       train_model(c.model, c.data.seq_len, static_cast<std::int64_t>(data.vocab.size()));
   train::ClassifierStep step(model.apply, c.optimizer);
   step.set_communicator(job.communicator());
+  const Tree variables =
+      model.init(random::key(c.seed), data.training_rows(std::vector<std::int64_t>{0}).x);
   train::TrainState state = step.init(
-      model.init(random::key(c.seed), data.training_rows(std::vector<std::int64_t>{0}).x));
+      variables["params"], variables.contains("batch_stats") ? variables["batch_stats"] : Tree());
   Progress progress(job.leader() ? stderr : nullptr);
   // Mean loss and accuracy of the parameters over `rows` (this process's), a batch at a time,
   // its progress shown as `what`.
-  auto evaluate = [&](const Tree& params, const std::vector<std::int64_t>& rows,
+  auto evaluate = [&](const train::TrainState& s, const std::vector<std::int64_t>& rows,
                       const std::string& what) {
     const auto n = static_cast<std::int64_t>(rows.size());
     const auto result =
-        step.evaluate(params, n, plan.batch_rows, [&](std::int64_t begin, std::int64_t end) {
+        step.evaluate(s, n, plan.batch_rows, [&](std::int64_t begin, std::int64_t end) {
           progress.update(what, begin, n, "rows", false);
           const data::Dataset b = data.take(std::span(rows).subspan(
               static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)));
@@ -295,7 +297,8 @@ int train_command(const std::vector<std::string>& args) {
   auto save = [&]() -> bool {
     if (stop_on_nonfinite) {
       for (const auto& [name, tree] :
-           {std::pair{"params", &state.params}, std::pair{"opt_state", &state.opt_state}})
+           {std::pair{"params", &state.params}, std::pair{"opt_state", &state.opt_state},
+            std::pair{"batch_stats", &state.batch_stats}})
         if (const auto path = first_nonfinite(*tree)) {
           nonfinite_stop(detail::str("the ", name, " leaf ", *path, " became non-finite by step ",
                                      state.step));
@@ -358,7 +361,7 @@ int train_command(const std::vector<std::string>& args) {
       }
       warn_nonfinite(what);
     }
-    if (done % 10 == 0) batch_accuracy = step.evaluate(state.params, batch.x, batch.y).second;
+    if (done % 10 == 0) batch_accuracy = step.evaluate(state, batch.x, batch.y).second;
     loss_sum += loss;
     ++done;
     const double secs = seconds_since(epoch_start);
@@ -376,8 +379,8 @@ int train_command(const std::vector<std::string>& args) {
     // The epoch's end: its metrics row first, then the checkpoint, so that no row is lost (a
     // resumed run drops rows past its checkpoint and writes them again).
     progress.clear();
-    const auto [train_loss, train_acc] = evaluate(state.params, train_shard, "evaluate train");
-    const auto [test_loss, test_acc] = evaluate(state.params, test_shard, "evaluate test");
+    const auto [train_loss, train_acc] = evaluate(state, train_shard, "evaluate train");
+    const auto [test_loss, test_acc] = evaluate(state, test_shard, "evaluate test");
     last_test = {state.step, test_acc};
     if (!std::isfinite(train_loss) || !std::isfinite(test_loss)) {
       const bool train_bad = !std::isfinite(train_loss);
@@ -422,7 +425,7 @@ int train_command(const std::vector<std::string>& args) {
   // The last epoch's evaluation is of these parameters already, unless the run took no step.
   const float test_acc = last_test.first == state.step
                              ? last_test.second
-                             : evaluate(state.params, test_shard, "evaluate test").second;
+                             : evaluate(state, test_shard, "evaluate test").second;
   say(detail::str("metrics: ", files.metrics,
                   plots_available() ? ", curves: " + files.curves : std::string(),
                   ", checkpoint: ", files.checkpoint, " (", fixed(seconds_since(start), 1), " s, ",

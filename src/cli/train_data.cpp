@@ -24,16 +24,20 @@ namespace fs = std::filesystem;
 
 // Labels must index the model's outputs: softmax cross-entropy with a label >= the class count
 // reads past the logits (JAX gives NaN or garbage there, silently).
-void check_labels(const data::Dataset& all, std::int64_t classes, const std::string& path) {
+void check_labels(const data::Dataset& all, const io::TrainConfig::Model& m,
+                  const std::string& path) {
+  const bool cnn = m.kind == io::TrainConfig::Kind::cnn;
+  const std::int64_t classes = cnn ? m.classes : m.features.back();
   const std::vector<std::int32_t> y = all.y.to_vector<std::int32_t>();
   const auto worst = std::max_element(y.begin(), y.end());
   if (worst != y.end() && *worst >= classes)
-    throw ValueError(detail::str("$.data.path: ", path, " has label ", *worst, " (data row ",
-                                 worst - y.begin() + 1, "), but the model has ", classes,
-                                 " classes (the last of $.model.features); labels "
-                                 "must lie in [0, ",
-                                 classes, "). Make the last layer size at least ", *worst + 1,
-                                 " or fix the labels"));
+    throw ValueError(
+        detail::str("$.data.path: ", path, " has label ", *worst, " (data row ",
+                    worst - y.begin() + 1, "), but the model has ", classes,
+                    cnn ? " classes ($.model.classes)" : " classes (the last of $.model.features)",
+                    "; labels must lie in [0, ", classes, "). Make ",
+                    cnn ? "$.model.classes" : "the last layer size", " at least ", *worst + 1,
+                    " or fix the labels"));
 }
 
 // A NaN or infinite feature makes every loss NaN, and the run would train on nothing.
@@ -51,12 +55,18 @@ void check_features(const data::Dataset& all, const io::TrainConfig& c) {
 // What kind of file system object `status` is, for a refusal.
 std::string kind_of(const fs::file_status& status) {
   switch (status.type()) {
-    case fs::file_type::directory: return "a directory";
-    case fs::file_type::character: return "a character device";
-    case fs::file_type::block: return "a block device";
-    case fs::file_type::fifo: return "a named pipe";
-    case fs::file_type::socket: return "a socket";
-    default: return "not a regular file";
+    case fs::file_type::directory:
+      return "a directory";
+    case fs::file_type::character:
+      return "a character device";
+    case fs::file_type::block:
+      return "a block device";
+    case fs::file_type::fifo:
+      return "a named pipe";
+    case fs::file_type::socket:
+      return "a socket";
+    default:
+      return "not a regular file";
   }
 }
 
@@ -144,7 +154,7 @@ TrainData load_train_data(const io::TrainConfig& c) {
   csv.scale = static_cast<float>(c.data.scale);
   csv.option_prefix = "$.data.";
   const data::Dataset all = read_csv(c.data.path, csv);
-  check_labels(all, c.model.features.back(), c.data.path);
+  check_labels(all, c.model, c.data.path);
   check_features(all, c);
 
   // Both sets need rows: an empty test set has no accuracy, an empty train set no steps.
@@ -209,11 +219,24 @@ TrainPlan plan_training(const io::TrainConfig& c, const TrainData& d) {
              f64(c.data.seq_len) * w;
     widest = in * std::max({f64(m.mlp_dim), v, f64(m.num_heads) * f64(c.data.seq_len)});
   }
-  for (const std::int64_t f : m.features) {
-    const auto out = static_cast<double>(f);
-    params += in * out + out;
-    widest = std::max(widest, out);
-    in = out;
+  if (m.kind == io::TrainConfig::Kind::cnn) {
+    // Per ConvBlock a 3x3 kernel and its activations over the block's input image (each block
+    // halves height and width); then the Dense head.
+    double channels = f64(m.image_shape[2]), pixels = f64(m.image_shape[0] * m.image_shape[1]);
+    for (const std::int64_t f : m.features) {
+      params += 9 * channels * f64(f) + f64(f);
+      widest = std::max(widest, pixels * f64(f));
+      channels = f64(f);
+      pixels /= 4;
+    }
+    params += channels * f64(m.classes) + f64(m.classes);
+  } else {
+    for (const std::int64_t f : m.features) {
+      const auto out = static_cast<double>(f);
+      params += in * out + out;
+      widest = std::max(widest, out);
+      in = out;
+    }
   }
   const double weights_bytes = 4 * 2 * params;
   const double activation_bytes = 4 * static_cast<double>(p.batch_rows) * widest;

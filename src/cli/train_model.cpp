@@ -1,9 +1,11 @@
 // The model of a `flaxpp train` config.
 #include "cli/train_model.hpp"
 
+#include "flaxpp/nn/cnn.hpp"
 #include "flaxpp/nn/language_model.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/ops/activations.hpp"
+#include "flaxpp/ops/numpy.hpp"
 #include "tools/mlp_apply.hpp"
 
 namespace flaxpp::cli {
@@ -14,6 +16,41 @@ Array activate(const std::string& name, const Array& x) {
   if (name == "silu") return silu(x);
   if (name == "tanh") return tanh(x);
   return relu(x);
+}
+
+// An apply without batch statistics as a StatefulApplyFn.
+train::StatefulApplyFn stateless(train::ApplyFn apply) {
+  return [apply = std::move(apply)](const Tree& params, const Tree& stats, const Array& x, bool) {
+    return std::pair<Array, Tree>{apply(params, x), stats};
+  };
+}
+
+// The CNN over CSV rows: each batch (B, H * W * C) seen as images (B, H, W, C).
+TrainModel cnn_model(const io::TrainConfig::Model& m) {
+  const nn::Model cnn(nn::CNN{.features = m.features,
+                              .classes = m.classes,
+                              .policy = m.policy,
+                              .use_batchnorm = m.use_batchnorm});
+  const std::vector<std::int64_t> image = m.image_shape;
+  const auto images = [image](const Array& x) {
+    const std::int64_t size = image[0] * image[1] * image[2];
+    if (x.rank() != 2 || x.shape()[1] != size)
+      throw ValueError(detail::str("$.model.image_shape [", image[0], ", ", image[1], ", ",
+                                   image[2], "] needs rows of ", size, " features, but the data's ",
+                                   "rows are ", x.aval(), "; fix image_shape or the data"));
+    return reshape(x, {x.shape()[0], image[0], image[1], image[2]});
+  };
+  return {
+      [cnn, images](const Tree& params, const Tree& stats, const Array& x, bool train) {
+        if (stats.leaves().empty())
+          return std::pair<Array, Tree>{
+              cnn.apply(nn::Variables{{"params", params}}, images(x), train), stats};
+        auto [logits, updates] =
+            cnn.apply_mutable(nn::Variables{{"params", params}, {"batch_stats", stats}},
+                              {"batch_stats"}, images(x), train);
+        return std::pair<Array, Tree>{logits, updates["batch_stats"]};
+      },
+      [cnn, images](const random::Key& key, const Array& x) { return cnn.init(key, images(x)); }};
 }
 
 }  // namespace
@@ -28,17 +65,17 @@ TrainModel train_model(const io::TrainConfig::Model& m, std::int64_t seq_len,
                                          .mlp_dim = m.mlp_dim,
                                          .max_len = seq_len,
                                          .policy = m.policy});
-    return {[lm](const Tree& params, const Array& x) {
+    return {stateless([lm](const Tree& params, const Array& x) {
               return lm.apply(nn::Variables{{"params", params}}, x);
-            },
-            [lm](const random::Key& key, const Array& x) { return lm.init(key, x)["params"]; }};
+            }),
+            [lm](const random::Key& key, const Array& x) { return lm.init(key, x); }};
   }
+  if (m.kind == io::TrainConfig::Kind::cnn) return cnn_model(m);
   const nn::MLP body{.features = m.features, .activation = [act = m.activation](const Array& x) {
                        return activate(act, x);
                      }};
-  return {train::mlp_apply(body, m.policy), [body](const random::Key& key, const Array& x) {
-            return nn::Model(body).init(key, x)["params"];
-          }};
+  return {stateless(train::mlp_apply(body, m.policy)),
+          [body](const random::Key& key, const Array& x) { return nn::Model(body).init(key, x); }};
 }
 
 }  // namespace flaxpp::cli

@@ -1,6 +1,8 @@
-// The model a `flaxpp train` config describes ($.model): the MLP classifier, or the GPT-style
-// language model (nn::LanguageModel) over a text's characters. Its apply gives the logits of a
-// batch; init its parameters from a key, as Flax's init on one batch.
+// The model a `flaxpp train` config describes ($.model): the MLP classifier, the GPT-style
+// language model (nn::LanguageModel) over a text's characters, or the CNN (nn::CNN, batch norm
+// optional) over images stored as CSV rows. Its apply gives the logits of a batch (and, for
+// the CNN with batch norm, the updated batch statistics); init its variables from a key, as
+// Flax's init on one batch.
 #pragma once
 
 #include <cstdint>
@@ -13,8 +15,9 @@
 namespace flaxpp::cli {
 
 struct TrainModel {
-  train::ApplyFn apply;
-  std::function<Tree(const random::Key& key, const Array& x)> init;  // the params collection
+  train::StatefulApplyFn apply;
+  // {"params": ...} and, with batch norm, {"batch_stats": ...}.
+  std::function<Tree(const random::Key& key, const Array& x)> init;
 };
 
 // `vocab_size`: the number of characters of a language model's text (unused for the MLP).

@@ -346,9 +346,10 @@ train::TrainState load_checkpoint_state(const RunFiles& files, const io::TrainCo
   // The loaded state must be one of the configured model and optimiser, leaf for leaf.
   for (const auto& [name, now, then] :
        {std::tuple{"params", &fresh.params, &loaded.params},
-        std::tuple{"opt_state", &fresh.opt_state, &loaded.opt_state}}) {
-    const std::string what = std::string_view(name) == "params" ? "the model of $.model.features"
-                                                                : "the optimiser of $.optimizer";
+        std::tuple{"opt_state", &fresh.opt_state, &loaded.opt_state},
+        std::tuple{"batch_stats", &fresh.batch_stats, &loaded.batch_stats}}) {
+    const std::string what = std::string_view(name) == "opt_state" ? "the optimiser of $.optimizer"
+                                                                   : "the model of $.model";
     if (const auto why = tree_difference(*now, *then, name, what))
       throw ValueError(detail::str(files.checkpoint, " was not made with this config: ", *why,
                                    ".\nResuming would not continue that run. ", how_to_go_on(c)));
@@ -357,6 +358,7 @@ train::TrainState load_checkpoint_state(const RunFiles& files, const io::TrainCo
   const auto to_device = [](const Array& a) { return a.to(default_device()); };
   loaded.params = tree_map(loaded.params, to_device);
   loaded.opt_state = tree_map(loaded.opt_state, to_device);
+  loaded.batch_stats = tree_map(loaded.batch_stats, to_device);
   return loaded;
 }
 

@@ -137,13 +137,52 @@ void read_lm(const Section& model, TrainConfig::Model& m) {
                                  "; choose a divisor of it"));
 }
 
+// A list of integers >= 1 at $.model.<key>, `what` naming its entries in errors.
+std::vector<std::int64_t> positive_list(const Json& list, const std::string& key,
+                                        const std::string& what) {
+  if (!list.is_array() || list.empty())
+    throw ParseError(
+        detail::str("$.model.", key, ": expected a list of ", what, ", got ", describe_json(list)));
+  std::vector<std::int64_t> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const auto v = integer_value(list[i], true);
+    if (!v || *v < 1)
+      throw ParseError(detail::str("$.model.", key, "[", i, "]: expected an integer >= 1, got ",
+                                   describe_json(list[i])));
+    out.push_back(*v);
+  }
+  return out;
+}
+
+// The CNN's settings ($.model with "kind": "cnn").
+void read_cnn(const Section& model, TrainConfig::Model& m) {
+  for (const char* other : {"activation", "num_layers", "num_heads", "mlp_dim"})
+    if (model.get(other))
+      throw ParseError(detail::str("$.model.", other, ": not a setting of kind cnn; drop it"));
+  if (model.get("dropout"))
+    throw ParseError(
+        "$.model.dropout: dropout in the CNN is not supported yet; drop the key (batch norm, "
+        "\"use_batchnorm\": true, regularises it)");
+  m.features = positive_list(model.need("features"), "features", "ConvBlock widths");
+  m.image_shape = positive_list(model.need("image_shape"), "image_shape",
+                                "image sizes [height, width, channels]");
+  if (m.image_shape.size() != 3)
+    throw ParseError(detail::str("$.model.image_shape: expected [height, width, channels], got ",
+                                 m.image_shape.size(), " numbers"));
+  m.classes = model.integer("classes", 0, 2);
+  if (m.classes == 0) throw ParseError("$.model.classes: missing; the number of classes (>= 2)");
+  m.use_batchnorm = model.boolean("use_batchnorm", false);
+}
+
 TrainConfig::Model read_model(const Section& top) {
-  const Section model(
-      top.need("model"), "$.model",
-      {"kind", "features", "activation", "num_layers", "num_heads", "mlp_dim", "policy", "dtype"});
+  const Section model(top.need("model"), "$.model",
+                      {"kind", "features", "activation", "num_layers", "num_heads", "mlp_dim",
+                       "policy", "dtype", "image_shape", "classes", "use_batchnorm", "dropout"});
   TrainConfig::Model m;
-  m.kind =
-      model.choice("kind", {"mlp", "lm"}) == "lm" ? TrainConfig::Kind::lm : TrainConfig::Kind::mlp;
+  const std::string kind = model.choice("kind", {"mlp", "lm", "cnn"});
+  m.kind = kind == "lm"    ? TrainConfig::Kind::lm
+           : kind == "cnn" ? TrainConfig::Kind::cnn
+                           : TrainConfig::Kind::mlp;
   if (model.string("dtype", "float32") != "float32")
     throw ParseError("$.model.dtype: only float32 training is supported for now");
   if (const Json* policy = model.get("policy"))
@@ -152,23 +191,20 @@ TrainConfig::Model read_model(const Section& top) {
     read_lm(model, m);
     return m;
   }
+  if (m.kind == TrainConfig::Kind::cnn) {
+    read_cnn(model, m);
+    return m;
+  }
+  for (const char* cnn_key : {"image_shape", "classes", "use_batchnorm", "dropout"})
+    if (model.get(cnn_key))
+      throw ParseError(
+          detail::str("$.model.", cnn_key, ": a CNN setting; add \"kind\": \"cnn\" or drop it"));
   for (const char* lm_key : {"num_layers", "num_heads", "mlp_dim"})
     if (model.get(lm_key))
       throw ParseError(detail::str("$.model.", lm_key,
                                    ": a language-model setting; add \"kind\": \"lm\" or drop it"));
-  const Json& features = model.need("features");
-  if (!features.is_array() || features.empty())
-    throw ParseError(
-        detail::str("$.model.features: expected a list of layer sizes, the last "
-                    "being the number of classes, got ",
-                    describe_json(features)));
-  for (std::size_t i = 0; i < features.size(); ++i) {
-    const auto v = integer_value(features[i], true);
-    if (!v || *v < 1)
-      throw ParseError(detail::str("$.model.features[", i, "]: expected a layer size >= 1, got ",
-                                   describe_json(features[i])));
-    m.features.push_back(*v);
-  }
+  m.features = positive_list(model.need("features"), "features",
+                             "layer sizes, the last being the number of classes");
   m.activation = model.choice("activation", {"relu", "gelu", "silu", "tanh"});
   return m;
 }
@@ -231,7 +267,13 @@ Json TrainConfig::run_identity() const {
                            {"num_layers", model.num_layers},
                            {"num_heads", model.num_heads},
                            {"mlp_dim", model.mlp_dim}}
-                    : Json{{"features", model.features}, {"activation", model.activation}};
+                 : model.kind == Kind::cnn
+                     ? Json{{"kind", "cnn"},
+                            {"features", model.features},
+                            {"image_shape", model.image_shape},
+                            {"classes", model.classes},
+                            {"use_batchnorm", model.use_batchnorm}}
+                     : Json{{"features", model.features}, {"activation", model.activation}};
   return Json{{"data", d},
               {"model", m},
               {"optimizer", optimizer_spec},

@@ -170,6 +170,35 @@ expect "a finished run has nothing to train" 0 'nothing to train: the checkpoint
 expect "--fresh trains from scratch" 0 'starting from scratch \(--fresh\): replacing the run' -- "$flaxpp" train "$dir/edge.json" --fresh
 check "--fresh leaves only the new run's rows" \
   cmp -s <(metrics_steps "$dir/edge/metrics.csv") <(metrics_steps "$dir/full/metrics.csv")
+# The CNN with batch norm (kind cnn): rows of 4 features as 2x2 images; stopped and resumed in
+# every checkpoint format, it ends with the uninterrupted run's checkpoint (batch statistics
+# included), byte for byte.
+image_csv() {
+  echo "a,b,c,d,label"
+  for i in $(seq 0 59); do
+    echo "$((i % 3 * 4 + i % 2)),$((i % 3 - i % 5)),$((i % 2 * 3)),$((i % 3 * 2 - i % 4)),$((i % 3))"
+  done
+}
+image_csv >"$dir/images.csv"
+cnn_config() {  # cnn_config OUTPUT_DIR FORMAT
+  printf '{"data": {"path": "%s", "label_column": "label", "scale": 0.25, "test_fraction": 0.25}, "model": {"kind": "cnn", "features": [4], "classes": 3, "image_shape": [2, 2, 1], "use_batchnorm": true, "policy": "dots_saveable"}, "optimizer": {"name": "momentum", "learning_rate": 0.05}, "epochs": 3, "batch_size": 8, "seed": 5, "output_dir": "%s", "checkpoint_format": "%s"}' "$dir/images.csv" "$1" "$2"
+}
+for format in json safetensors msgpack; do
+  cnn_config "$dir/cnn_full_$format" "$format" >"$dir/cnn_full_$format.json"
+  cnn_config "$dir/cnn_resumed_$format" "$format" >"$dir/cnn_resumed_$format.json"
+  expect "a CNN trains ($format)" 0 '^test accuracy: [01]\.[0-9]{4}$' -- "$flaxpp" train "$dir/cnn_full_$format.json"
+  "$flaxpp" train "$dir/cnn_resumed_$format.json" --max-steps 7 >/dev/null 2>&1
+  expect "a CNN resumes ($format)" 0 'resuming from .* at step 7' -- "$flaxpp" train "$dir/cnn_resumed_$format.json"
+  check "a resumed CNN ends with the uninterrupted run's checkpoint ($format)" \
+    cmp -s "$dir/cnn_full_$format/checkpoint.$format" "$dir/cnn_resumed_$format/checkpoint.$format"
+done
+check "the CNN's checkpoint holds its batch statistics" grep -q '"batch_stats"' "$dir/cnn_full_json/checkpoint.json"
+cnn_config "$dir/cnn_bad" json | sed 's/"image_shape": \[2, 2, 1\]/"image_shape": [3, 2, 1]/' >"$dir/cnn_bad.json"
+expect "an image shape that does not fit the rows" 2 'image_shape \[3, 2, 1\] needs rows of 6 features' -- "$flaxpp" train "$dir/cnn_bad.json"
+cnn_config "$dir/cnn_classes" json | sed 's/"classes": 3/"classes": 2/' >"$dir/cnn_classes.json"
+expect "labels past the CNN's classes" 2 'has label 2 .*, but the model has 2 classes \(\$\.model\.classes\)' -- "$flaxpp" train "$dir/cnn_classes.json"
+cnn_config "$dir/cnn_drop" json | sed 's/"use_batchnorm": true/"dropout": 0.1/' >"$dir/cnn_drop.json"
+expect "dropout in the CNN is refused" 2 'dropout in the CNN is not supported yet' -- "$flaxpp" train "$dir/cnn_drop.json"
 train_config "$dir/edge" ', "resume": false' >"$dir/edge_noresume.json"
 expect '"resume": false trains from scratch' 0 'starting from scratch \("resume": false\)' -- "$flaxpp" train "$dir/edge_noresume.json"
 expect '--resume overrides "resume": false' 0 'nothing to train' -- "$flaxpp" train "$dir/edge_noresume.json" --resume

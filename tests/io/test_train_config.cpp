@@ -72,6 +72,30 @@ TEST_CASE("parse_train_config: defaults, and the keys that change them") {
         std::numeric_limits<std::int64_t>::max());
 }
 
+TEST_CASE("parse_train_config: the CNN's settings, and what identifies its run") {
+  io::Json j = io::Json::parse(kMinimal);
+  j["model"] = io::Json::parse(
+      R"({"kind": "cnn", "features": [8, 16], "classes": 10, "image_shape": [8, 8, 1],)"
+      R"( "use_batchnorm": true, "policy": "dots_saveable"})");
+  const io::TrainConfig c = parse(j.dump());
+  CHECK(c.model.kind == io::TrainConfig::Kind::cnn);
+  CHECK(c.model.features == std::vector<std::int64_t>{8, 16});
+  CHECK(c.model.image_shape == std::vector<std::int64_t>{8, 8, 1});
+  CHECK(c.model.classes == 10);
+  CHECK(c.model.use_batchnorm);
+  CHECK(c.run_identity()["model"]["kind"] == "cnn");
+  j["model"]["image_shape"] = io::Json::parse("[8, 8]");
+  CHECK(has(parse_error_of([&] { parse(j.dump()); }),
+            "$.model.image_shape: expected [height, width, channels], got 2 numbers"));
+  j["model"]["image_shape"] = io::Json::parse("[8, 8, 1]");
+  j["model"].erase("classes");
+  CHECK(has(parse_error_of([&] { parse(j.dump()); }), "$.model.classes: missing"));
+  j["model"]["classes"] = 10;
+  j["model"]["activation"] = "relu";
+  CHECK(has(parse_error_of([&] { parse(j.dump()); }),
+            "$.model.activation: not a setting of kind cnn"));
+}
+
 TEST_CASE("parse_train_config: a bad value names its key, what was expected and what came") {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {with("resume", "\"yes\""), "$.resume: expected true or false, got the string \"yes\""},
@@ -81,8 +105,11 @@ TEST_CASE("parse_train_config: a bad value names its key, what was expected and 
       {with("batch_size", "-1"), "$.batch_size: expected an integer >= 1"},
       {with("batch_size", "1e30"), "$.batch_size: expected an integer >= 1"},
       {with("model.features", "[]"), "$.model.features: expected a list of layer sizes"},
-      {with("model.features", "[4, 0]"), "$.model.features[1]: expected a layer size >= 1"},
+      {with("model.features", "[4, 0]"), "$.model.features[1]: expected an integer >= 1"},
       {with("model.activation", "\"elu\""), "$.model.activation: \"elu\" is not one of"},
+      {with("model.image_shape", "[8, 8, 1]"),
+       "$.model.image_shape: a CNN setting; add \"kind\": \"cnn\" or drop it"},
+      {with("model.kind", "\"cnn\""), "image_shape"},
       {with("model.dtype", "\"bfloat16\""), "$.model.dtype: only float32"},
       {with("data.test_fraction", "1"), "$.data.test_fraction: expected a number in (0, 1)"},
       {with("data.test_fraction", "0"), "$.data.test_fraction: expected a number in (0, 1)"},

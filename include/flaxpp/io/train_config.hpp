@@ -34,7 +34,7 @@ struct TrainConfig {
     std::int64_t seq_len = 64;   // tokens per training sequence (the lm model)
     double test_fraction = 0.2;  // the share of rows held out for testing, in (0, 1)
   };
-  enum class Kind { mlp, lm };
+  enum class Kind { mlp, lm, cnn };
   struct Model {
     Kind kind = Kind::mlp;
     // mlp: layer sizes, the last being the number of classes.
@@ -43,6 +43,11 @@ struct TrainConfig {
     // lm: the GPT-style model of nn::LanguageModel (width, depth, heads, MLP width); its
     // vocabulary is the text's characters and its max_len data.seq_len.
     std::int64_t width = 0, num_layers = 0, num_heads = 0, mlp_dim = 0;
+    // cnn: the reference problems' CNN (nn::CNN): features are its ConvBlocks' widths; each row
+    // of the CSV is an image of image_shape (H, W, C; H * W * C features, row-major).
+    std::vector<std::int64_t> image_shape;
+    std::int64_t classes = 0;
+    bool use_batchnorm = false;
     std::optional<PolicyPtr> policy;  // the remat policy (none: no checkpoint)
   };
 
