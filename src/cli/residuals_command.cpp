@@ -3,7 +3,8 @@
 // (jax.ad_checkpoint.print_saved_residuals), with bytes, and its peak memory during
 // value_and_grad, predicted from the residuals and measured. stack_loss is refs-format's Stack
 // (scan over Blocks, the policy applied per Block as nn.remat(Block, policy)), whose residuals
-// show what a policy keeps per layer.
+// show what a policy keeps per layer; cnn_loss is the contract's CNN (ConvBlocks remat'd by the
+// policy), for the same table on convolutions.
 #include <iomanip>
 #include <iostream>
 
@@ -12,6 +13,7 @@
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/io/policy_spec.hpp"
 #include "flaxpp/io/refs.hpp"
+#include "flaxpp/nn/cnn.hpp"
 #include "flaxpp/nn/language_model.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/random/distributions.hpp"
@@ -28,11 +30,15 @@ constexpr const char* kResidualsUsage =
     "'c'\n"
     "            stack_loss             sum(Stack(L, heads 4, mlp 4d, policy).apply(p, x) ** 2)\n"
     "                                   (the policy remats each Block; x is f32[N,T,d])\n"
+    "            cnn_loss               sum(CNN(L blocks of d features, 10 classes, "
+    "policy)\n"
+    "                                   .apply(p, x) ** 2) (x is f32[N,T,T,3])\n"
     "  SPEC: a policy name (e.g. dots_saveable), none, or a JSON policy spec such as\n"
     "        '{\"name\": \"save_only_these_names\", \"names\": [\"a\"]}' (default "
     "nothing_saveable)\n"
     "  -N, -d: x is f32[N,d], w1 and w2 f32[d,d] (default 5 and 4)\n"
-    "  -T, -L: stack_loss's sequence length and layers (default 8 and 4)\n";
+    "  -T, -L: stack_loss's sequence length and layers, cnn_loss's image size and blocks\n"
+    "          (default 8 and 4)\n";
 
 std::int64_t bytes_of(const AVal& a) {
   return a.shape.size() * static_cast<std::int64_t>(itemsize(a.dtype));
@@ -45,23 +51,28 @@ struct Problem {
   std::vector<std::string> names;
 };
 
-Problem stack_problem(const std::optional<PolicyPtr>& policy, std::int64_t n, std::int64_t d,
-                      std::int64_t t, std::int64_t layers) {
-  const nn::Model stack(nn::TransformerStack{
-      .num_layers = layers, .num_heads = 4, .mlp_dim = 4 * d, .policy = policy});
-  const Array x = random::normal(random::key(1), Shape{n, t, d});
-  const Tree params = stack.init(random::key(0), x)["params"];
+// A problem of model parameters and x: the loss sum(apply(params, x) ** 2).
+template <class M>
+Problem model_problem(const nn::Model<M>& model, const Array& x) {
+  const Tree params = model.init(random::key(0), x)["params"];
   Problem p;
   p.inputs = params.leaves();
   p.inputs.push_back(x);
   for (const auto& [path, leaf] : params.flatten())
     p.names.push_back(path);
   p.names.push_back("x");
-  p.fn = [stack, params](std::span<const Array> a) {
+  p.fn = [model, params](std::span<const Array> a) {
     const Tree q = params.with_leaves(a.subspan(0, a.size() - 1));
-    return std::vector<Array>{sum(square(stack.apply(nn::Variables{{"params", q}}, a.back())))};
+    return std::vector<Array>{sum(square(model.apply(nn::Variables{{"params", q}}, a.back())))};
   };
   return p;
+}
+
+Problem stack_problem(const std::optional<PolicyPtr>& policy, std::int64_t n, std::int64_t d,
+                      std::int64_t t, std::int64_t layers) {
+  const nn::Model stack(nn::TransformerStack{
+      .num_layers = layers, .num_heads = 4, .mlp_dim = 4 * d, .policy = policy});
+  return model_problem(stack, random::normal(random::key(1), Shape{n, t, d}));
 }
 
 }  // namespace
@@ -105,6 +116,12 @@ int residuals_command(const std::vector<std::string>& args) {
       return 2;
     }
     p = stack_problem(policy, n, d, t, layers);
+  } else if (function == "cnn_loss") {
+    const nn::Model cnn(
+        nn::CNN{.features = std::vector<std::int64_t>(static_cast<std::size_t>(layers), d),
+                .classes = 10,
+                .policy = policy});
+    p = model_problem(cnn, random::normal(random::key(1), Shape{n, t, t, 3}));
   } else {
     std::cerr << "flaxpp residuals: unknown function \"" << function << "\"\n" << kResidualsUsage;
     return 2;

@@ -47,6 +47,7 @@ expect "bad device" 2 'unknown device "tpu"' -- "$flaxpp" check --device tpu "$d
 expect "unknown command" 2 'unknown command "chek"' -- "$flaxpp" chek
 expect "residuals" 0 'f32\[5,4\] output of dot_general' -- "$flaxpp" residuals checkpoint_dot_policy --policy dots_saveable
 expect "residuals, named" 0 "named 'a'" -- "$flaxpp" residuals named_dot_policy --policy '{"name": "save_only_these_names", "names": ["a"]}'
+expect "residuals of the CNN: dots_saveable keeps each convolution's output" 0 'f32\[2,4,4,3\] output of conv_general_dilated' -- "$flaxpp" residuals cnn_loss -N 2 -d 3 -T 4 -L 2 --policy dots_saveable
 expect "residuals of a scan over remat'd Blocks: one carry per layer" 0 'f32\[3,2,4,8\] output of scan +768 bytes' -- "$flaxpp" residuals stack_loss -N 2 -d 8 -T 4 -L 3 --policy nothing_saveable
 expect "residuals, bad policy" 2 'unknown checkpoint policy' -- "$flaxpp" residuals checkpoint_dot_policy --policy dots_savable
 expect "a library that is no BLAS" 2 'libm.so.6 has no cblas_[sd]gemm .*unset it' -- env FLAXPP_CPU_GEMM=blas FLAXPP_BLAS=libm.so.6 "$flaxpp" bench --steps 1 --width 64 --device cpu --out "$dir/no_blas.jsonl"
