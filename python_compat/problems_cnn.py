@@ -8,6 +8,9 @@ Problems:
   ``{"params": {"kernel"[, "bias"]}, "y"}``.
 * ``conv_grad``: as ``conv``; ``loss = sum(apply(params, x)**2)`` and ``jax.value_and_grad``
   w.r.t. the params collection and x. Expected ``{"loss", "grads": {"params": ..., "x"}}``.
+* ``conv_transpose`` (flaxpp's own, docs/refs-problems.md): ``nn.ConvTranspose(features,
+  kernel_size, strides=..., padding=..., kernel_dilation=..., use_bias=..., transpose_kernel=...)``
+  initialised and applied, then ``loss = sum(y**2)`` and its gradients w.r.t. params and x.
 * ``pool``: ``nn.max_pool`` / ``nn.avg_pool(x, window_shape, strides=..., padding=...)``.
 * ``pool_grad``: ``jax.grad(lambda x: sum(pool(x)**2))(x)``.
 * ``norm_grad``: ``nn.RMSNorm(epsilon=...)`` or ``nn.GroupNorm(num_groups=..., epsilon=...)``,
@@ -156,6 +159,47 @@ def case_conv_grad(seed, xshape, features, kernel_size, strides, padding, use_bi
                               use_bias, groups, xs), "conv_grad",
                      _conv_inputs(seed, x, features, kernel_size, strides, padding, use_bias,
                                   groups), expected, **tol)
+
+
+def case_conv_transpose(seed, xshape, features, kernel_size, strides, padding, dilation,
+                        use_bias, transpose_kernel, xs) -> dict:
+    x = draw_x(xshape, xs)
+    model = nn.ConvTranspose(features, tuple(kernel_size), strides=tuple(strides),
+                             padding=_flax_padding(padding), kernel_dilation=tuple(dilation),
+                             use_bias=use_bias, transpose_kernel=transpose_kernel)
+    xj = jnp.asarray(x)
+    params = model.init(prng(seed), xj)["params"]
+    y = _np(model.apply({"params": params}, xj))
+    # With transpose_kernel it is the gradient of a Conv with that kernel: checked for stride 1.
+    if transpose_kernel and padding == "SAME" and tuple(strides) == (1, 1) and not use_bias:
+        conv = nn.Conv(xshape[-1], tuple(kernel_size), padding="SAME",
+                       kernel_dilation=tuple(dilation), use_bias=False)
+        probe = jnp.zeros((*y.shape[:-1], xshape[-1]), jnp.float32)
+        _, back = jax.vjp(lambda v: conv.apply({"params": params}, v), probe)
+        want = _np(back(xj)[0])
+        assert np.allclose(y, want, rtol=1e-5, atol=1e-5), "transpose_kernel is not Conv's VJP"
+
+    def loss(p, v):
+        return jnp.sum(model.apply({"params": p}, v) ** 2)
+
+    value, (gp, gx) = jax.value_and_grad(loss, argnums=(0, 1))(params, xj)
+    grads = {"params": {k: _np(v) for k, v in gp.items()}, "x": _np(gx)}
+    tol = tolerance(max(int(np.prod(kernel_size)) * max(xshape[-1], features),
+                        int(np.prod(xshape[:-1]))),
+                    [y, _np(value), grads["x"], *grads["params"].values()])
+    inputs = {"seed": seed, "x": array(x, "float32"), "features": features,
+              "kernel_size": list(kernel_size), "strides": list(strides), "padding": padding,
+              "kernel_dilation": list(dilation), "use_bias": use_bias,
+              "transpose_kernel": transpose_kernel}
+    expected = {"params": {k: array(_np(v), "float32") for k, v in params.items()},
+                "y": array(y, "float32"), "loss": array(_np(value), "float32"),
+                "grads": {"params": {k: array(v, "float32") for k, v in grads["params"].items()},
+                          "x": array(grads["x"], "float32")}}
+    case_id = (f"conv_transpose/seed{_tag(seed)}-x{shape_tag(xshape)}-f{features}"
+               f"-k{shape_tag(kernel_size)}-s{shape_tag(strides)}-{_padding_tag(padding)}"
+               f"-d{shape_tag(dilation)}{'' if use_bias else '-nobias'}"
+               f"{'-tk' if transpose_kernel else ''}-xs{xs}")
+    return make_case(case_id, "conv_transpose", inputs, expected, **tol)
 
 
 def _pool(kind: str, x, window, strides, padding):
@@ -400,6 +444,17 @@ def cases() -> list[dict]:
         out.append(case_conv(*args))
     for args in conv_grid:
         out.append(case_conv_grad(*args))
+    # ---- conv_transpose: (seed, x shape, features, kernel, strides, padding, kernel dilation,
+    # bias, transpose_kernel, x draw seed)
+    for args in [
+        (0, [2, 4, 4, 3], 5, [3, 3], [2, 2], "SAME", [1, 1], True, False, 5100),
+        (1, [1, 5, 3, 2], 3, [3, 2], [1, 1], "VALID", [1, 1], True, False, 5101),
+        (2, [2, 3, 4, 4], 2, [2, 3], [3, 2], "VALID", [1, 1], False, False, 5102),
+        (3, [1, 4, 5, 2], 4, [3, 3], [2, 1], [[1, 2], [0, 1]], [1, 1], True, False, 5103),
+        (4, [2, 4, 4, 3], 3, [3, 3], [1, 1], "SAME", [2, 1], False, True, 5104),
+        (5, [1, 6, 5, 2], 4, [4, 4], [2, 2], "SAME", [1, 1], True, True, 5105),
+    ]:
+        out.append(case_conv_transpose(*args))
     # ---- pool and pool_grad: (kind, x shape, window, strides, padding, x draw seed)
     pool_grid = [
         ("max", [2, 6, 6, 3], [2, 2], [2, 2], "VALID", 6000),

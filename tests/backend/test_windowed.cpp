@@ -20,6 +20,7 @@
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/random/key.hpp"
+#include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "flaxpp/transforms/jit.hpp"
 #include "harness/finite_diff.hpp"
@@ -349,4 +350,38 @@ TEST_CASE("conv and pooling under jit: the eager step's bits") {
     INFO(e[i].first);
     CHECK(f64_values(e[i].second) == f64_values(j[i].second));
   }
+}
+
+TEST_CASE("conv_transpose: with transpose_kernel, the input gradient of the forward convolution") {
+  // x (2, 6, 8, 3) convolved with w (3, 3, 3, 4) at strides 2: y (2, 3, 4, 4); the gradient of
+  // <y, g> with respect to x is conv_transpose(g, w, strides, padding, transpose_kernel).
+  const Array x = random_f64(Shape{2, 6, 8, 3}, 71), w = random_f64(Shape{3, 3, 3, 4}, 72);
+  const lax::ConvDimensionNumbers dn = lax::conv_dimension_numbers("NHWC", "HWIO", "NHWC");
+  for (const char* padding : {"SAME", "VALID"}) {
+    INFO(padding);
+    const lax::Padding pads = lax::padtype_to_pads({6, 8}, {3, 3}, {2, 2}, padding);
+    const auto [y, back] = vjp(
+        [&](const Array& v) {
+          return lax::conv_general_dilated(
+              v, w, {.window_strides = {2, 2}, .padding = pads, .dimension_numbers = dn});
+        },
+        x);
+    const Array g = random_f64(y.shape(), 73);
+    const Array want = std::get<0>(back(g));
+    const Array got = lax::conv_transpose(g, w, {2, 2}, std::string(padding), {}, dn, true);
+    if (std::string(padding) == "SAME") {
+      REQUIRE(got.shape() == want.shape());
+      check_values(f64_values(got), f64_values(want));
+    } else {
+      // VALID drops the last row and column the forward windows never reached.
+      REQUIRE(got.shape() == Shape{2, 5, 7, 3});
+      check_values(f64_values(got), f64_values(lax::slice(want, {0, 0, 0, 0}, {2, 5, 7, 3})));
+    }
+  }
+  CHECK_THROWS_WITH_AS(lax::conv_transpose(x, w, {2}, std::string("SAME")),
+                       doctest::Contains("need one entry per spatial axis (2)"), ValueError);
+  const nn::Model model(nn::ConvTranspose{.features = 5, .kernel_size = {3, 2}, .strides = {2, 2}});
+  const nn::Variables v = model.init(random::key(0), astype(x, DType::f32));
+  CHECK(v["params"]["kernel"].array().shape() == Shape{3, 2, 3, 5});
+  CHECK(model.apply(v, astype(x, DType::f32)).shape() == Shape{2, 12, 16, 5});
 }

@@ -62,4 +62,14 @@ struct ConvOptions {
 extern const ir::Primitive conv_general_dilated_p;
 Array conv_general_dilated(const Array& lhs, const Array& rhs, const ConvOptions& options = {});
 
+// jax.lax.conv_transpose: the gradient of a strided convolution as a convolution of lhs
+// dilated by `strides`. "SAME" / "VALID" padding is that of the forward convolution it
+// transposes (JAX's _conv_transpose_padding against the dilated kernel); pairs are the padding
+// of the dilated convolution itself. dimension_numbers empty: channels last (NHWC, HWIO, NHWC
+// for two spatial axes). transpose_kernel: the kernel's spatial axes reversed and its two
+// feature axes swapped, as the gradient of the forward convolution uses it.
+Array conv_transpose(const Array& lhs, const Array& rhs, const std::vector<std::int64_t>& strides,
+                     const PaddingSpec& padding, std::vector<std::int64_t> rhs_dilation = {},
+                     ConvDimensionNumbers dimension_numbers = {}, bool transpose_kernel = false);
+
 }  // namespace flaxpp::lax

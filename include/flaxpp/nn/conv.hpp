@@ -1,6 +1,7 @@
 // flaxpp/nn/conv.hpp — nn.Conv: a convolution over the spatial axes between the batch axes and
 // the features (channels last), kernel (*kernel_size, in_features / feature_group_count,
-// features) (flax/linen/linear.py, _Conv).
+// features); nn.ConvTranspose: lax.conv_transpose, kernel (*kernel_size, in_features, features)
+// (flax/linen/linear.py).
 #pragma once
 
 #include <optional>
@@ -30,6 +31,27 @@ struct Conv {
   // x: (batch..., spatial..., in_features), one spatial axis per kernel_size entry, any number
   // of batch axes (none: one is added and removed, as in Flax) ->
   // (batch..., spatial'..., features). The kernel is drawn before the bias.
+  Array operator()(Scope& s, const Array& x) const;
+};
+
+// Flax's ConvTranspose: the input dilated by the strides, convolved with the kernel (reversed
+// and with its feature axes swapped when transpose_kernel, i.e. the gradient of a Conv with
+// that kernel). "SAME" / "VALID" padding is the forward convolution's (JAX's
+// _conv_transpose_padding); pairs pad the dilated input.
+struct ConvTranspose {
+  static constexpr const char* name = "ConvTranspose";
+  std::int64_t features = 0;
+  std::vector<std::int64_t> kernel_size{};
+  std::vector<std::int64_t> strides{};  // all 1 where empty
+  lax::PaddingSpec padding = std::string("SAME");
+  std::vector<std::int64_t> kernel_dilation{};  // all 1 where empty
+  bool use_bias = true;
+  bool transpose_kernel = false;
+  std::optional<DType> dtype{};
+  DType param_dtype = DType::f32;
+  initializers::Initializer kernel_init = initializers::lecun_normal();
+  initializers::Initializer bias_init = initializers::zeros();
+
   Array operator()(Scope& s, const Array& x) const;
 };
 

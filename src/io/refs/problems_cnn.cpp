@@ -1,6 +1,7 @@
 // Reference problems of convolutional networks (refs-format.md, "Convolutions, pooling,
 // normalisation and batch statistics"): conv and conv_grad (nn.Conv), pool and pool_grad
-// (nn.max_pool, nn.avg_pool), norm_grad (nn.RMSNorm, nn.GroupNorm), batchnorm (nn.BatchNorm's
+// (nn.max_pool, nn.avg_pool), conv_transpose (nn.ConvTranspose, flaxpp's own problem:
+// docs/refs-problems.md), norm_grad (nn.RMSNorm, nn.GroupNorm), batchnorm (nn.BatchNorm's
 // statistics through apply_mutable), cnn_grad and cnn_train (the contract's CNN, its batch
 // statistics the train step's aux) and saved_residuals' conv_block_loss.
 #include <algorithm>
@@ -151,6 +152,28 @@ void register_cnn_problems(ProblemRegistry& registry) {
     const nn::Model model(conv_input(in, x));
     const Tree params = model.init(random::key(in.integer("seed"), cx.mode), x)["params"];
     return power_sum_grads(model, params, x, 2);
+  });
+  registry.add("conv_transpose", [](const Inputs& in, const CaseContext& cx) -> Outcome {
+    const Array x = image_input(in, cx);
+    const nn::ConvTranspose conv{.features = positive_integer(in, "features"),
+                                 .kernel_size = window_input(in, "kernel_size", x, false),
+                                 .strides = window_input(in, "strides", x, true),
+                                 .padding = padding_input(in, "padding", "SAME"),
+                                 .kernel_dilation = window_input(in, "kernel_dilation", x, true),
+                                 .use_bias = in.boolean("use_bias", true),
+                                 .transpose_kernel = in.boolean("transpose_kernel", false)};
+    // The output grows by the strides: its positions are those of x times their product.
+    std::int64_t growth = 1;
+    for (const std::int64_t s : conv.strides)
+      growth *= s;
+    check_window_memory(in, x, conv.features * growth);
+    const nn::Model model(conv);
+    const Tree params = model.init(random::key(in.integer("seed"), cx.mode), x)["params"];
+    const Tree out = power_sum_grads(model, params, x, 2);
+    return Tree{{"params", params},
+                {"y", model.apply(nn::Variables{{"params", params}}, x)},
+                {"loss", out["loss"]},
+                {"grads", out["grads"]}};
   });
   registry.add("pool", [](const Inputs& in, const CaseContext& cx) -> Outcome {
     return pool_input(in, image_input(in, cx));

@@ -306,6 +306,62 @@ Padding resolve_padding(const PaddingSpec& padding, const Axes& in_shape, const 
   return pairs;
 }
 
+Array conv_transpose(const Array& lhs, const Array& rhs, const Axes& strides,
+                     const PaddingSpec& padding, Axes rhs_dilation, ConvDimensionNumbers dn,
+                     bool transpose_kernel) {
+  if (lhs.rank() != rhs.rank() || lhs.rank() < 2)
+    throw ValueError(detail::str("conv_transpose: expected lhs and rhs of one rank >= 2, got ",
+                                 lhs.aval(), " and ", rhs.aval()));
+  const auto spatial = static_cast<std::size_t>(lhs.rank() - 2);
+  if (dn.lhs_spec.empty()) {
+    // JAX's defaults: N, the spatial axes, C; kernel spatial axes, I, O.
+    std::string image = "N", kernel;
+    for (std::size_t s = 0; s < spatial; ++s) {
+      image += static_cast<char>('a' + s);  // spatial: any letters but N, C, I, O
+      kernel += static_cast<char>('a' + s);
+    }
+    dn = conv_dimension_numbers(image + "C", kernel + "IO", image + "C");
+  }
+  if (strides.size() != spatial)
+    throw ValueError(detail::str("conv_transpose: strides ", list_str(strides), " need one entry ",
+                                 "per spatial axis (", spatial, ")"));
+  if (rhs_dilation.empty()) rhs_dilation = Axes(spatial, 1);
+  Padding pads;
+  if (const auto* mode = std::get_if<std::string>(&padding)) {
+    // JAX's _conv_transpose_padding against the dilated kernel.
+    for (std::size_t s = 0; s < spatial; ++s) {
+      const std::int64_t k = dilate(rhs.shape()[dn.rhs_spec[s + 2]], rhs_dilation[s]);
+      const std::int64_t stride = strides[s];
+      std::int64_t before = 0, total = 0;
+      if (*mode == "SAME") {
+        total = k + stride - 2;
+        before = stride > k - 1 ? k - 1 : (total + 1) / 2;
+      } else if (*mode == "VALID") {
+        total = k + stride - 2 + std::max<std::int64_t>(k - stride, 0);
+        before = k - 1;
+      } else {
+        throw ValueError(
+            detail::str("conv_transpose: padding must be \"SAME\", \"VALID\" or "
+                        "(low, high) pairs, got \"",
+                        *mode, "\""));
+      }
+      pads.emplace_back(before, total - before);
+    }
+  } else {
+    pads = std::get<Padding>(padding);
+  }
+  Array kernel = rhs;
+  if (transpose_kernel) {
+    kernel = rev(kernel, spatial_of(dn.rhs_spec));
+    Axes perm(static_cast<std::size_t>(kernel.rank()));
+    std::iota(perm.begin(), perm.end(), 0);
+    std::swap(perm[static_cast<std::size_t>(dn.rhs_spec[0])],
+              perm[static_cast<std::size_t>(dn.rhs_spec[1])]);
+    kernel = transpose(kernel, perm);
+  }
+  return bind_conv(lhs, kernel, Axes(spatial, 1), pads, strides, rhs_dilation, dn, 1, 1);
+}
+
 Array conv_general_dilated(const Array& lhs, const Array& rhs, const ConvOptions& options) {
   const std::int64_t spatial = std::max<std::int64_t>(lhs.rank() - 2, 0);
   const auto or_ones = [&](const Axes& v) {
