@@ -192,8 +192,8 @@ int train_command(const std::vector<std::string>& args) {
   say(detail::str("training on ", default_device(),
                   job.distributed() ? detail::str(" in each of ", dist::describe()) : ""));
 
-  const TrainModel model =
-      train_model(c.model, c.data.seq_len, static_cast<std::int64_t>(data.vocab.size()));
+  const TrainModel model = train_model(
+      c.model, c.data.seq_len, static_cast<std::int64_t>(data.vocab.size()), job.distributed());
   train::ClassifierStep step(model.apply, c.optimizer);
   step.set_communicator(job.communicator());
   const Tree variables =

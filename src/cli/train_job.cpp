@@ -115,7 +115,10 @@ void TrainJob::share_leader_state(train::TrainState& state, std::int64_t& saved_
 }
 
 void TrainJob::check_replicas(const train::TrainState& state) const {
-  if (size_ > 1) dist::check_replicated(*comm_, state.params, "parameters");
+  if (size_ <= 1) return;
+  dist::check_replicated(*comm_, state.params, "parameters");
+  if (!state.batch_stats.leaves().empty())
+    dist::check_replicated(*comm_, state.batch_stats, "batch statistics");
 }
 
 int TrainJob::max(int value) const {

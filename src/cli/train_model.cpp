@@ -26,11 +26,13 @@ train::StatefulApplyFn stateless(train::ApplyFn apply) {
 }
 
 // The CNN over CSV rows: each batch (B, H * W * C) seen as images (B, H, W, C).
-TrainModel cnn_model(const io::TrainConfig::Model& m) {
-  const nn::Model cnn(nn::CNN{.features = m.features,
-                              .classes = m.classes,
-                              .policy = m.policy,
-                              .use_batchnorm = m.use_batchnorm});
+TrainModel cnn_model(const io::TrainConfig::Model& m, bool data_parallel) {
+  const nn::Model cnn(
+      nn::CNN{.features = m.features,
+              .classes = m.classes,
+              .policy = m.policy,
+              .use_batchnorm = m.use_batchnorm,
+              .axis_name = data_parallel ? std::optional<std::string>("batch") : std::nullopt});
   const std::vector<std::int64_t> image = m.image_shape;
   const auto images = [image](const Array& x) {
     const std::int64_t size = image[0] * image[1] * image[2];
@@ -56,7 +58,7 @@ TrainModel cnn_model(const io::TrainConfig::Model& m) {
 }  // namespace
 
 TrainModel train_model(const io::TrainConfig::Model& m, std::int64_t seq_len,
-                       std::int64_t vocab_size) {
+                       std::int64_t vocab_size, bool data_parallel) {
   if (m.kind == io::TrainConfig::Kind::lm) {
     const nn::Model lm(nn::LanguageModel{.vocab = vocab_size,
                                          .features = m.width,
@@ -70,7 +72,7 @@ TrainModel train_model(const io::TrainConfig::Model& m, std::int64_t seq_len,
             }),
             [lm](const random::Key& key, const Array& x) { return lm.init(key, x); }};
   }
-  if (m.kind == io::TrainConfig::Kind::cnn) return cnn_model(m);
+  if (m.kind == io::TrainConfig::Kind::cnn) return cnn_model(m, data_parallel);
   const nn::MLP body{.features = m.features, .activation = [act = m.activation](const Array& x) {
                        return activate(act, x);
                      }};

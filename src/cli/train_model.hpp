@@ -21,7 +21,9 @@ struct TrainModel {
 };
 
 // `vocab_size`: the number of characters of a language model's text (unused for the MLP).
+// `data_parallel`: the job has several processes, over which the CNN's batch norm averages its
+// statistics.
 TrainModel train_model(const io::TrainConfig::Model& model, std::int64_t seq_len,
-                       std::int64_t vocab_size);
+                       std::int64_t vocab_size, bool data_parallel = false);
 
 }  // namespace flaxpp::cli

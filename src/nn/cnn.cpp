@@ -13,7 +13,8 @@ namespace flaxpp::nn {
 
 Array ConvBlock::operator()(Scope& s, const Array& x, bool train) const {
   Array y = s(Conv{.features = features, .kernel_size = {3, 3}}, x);
-  if (use_batchnorm) y = s(BatchNorm{.use_running_average = !train, .momentum = 0.9}, y);
+  if (use_batchnorm)
+    y = s(BatchNorm{.use_running_average = !train, .momentum = 0.9, .axis_name = axis_name}, y);
   return avg_pool(relu(y), {2, 2}, {.strides = {2, 2}});
 }
 
@@ -23,7 +24,7 @@ Array CNN::operator()(Scope& s, const Array& x, bool train) const {
         detail::str("CNN at ", s.path_str(), ": expected images (B, H, W, C), got ", x.aval()));
   Array h = x;
   for (const std::int64_t f : features) {
-    const ConvBlock block{.features = f, .use_batchnorm = use_batchnorm};
+    const ConvBlock block{.features = f, .use_batchnorm = use_batchnorm, .axis_name = axis_name};
     h = policy ? s(remat<ConvBlock>(*policy, {}, false)(block), h, train) : s(block, h, train);
   }
   return s(Dense{.features = classes}, mean(h, std::vector<std::int64_t>{1, 2}));

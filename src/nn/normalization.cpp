@@ -2,8 +2,10 @@
 // step.
 #include "flaxpp/nn/normalization.hpp"
 
+#include "flaxpp/dist/all_reduce.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/ops/slicing.hpp"
 
 namespace flaxpp::nn {
 namespace {
@@ -77,7 +79,18 @@ Array BatchNorm::run(Scope& s, const Array& x, bool running) const {
     var = astype(ra_var, x.dtype());
   } else {
     mu = mean(x, reduction);
-    var = maximum(lax::zeros_like(mu), mean(square(x), reduction) - square(mu));
+    Array mu2 = mean(square(x), reduction);
+    // Flax: axis_name's pmean of the stacked means (not while initialising).
+    if (axis_name && !s.is_initializing()) {
+      const Array pair[] = {mu, mu2};
+      const Array both = dist::all_reduce(stack(pair), dist::ReduceOp::mean);
+      const auto row = [&](std::int64_t k) {
+        return reshape(slice(both, {{k, k + 1}}), mu.shape().dims());
+      };
+      mu = row(0);
+      mu2 = row(1);
+    }
+    var = maximum(lax::zeros_like(mu), mu2 - square(mu));
     if (!s.is_initializing()) {
       const auto update = [&](const Array& running_value, const Array& batch) {
         return momentum * running_value + (1 - momentum) * astype(batch, running_value.dtype());

@@ -190,10 +190,6 @@ std::vector<Tree> ClassifierStep::arguments(const TrainState& state, const Array
   const Device device = leaves.empty() ? x.device() : leaves.front().device();
   std::vector<Tree> args{state.params, state.opt_state, state.batch_stats, Tree(x.to(device)),
                          Tree(y.to(device))};
-  if (comm_ != nullptr && comm_->size() > 1 && !state.batch_stats.leaves().empty())
-    throw ValueError(
-        "ClassifierStep: batch statistics under data parallelism (Flax's BatchNorm axis_name) "
-        "are not supported yet; train a model with batch statistics in one process");
   if (comm_ != nullptr && comm_->size() > 1)
     args.emplace_back(Array::full(Shape{}, shard_weight(comm_, x.shape()[0]), DType::f32, device));
   return args;

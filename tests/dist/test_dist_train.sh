@@ -5,6 +5,8 @@
 #     the processes) within 2e-4, and only process 0 speaks; the run checks at every checkpoint
 #     that both processes hold the same parameter bits (TrainJob::check_replicas);
 #   - SGD under a remat policy within rtol 1e-5, Adam under another within rtol 1e-3 (Adam amplifies summation-order differences);
+#   - a CNN with batch norm: the processes average their batch statistics (BatchNorm's
+#     axis_name) and train as one process, statistics included, within rtol 1e-3 (atol 1e-5);
 #   - a checkpoint written by 2 processes resumes in 1 to the one-process result;
 #   - flaxpp launch runs the same job, and flaxpp bench --processes reports jobs of 1 and 2;
 #   - batches too small to share are refused, naming the key;
@@ -33,7 +35,7 @@ config() {  # config NAME OPTIMIZER POLICY BATCH_SIZE EPOCHS
 
 train1() { "$flaxpp" train "$dir/$1.json" "${@:2}" >"$dir/$1.out" 2>&1; }
 train2() { "${mpirun[@]}" "$flaxpp" train "$dir/$1.json" "${@:2}" >"$dir/$1.out" 2>&1; }
-same_checkpoints() { "$compare" "$dir/$1/checkpoint.json" "$dir/$2/checkpoint.json" "$3"; }
+same_checkpoints() { "$compare" "$dir/$1/checkpoint.json" "$dir/$2/checkpoint.json" "${@:3}"; }
 
 # The numbers of the first "epoch 1/..." line of two outputs agree within 2e-4.
 same_epoch_metrics() {
@@ -65,6 +67,23 @@ check "only process 0 speaks" test "$(grep -c '^stopped at step 20' "$dir/sgd2.o
 check "process 0 says it leads 2" grep -q 'in each of 2 processes' "$dir/sgd2.out"
 one_and_two "SGD under remat" remat "$sgd" dots_with_no_batch_dims_saveable 1e-5
 one_and_two "Adam under remat" adam '{"name": "adam", "learning_rate": 0.003}' nothing_saveable 1e-3
+
+# The CNN with batch norm: each process normalises by the mean of the processes' batch
+# statistics (BatchNorm's axis_name), so two processes train as one, statistics included.
+cnn_config() {  # cnn_config NAME
+  printf '{"data": {"path": "%s", "label_column": "label", "scale": 0.0625, "test_fraction": 0.2},
+  "model": {"kind": "cnn", "features": [8], "classes": 10, "image_shape": [8, 8, 1],
+            "use_batchnorm": true, "policy": "dots_saveable"},
+  "optimizer": {"name": "sgd", "learning_rate": 0.1}, "epochs": 2, "batch_size": 128, "seed": 3,
+  "device": "cpu", "output_dir": "%s", "checkpoint_format": "json"}\n' "$digits" "$dir/$1" >"$dir/$1.json"
+}
+cnn_config bn1
+cnn_config bn2
+check "a CNN with batch norm, one process" train1 bn1 --max-steps 20
+check "a CNN with batch norm, two processes" train2 bn2 --max-steps 20
+# The conv bias before a batch norm has a gradient that is zero up to rounding: it needs atol.
+check "a CNN with batch norm: two processes give one's parameters and statistics (rtol 1e-3)" \
+  same_checkpoints bn2 bn1 1e-3 1e-5
 
 config resumed "$sgd" none 128 2
 check "two processes stop at step 10" train2 resumed --max-steps 10

@@ -91,6 +91,13 @@ TEST_CASE("BatchNorm: batch statistics, running averages through apply_mutable, 
   const nn::Variables eval{{"params", v["params"]}, {"batch_stats", updates["batch_stats"]}};
   const std::vector<double> ye = model.apply(eval, x, true).to_vector<double>();
   CHECK(ye[1] == doctest::Approx((xs[1] - ra_mean[1]) / std::sqrt(ra_var[1] + 1e-5)));
+  // One process: axis_name's average over the processes changes nothing.
+  nn::BatchNorm named = bn;
+  named.axis_name = "batch";
+  const auto [y_named, updates_named] =
+      nn::Model(named).apply_mutable(v, {"batch_stats"}, x, false);
+  CHECK(y_named.to_vector<double>() == ys);
+  CHECK(updates_named["batch_stats"]["mean"].array().to_vector<float>() == ra_mean);
   // A mutable collection the variables lack is made during apply, as in Flax.
   const auto [y2, made] =
       model.apply_mutable(nn::Variables{{"params", v["params"]}}, {"batch_stats"}, x, false);

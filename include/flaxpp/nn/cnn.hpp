@@ -7,6 +7,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "flaxpp/nn/scope.hpp"
@@ -18,6 +19,7 @@ struct ConvBlock {
   static constexpr const char* name = "ConvBlock";
   std::int64_t features = 0;
   bool use_batchnorm = false;
+  std::optional<std::string> axis_name{};  // BatchNorm's (data-parallel statistics)
 
   // x: (B, H, W, C) -> (B, H / 2, W / 2, features).
   Array operator()(Scope& s, const Array& x, bool train = false) const;
@@ -31,6 +33,7 @@ struct CNN {
   std::int64_t classes = 0;
   std::optional<PolicyPtr> policy{};  // none: plain blocks ("none")
   bool use_batchnorm = false;
+  std::optional<std::string> axis_name{};  // the blocks' BatchNorm's (data-parallel statistics)
 
   // x: (B, H, W, C) -> logits (B, classes).
   Array operator()(Scope& s, const Array& x, bool train = false) const;

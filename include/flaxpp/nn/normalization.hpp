@@ -17,6 +17,10 @@ namespace flaxpp::nn {
 // float32, of the feature axis; each training call outside init sets them to
 // momentum * running + (1 - momentum) * batch, which needs apply_mutable with "batch_stats".
 // use_running_average is given here or to the call (Flax's merge_param: exactly one of them).
+// axis_name (Flax's): the batch's statistics are averaged over the data-parallel job's processes
+// (the mean of the processes' means and of their squared means, by the differentiable
+// all_reduce primitive, as Flax's lax.pmean), so every replica normalises and updates alike;
+// flaxpp's one such axis is the job's processes (dist::world()), whatever the name.
 struct BatchNorm {
   static constexpr const char* name = "BatchNorm";
   std::optional<bool> use_running_average{};
@@ -28,6 +32,7 @@ struct BatchNorm {
   DType param_dtype = DType::f32;
   initializers::Initializer bias_init = initializers::zeros();
   initializers::Initializer scale_init = initializers::ones();
+  std::optional<std::string> axis_name{};
 
   Array operator()(Scope& s, const Array& x) const;
   Array operator()(Scope& s, const Array& x, bool use_running_average) const;

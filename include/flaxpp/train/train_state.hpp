@@ -56,7 +56,8 @@ class ClassifierStep {
  public:
   ClassifierStep(ApplyFn apply, optim::GradientTransformation tx);
   // A model with batch statistics: the step takes the updated statistics as the loss's aux and
-  // keeps them in TrainState::batch_stats (not yet data-parallel: set_communicator refuses).
+  // keeps them in TrainState::batch_stats. Data-parallel, the model averages them over the
+  // processes itself (BatchNorm's axis_name), or each replica keeps its own.
   ClassifierStep(StatefulApplyFn apply, optim::GradientTransformation tx);
 
   TrainState init(const Tree& params, const Tree& batch_stats = {}) const {
