@@ -26,6 +26,7 @@ FLAXPP_HD std::int64_t window_source(std::int64_t out, std::int64_t k, std::int6
                                      std::int64_t window_dilation, std::int64_t pad_low,
                                      std::int64_t base_dilation, std::int64_t size) {
   const std::int64_t d = out * stride + k * window_dilation - pad_low;
+  if (base_dilation == 1) return d >= 0 && d < size ? d : -1;  // no division in the common case
   if (d < 0 || d % base_dilation != 0) return -1;
   const std::int64_t i = d / base_dilation;
   return i < size ? i : -1;
@@ -134,9 +135,18 @@ FLAXPP_HD bool next_window_position(const WindowGeometry& g, std::int64_t* k) {
   return a >= 0;
 }
 
-// The sum (reduce_window_sum) or the largest element (reduce_window_max, NaN winning, as
-// lax.max) of the window of result `linear`; padding counts as `init` (0 for the sum, -inf for
-// the max).
+// One element into a window's sum, or its maximum (NaN winning, as lax.max).
+template <bool kMax, class Acc>
+FLAXPP_HD void window_accumulate(Acc& acc, Acc v) {
+  if constexpr (kMax) {
+    if (v > acc || v != v) acc = acc != acc ? acc : v;
+  } else {
+    acc += v;
+  }
+}
+
+// The sum (reduce_window_sum) or the largest element (reduce_window_max) of the window of
+// result `linear`; padding counts as `init` (0 for the sum, -inf for the max).
 template <bool kMax, class Acc, class T>
 FLAXPP_HD Acc reduce_window_element(const WindowGeometry& g, const T* x, std::int64_t linear,
                                     Acc init) {
@@ -145,13 +155,7 @@ FLAXPP_HD Acc reduce_window_element(const WindowGeometry& g, const T* x, std::in
   Acc acc = init;
   do {
     const std::int64_t e = window_element(g, out, k);
-    if (e < 0) continue;
-    const Acc v = static_cast<Acc>(x[e]);
-    if constexpr (kMax) {
-      if (v > acc || v != v) acc = acc != acc ? acc : v;
-    } else {
-      acc += v;
-    }
+    if (e >= 0) window_accumulate<kMax>(acc, static_cast<Acc>(x[e]));
   } while (next_window_position(g, k));
   return acc;
 }

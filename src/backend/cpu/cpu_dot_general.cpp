@@ -43,6 +43,32 @@ int blas_int(std::int64_t v) {
   return static_cast<int>(v);
 }
 
+// Per batch element C (m, n) = A (m, k) · B (k, n), each stored transposed where asked, on
+// the engine gemm_settings() names: oneDNN's matmul (float32, one call for the batch) or the
+// BLAS (one call per batch element).
+template <class T>
+void gemm_batched(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                  bool transpose_a, bool transpose_b, const T* a, const T* b, T* c) {
+  const GemmSettings settings = gemm_settings();
+#ifdef FLAXPP_WITH_ONEDNN
+  if constexpr (std::is_same_v<T, float>) {
+    if (settings.engine == GemmEngine::onednn) {
+      onednn_gemm({batch, m, n, k, transpose_a, transpose_b}, a, b, c, settings.threads);
+      return;
+    }
+  }
+#endif
+  const int lda = blas_int(transpose_a ? m : k);
+  const int ldb = blas_int(transpose_b ? k : n);
+  const Blas& lib = blas();
+  lib.use_threads(settings.threads);
+  const auto ta = static_cast<Transpose>(transpose_a);
+  const auto tb = static_cast<Transpose>(transpose_b);
+  for (std::int64_t i = 0; i < batch; ++i)
+    lib.gemm(ta, tb, blas_int(m), blas_int(n), blas_int(k), a + i * m * k, lda, b + i * k * n,
+             ldb, c + i * m * n, blas_int(n));
+}
+
 // The result (batch, lhs free, rhs free) is (B, M, N) row-major: per batch element, the
 // (M, K) lhs matrix times the (K, N) rhs matrix.
 template <class T>
@@ -59,29 +85,19 @@ Array dot_general_t(const Array& lhs, const Array& rhs, const ir::DotDimensionNu
   }
   const MatrixBatch<T> a = as_matrix_batch<T>(lhs, p.lhs);  // (batch, m, k)
   const MatrixBatch<T> b = as_matrix_batch<T>(rhs, p.rhs);  // (batch, k, n)
-  const GemmSettings settings = gemm_settings();
-#ifdef FLAXPP_WITH_ONEDNN
-  if constexpr (std::is_same_v<T, float>) {
-    if (settings.engine == GemmEngine::onednn) {
-      onednn_gemm({p.batch, p.m, p.n, p.k, p.lhs.transposed, p.rhs.transposed}, a.data, b.data, c,
-                  settings.threads);
-      return o.array();
-    }
-  }
-#endif
-  const int lda = blas_int(p.lhs.transposed ? p.m : p.k);
-  const int ldb = blas_int(p.rhs.transposed ? p.k : p.n);
-  const Blas& lib = blas();
-  lib.use_threads(settings.threads);
-  const auto ta = static_cast<Transpose>(p.lhs.transposed);
-  const auto tb = static_cast<Transpose>(p.rhs.transposed);
-  for (std::int64_t i = 0; i < p.batch; ++i)
-    lib.gemm(ta, tb, blas_int(p.m), blas_int(p.n), blas_int(p.k), a.data + i * p.m * p.k, lda,
-             b.data + i * p.k * p.n, ldb, c + i * p.m * p.n, blas_int(p.n));
+  gemm_batched(p.batch, p.m, p.n, p.k, p.lhs.transposed, p.rhs.transposed, a.data, b.data, c);
   return o.array();
 }
 
 }  // namespace
+
+template <class T>
+void matmul(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, const T* b, T* c) {
+  gemm_batched(1, m, n, k, false, false, a, b, c);
+}
+template void matmul(std::int64_t, std::int64_t, std::int64_t, const float*, const float*, float*);
+template void matmul(std::int64_t, std::int64_t, std::int64_t, const double*, const double*,
+                     double*);
 
 Array Families::dot_general(const ir::Primitive& prim, std::span<const Array> inputs,
                             const ir::Params& params, const AVal& out) {

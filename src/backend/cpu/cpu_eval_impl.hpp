@@ -41,6 +41,11 @@ R visit_dtype(const ir::Primitive& prim, DType dtype, F&& f) {
   return backend_impl::visit_dtype<kAllowed, R>(prim, dtype, Device::cpu(), std::forward<F>(f));
 }
 
+// Row-major C (m, n) = A (m, k) · B (k, n), contiguous, on the engine of float32 products
+// (cpu_gemm_settings.hpp; float64 on the BLAS): the products of cpu_dot_general.cpp.
+template <class T>
+void matmul(std::int64_t m, std::int64_t n, std::int64_t k, const T* a, const T* b, T* c);
+
 // Writes `copy`'s result (row-major) from `in`, for elements of `itemsize` bytes (1, 4 or 8).
 void gather_strided(const void* in, const backend_impl::StridedCopy& copy, std::size_t itemsize,
                     void* out);
