@@ -1,9 +1,9 @@
 // kernels/window_kernels.cuh — conv_general_dilated, reduce_window_sum / reduce_window_max and
 // select_and_scatter_add on the GPU: one thread per result element, each computed by
-// flaxpp/kernels/window.hpp in the CPU's order (so float32 and float64 results are the CPU's
-// bit for bit), accumulating in compute_t. A direct convolution: correct for every
-// dimension-number, dilation and group combination, not fast; cuDNN's convolution graphs are to
-// replace it for the common layouts.
+// flaxpp/kernels/window.hpp (the reductions in the CPU's order, so float32 and float64 results
+// are the CPU's bit for bit), accumulating in compute_t. A direct convolution: correct for every
+// dimension-number, dilation and group combination, not fast (the CPU's im2col sums in another
+// order); cuDNN's convolution graphs are to replace it for the common layouts.
 #pragma once
 
 #include <cstdint>

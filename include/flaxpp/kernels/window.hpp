@@ -1,8 +1,10 @@
-// flaxpp/kernels/window.hpp — the windowed primitives' arithmetic for the CPU and CUDA alike:
-// one result element of conv_general_dilated, reduce_window_sum / reduce_window_max and
-// select_and_scatter_add, from geometry the backends fill once per call
-// (src/backend/window_plan.hpp). Both backends compute every element by these functions in the
-// same order, so their float32 and float64 results agree bit for bit.
+// flaxpp/kernels/window.hpp — the windowed primitives' arithmetic for the CPU and CUDA alike,
+// from geometry the backends fill once per call (src/backend/window_plan.hpp): where a window
+// position reads (window_source, window_element, both backends' only index arithmetic), one
+// result element of reduce_window_sum / reduce_window_max and select_and_scatter_add (the same
+// order of sums on both, so their float32 and float64 results agree bit for bit), and one of
+// conv_general_dilated as a direct sum (CUDA's kernel; the CPU gathers the same windows for
+// im2col + a matrix product, another summation order).
 //
 // The window walks its positions in row-major order; a position that falls into padding or
 // into the holes of a base (lhs) dilation contributes nothing. Accumulation is in Acc (the
