@@ -23,6 +23,7 @@
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "flaxpp/transforms/jit.hpp"
+#include "flaxpp/transforms/vmap.hpp"
 #include "harness/finite_diff.hpp"
 
 using namespace flaxpp;
@@ -384,4 +385,75 @@ TEST_CASE("conv_transpose: with transpose_kernel, the input gradient of the forw
   const nn::Variables v = model.init(random::key(0), astype(x, DType::f32));
   CHECK(v["params"]["kernel"].array().shape() == Shape{3, 2, 3, 5});
   CHECK(model.apply(v, astype(x, DType::f32)).shape() == Shape{2, 12, 16, 5});
+}
+
+TEST_CASE("vmap of convolutions and windows: each example's result (JAX's batching rules)") {
+  // vmap(f) against f on each example alone, stacked.
+  const auto check = [](const ArrayFn& f, const std::vector<Array>& args,
+                        const std::vector<MapAxis>& in_axes, std::int64_t size) {
+    const std::vector<Array> got = vmap(f, {.in_axes = in_axes})(args);
+    for (std::int64_t b = 0; b < size; ++b) {
+      std::vector<Array> one;
+      for (std::size_t i = 0; i < args.size(); ++i) {
+        if (in_axes[i] == not_mapped) {
+          one.push_back(args[i]);
+          continue;
+        }
+        Axes start(static_cast<std::size_t>(args[i].rank()), 0), limit = args[i].shape().dims();
+        start[0] = b;
+        limit[0] = b + 1;
+        Axes example_dims(limit.begin() + 1, limit.end());
+        one.push_back(lax::reshape(lax::slice(args[i], start, limit), Shape(example_dims)));
+      }
+      const Array want = f(one)[0];
+      Axes start(static_cast<std::size_t>(got[0].rank()), 0), limit = got[0].shape().dims();
+      start[0] = b;
+      limit[0] = b + 1;
+      CAPTURE(b);
+      check_values(f64_values(lax::slice(got[0], start, limit)), f64_values(want));
+    }
+  };
+  const lax::ConvDimensionNumbers nhwc = lax::conv_dimension_numbers("NHWC", "HWIO", "NHWC");
+  const Array xs = random_f64(Shape{3, 2, 5, 4, 4}, 81), x = random_f64(Shape{2, 5, 4, 4}, 83);
+  for (const std::int64_t groups : {1, 2}) {
+    INFO("feature groups ", groups);
+    // HWIO kernels of 4 / groups input features: one per example, and one shared.
+    const Array ws = random_f64(Shape{3, 3, 2, 4 / groups, 6}, 82);
+    const Array w = random_f64(Shape{3, 2, 4 / groups, 6}, 84);
+    const auto f = [&, groups](std::span<const Array> v) {
+      return std::vector<Array>{lax::conv_general_dilated(v[0], v[1],
+                                                          {.window_strides = {2, 1},
+                                                           .padding = {{1, 1}, {0, 1}},
+                                                           .dimension_numbers = nhwc,
+                                                           .feature_group_count = groups})};
+    };
+    check(f, {xs, w}, {0, not_mapped}, 3);
+    check(f, {x, ws}, {not_mapped, 0}, 3);
+    check(f, {xs, ws}, {0, 0}, 3);
+  }
+  // Batch groups (a kernel gradient's convolution) with both operands batched.
+  const auto bg = [](std::span<const Array> v) {
+    return std::vector<Array>{lax::conv_general_dilated(v[0], v[1], {.batch_group_count = 2})};
+  };
+  check(bg, {random_f64(Shape{2, 4, 3, 6}, 86), random_f64(Shape{2, 4, 3, 2}, 87)}, {0, 0}, 2);
+  check(bg, {random_f64(Shape{2, 4, 3, 6}, 88), random_f64(Shape{4, 3, 2}, 89)}, {0, not_mapped},
+        2);
+  // Pools and their gradients, per example.
+  const auto pools = [](std::span<const Array> v) {
+    const auto pooled = [](const Array& a) {
+      return sum(square(nn::max_pool(a, {2, 2}, {.strides = {2, 1}}))) +
+             sum(nn::avg_pool(a, {3, 2}, {.padding = std::string("SAME")}));
+    };
+    return std::vector<Array>{grad(pooled)(v[0])};
+  };
+  check(pools, {random_f64(Shape{3, 2, 5, 4, 3}, 90)}, {0}, 3);
+  // A per-example gradient of a convolution's kernel.
+  const auto kernel_grad = [&](std::span<const Array> v) {
+    return std::vector<Array>{grad([&](const Array& k) {
+      return sum(square(lax::conv_general_dilated(
+          v[0], k,
+          {.window_strides = {2, 2}, .padding = {{1, 1}, {1, 1}}, .dimension_numbers = nhwc})));
+    })(random_f64(Shape{3, 2, 4, 6}, 91))};
+  };
+  check(kernel_grad, {xs}, {0}, 3);
 }

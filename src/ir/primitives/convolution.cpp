@@ -243,6 +243,53 @@ std::vector<Array> conv_vjp(const ir::VjpArgs& a) {
 
 const ir::Primitive conv_general_dilated_p(kConv, conv_rule, conv_vjp);
 
+namespace {
+
+// JAX's _conv_general_dilated_batch_rule (the batch axis first on batched operands): a batched
+// lhs alone joins its batch axis (without batch groups); a batched rhs alone joins its output
+// features (without groups); otherwise both are batched (an unbatched one broadcast) and the
+// examples become feature groups (batch groups when there are some).
+ir::BatchedResults conv_batched(const ir::BatchArgs& a) {
+  const ir::Params& p = a.params;
+  const ConvDimensionNumbers dn = dimension_numbers_of(p);
+  const std::int64_t groups = p.get<std::int64_t>("feature_group_count");
+  const std::int64_t batch_groups = p.get<std::int64_t>("batch_group_count");
+  const auto conv = [&](const Array& lhs, const Array& rhs, std::int64_t g, std::int64_t bg) {
+    const Array in[] = {lhs, rhs};
+    ir::Params q = rules::with_param(p, "feature_group_count", g);
+    return ir::bind1(conv_general_dilated_p, in, rules::with_param(q, "batch_group_count", bg));
+  };
+  const std::int64_t n = a.size;
+  Array out;
+  std::int64_t out_axis = 0;
+  if (a.batched[0] && !a.batched[1] && batch_groups == 1) {
+    out = conv(reshape_axis_into(0, dn.lhs_spec[0], a.inputs[0]), a.inputs[1], groups, 1);
+    out = reshape_axis_out_of(dn.out_spec[0], n, out);
+    out_axis = dn.out_spec[0];
+  } else if (!a.batched[0] && a.batched[1] && groups == 1 && batch_groups == 1) {
+    out = conv(a.inputs[0], reshape_axis_into(0, dn.rhs_spec[0], a.inputs[1]), 1, 1);
+    out = reshape_axis_out_of(dn.out_spec[1], n, out);
+    out_axis = dn.out_spec[1];
+  } else {
+    const Array lhs = ir::with_batch_axis(a.inputs[0], a.batched[0], n);
+    const Array rhs = ir::with_batch_axis(a.inputs[1], a.batched[1], n);
+    const bool by_batch = batch_groups > 1;
+    out = conv(reshape_axis_into(0, by_batch ? dn.lhs_spec[0] : dn.lhs_spec[1], lhs),
+               reshape_axis_into(0, dn.rhs_spec[0], rhs), by_batch ? groups : groups * n,
+               by_batch ? batch_groups * n : batch_groups);
+    out = reshape_axis_out_of(dn.out_spec[1], n, out);
+    out_axis = dn.out_spec[1];
+  }
+  return {{ir::move_axis(out, out_axis, 0)}, {true}};
+}
+
+const bool conv_batching_registered = [] {
+  ir::register_batching(conv_general_dilated_p, conv_batched);
+  return true;
+}();
+
+}  // namespace
+
 ConvDimensionNumbers conv_dimension_numbers(const std::string& lhs, const std::string& rhs,
                                             const std::string& out) {
   if (lhs.size() != rhs.size() || lhs.size() != out.size() || lhs.size() < 2)

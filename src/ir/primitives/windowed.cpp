@@ -136,6 +136,29 @@ const ir::Primitive select_and_scatter_add_p("select_and_scatter_add", [](std::s
   return std::vector<AVal>{in[1]};
 });
 
+namespace {
+
+// The batch axis is one more axis the window passes over unchanged: size 1, stride 1, no
+// padding or dilation.
+const bool windowed_batching_registered = [] {
+  const ir::BatchRule rule = rules::batch_every_operand([](const ir::BatchArgs& a) {
+    ir::Params p = a.params;
+    for (const char* name : {"window_dimensions", "window_strides", "base_dilation",
+                             "window_dilation", "padding_low", "padding_high"}) {
+      if (!a.params.has(name)) continue;
+      const std::int64_t first = std::string_view(name).starts_with("padding") ? 0 : 1;
+      p = rules::with_param(p, name, rules::prefixed(first, a.params.get<Axes>(name)));
+    }
+    return p;
+  });
+  ir::register_batching(reduce_window_sum_p, rule);
+  ir::register_batching(reduce_window_max_p, rule);
+  ir::register_batching(select_and_scatter_add_p, rule);
+  return true;
+}();
+
+}  // namespace
+
 Array reduce_window_sum(const Array& x, const WindowOptions& window) {
   const Array in[] = {x};
   return ir::bind1(reduce_window_sum_p, in, window_params(x, window, true));
