@@ -2,6 +2,8 @@
 // stacked along a leading axis and read back.
 #include "nn/lifted.hpp"
 
+#include <algorithm>
+
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/random/key.hpp"
 
@@ -34,19 +36,21 @@ void put(Tree& tree, const std::vector<std::string>& path, Tree value) {
   }
 }
 
-// A copy may create parameters only: Flax lifts the collections in variable_axes, and flaxpp's
-// lifted transforms lift "params".
-void check_only_params(const ScopeState& copy, const std::vector<std::string>& path,
-                       const std::string& where) {
+// A copy may create variables of the lifted collections only (Flax lifts the collections in
+// variable_axes).
+void check_lifted(const ScopeState& copy, const std::vector<std::string>& path,
+                  const Collections& lifted, const std::string& where) {
   for (const std::string& collection : copy.variables.keys())
-    if (collection != "params" && copy.variables[collection].find(path) != nullptr)
-      throw ValueError(
-          detail::str(where, " creates variables of the \"", collection,
-                      "\" collection; it stacks only \"params\" (variable_axes={\"params\": 0})"));
+    if (std::find(lifted.begin(), lifted.end(), collection) == lifted.end() &&
+        copy.variables[collection].find(path) != nullptr)
+      throw ValueError(detail::str(where, " creates variables of the \"", collection,
+                                   "\" collection, which it does not stack; add it to nn::scan's "
+                                   "variable_axes (nn::vmap stacks only \"params\")"));
 }
 
-const Tree* params_at(const ScopeState& state, const std::vector<std::string>& path) {
-  return state.variables.contains("params") ? state.variables["params"].find(path) : nullptr;
+const Tree* variables_at(const ScopeState& state, const std::string& collection,
+                         const std::vector<std::string>& path) {
+  return state.variables.contains(collection) ? state.variables[collection].find(path) : nullptr;
 }
 
 }  // namespace
@@ -60,19 +64,24 @@ std::vector<random::Key> split_params_key(Scope& s, std::int64_t n, const std::s
 }
 
 CopyRun run_copy(Scope& s, const random::Key& params_key, const RngCounters& counters,
-                 const std::function<Array(Scope&)>& copy, const std::string& where) {
+                 const std::function<Array(Scope&)>& copy, const std::string& where,
+                 const Collections& lifted) {
   auto state = std::make_shared<ScopeState>(*state_of(s));
   state->rngs.insert_or_assign("params", params_key);
   state->rng_counters = counters;
   Scope one = scope_at(state, s.path());
-  CopyRun r{copy(one), Tree(), {}};
-  check_only_params(*state, s.path(), where);
-  if (const Tree* params = params_at(*state, s.path())) r.params = *params;
+  CopyRun r{copy(one), {}, {}};
+  check_lifted(*state, s.path(), lifted, where);
+  for (const std::string& collection : lifted) {
+    const Tree* made = variables_at(*state, collection, s.path());
+    r.made.push_back(made != nullptr ? *made : Tree());
+  }
   r.counters = std::move(state->rng_counters);
   return r;
 }
 
-void store_stacked(Scope& s, const std::vector<Tree>& made, const std::string& where) {
+void store_stacked(Scope& s, const std::string& collection, const std::vector<Tree>& made,
+                   const std::string& where) {
   // Every copy made the same tree (one module); stack leaf by leaf.
   const std::size_t leaves = made.front().leaves().size();
   if (leaves == 0) return;
@@ -84,35 +93,38 @@ void store_stacked(Scope& s, const std::vector<Tree>& made, const std::string& w
     stacked.push_back(stack(rows, where));
   }
   ScopeState& state = *state_of(s);
-  Tree all = state.variables.contains("params") ? state.variables["params"] : Tree();
+  Tree all = state.variables.contains(collection) ? state.variables[collection] : Tree();
   put(all, s.path(), made.front().with_leaves(stacked));
-  state.variables.set("params", std::move(all));
+  state.variables.set(collection, std::move(all));
 }
 
-Tree stacked_params(Scope& s, std::int64_t length, const std::string& where,
-                    const std::string& expects) {
-  const Tree* found = params_at(*state_of(s), s.path());
+Tree stacked_variables(Scope& s, const std::string& collection, std::int64_t length,
+                       const std::string& where, const std::string& expects) {
+  const Tree* found = variables_at(*state_of(s), collection, s.path());
   const Tree stacked = found != nullptr ? *found : Tree();
   for (const auto& [path, leaf] : stacked.flatten())
     if (leaf.rank() == 0 || leaf.shape()[0] != length)
-      throw ValueError(detail::str("apply: parameter params/",
-                                   s.path().empty() ? "" : s.path_str() + "/", path, " is ",
-                                   leaf.aval(), ", but ", where, " ", expects,
+      throw ValueError(detail::str("apply: ", collection == "params" ? "parameter " : "variable ",
+                                   collection, "/", s.path().empty() ? "" : s.path_str() + "/",
+                                   path, " is ", leaf.aval(), ", but ", where, " ", expects,
                                    " and expects it stacked along a leading axis of ", length,
                                    "; are the variables from another model?"));
   return stacked;
 }
 
-std::shared_ptr<ScopeState> copy_state(Scope& s, const Tree& stacked, std::span<const Array> rows,
-                                       const RngCounters& counters) {
+std::shared_ptr<ScopeState> copy_state(Scope& s, const Collections& lifted,
+                                       const std::vector<Tree>& rows, const RngCounters& counters,
+                                       std::set<std::string> carries) {
   auto state = std::make_shared<ScopeState>(*state_of(s));
-  Tree params = state->variables.contains("params") ? state->variables["params"] : Tree();
-  if (!rows.empty()) put(params, s.path(), stacked.with_leaves(rows));
-  state->variables.set("params", std::move(params));
+  for (std::size_t i = 0; i < lifted.size(); ++i) {
+    Tree all = state->variables.contains(lifted[i]) ? state->variables[lifted[i]] : Tree();
+    if (!rows[i].leaves().empty()) put(all, s.path(), rows[i]);
+    state->variables.set(lifted[i], std::move(all));
+  }
   state->rng_counters = counters;
   state->used_params.clear();
-  // A copy's body runs traced, on a state of its own: what it wrote would be lost.
-  ++state->lifted_copies;
+  // A copy's body runs traced, on a state of its own: writes leave it only where carried.
+  state->copy_carries = std::move(carries);
   return state;
 }
 

@@ -190,10 +190,12 @@ void Scope::put_variable(const std::string& collection, const std::string& name,
         "apply: module ", path_str(), " updates variable ", join(key_path), ", but collection \"",
         collection, "\" is not mutable; pass it to apply_mutable (Flax's mutable=[\"", collection,
         "\"]) and take the updated collection from its result"));
-  if (state_->lifted_copies > 0 && !state_->initializing)
-    throw ValueError(detail::str("module ", path_str(), " updates variable ", join(key_path),
-                                 " inside nn::scan or nn::vmap, which do not carry updated "
-                                 "collections out of their bodies yet"));
+  if (state_->copy_carries && !state_->copy_carries->count(collection) && !state_->initializing)
+    throw ValueError(detail::str(
+        "module ", path_str(), " updates variable ", join(key_path),
+        " inside nn::scan or nn::vmap, which carry out only the collections of variable_axes; "
+        "add \"",
+        collection, "\" to nn::scan's variable_axes (nn::vmap carries none yet)"));
   if (!state_->open_bodies.empty()) state_->open_bodies.back()->record(key_path);
   state_->variables.set_at(key_path, value);
 }

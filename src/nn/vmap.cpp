@@ -25,17 +25,18 @@ Array init_members(Scope& s, const std::string& where, std::int64_t size, const 
         s, keys[static_cast<std::size_t>(i)], counters, [&](Scope& one) { return member(one, x); },
         where);
     outs.push_back(std::move(r.out));
-    made.push_back(std::move(r.params));
+    made.push_back(std::move(r.made[0]));
     if (i == 0) counters_after = std::move(r.counters);
   }
-  store_stacked(s, made, where);
+  store_stacked(s, "params", made, where);
   state.rng_counters = std::move(counters_after);
   return stack(outs);
 }
 
 Array apply_members(Scope& s, const std::string& where, std::int64_t size, const Member& member,
                     const Array& x) {
-  const Tree stacked = stacked_params(s, size, where, detail::str("maps ", size, " members"));
+  const Tree stacked =
+      stacked_variables(s, "params", size, where, detail::str("maps ", size, " members"));
   std::vector<Array> args = stacked.leaves();
   const std::size_t leaves = args.size();
   args.push_back(x);
@@ -45,7 +46,7 @@ Array apply_members(Scope& s, const std::string& where, std::int64_t size, const
   std::set<std::string> used;
   const ArrayFn one = [&](std::span<const Array> in) {
     const std::shared_ptr<ScopeState> member_state =
-        copy_state(s, stacked, in.first(leaves), counters);
+        copy_state(s, {"params"}, {stacked.with_leaves(in.first(leaves))}, counters);
     Scope scope = scope_at(member_state, s.path());
     std::vector<Array> out{member(scope, in[leaves])};
     counters_after = member_state->rng_counters;

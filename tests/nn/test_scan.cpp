@@ -7,9 +7,11 @@
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/nn/dense.hpp"
 #include "flaxpp/nn/language_model.hpp"
+#include "flaxpp/nn/normalization.hpp"
 #include "flaxpp/nn/remat.hpp"
 #include "flaxpp/nn/scan.hpp"
 #include "flaxpp/nn/transformer_block.hpp"
+#include "flaxpp/ops/activations.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/scan.hpp"
@@ -50,7 +52,49 @@ struct RematStack {
   }
 };
 
+// A layer with batch statistics: Dense, BatchNorm in training mode, relu.
+struct BnLayer {
+  static constexpr const char* name = "BnLayer";
+  bool train = true;
+  Array operator()(nn::Scope& s, const Array& x) const {
+    const Array h = s(nn::Dense{.features = x.shape()[-1]}, x);
+    return relu(s(nn::BatchNorm{.use_running_average = !train, .momentum = 0.5}, h));
+  }
+};
+
 }  // namespace
+
+TEST_CASE(
+    "nn::scan with variable_axes batch_stats: statistics stacked per layer and updated "
+    "as each layer alone updates its own") {
+  const Array x = astype(testing::random_f64(Shape{6, 4}, 3, -1.0, 2.0), DType::f32);
+  const auto stack = nn::scan(BnLayer{}, {.length = 3, .variable_axes = {"params", "batch_stats"}});
+  const nn::Variables v = stack.init(random::key(0), x);
+  CHECK(v["batch_stats"]["BatchNorm_0"]["mean"].array().shape() == Shape{3, 4});
+  const auto [y, updates] = stack.apply_mutable(v, {"batch_stats"}, x);
+  // Layer by layer, each with its row of parameters and statistics.
+  const nn::Model layer(BnLayer{});
+  Array h = x;
+  for (std::int64_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    const nn::Variables mine{{"params", layer_params(v["params"], i)},
+                             {"batch_stats", layer_params(v["batch_stats"], i)}};
+    auto [next, stats] = layer.apply_mutable(mine, {"batch_stats"}, h);
+    h = next;
+    for (const char* stat : {"mean", "var"})
+      CHECK(
+          layer_params(updates["batch_stats"], i)["BatchNorm_0"][stat].array().to_vector<float>() ==
+          stats["batch_stats"]["BatchNorm_0"][stat].array().to_vector<float>());
+  }
+  CHECK(y.to_vector<float>() == h.to_vector<float>());
+  // Evaluation reads the running averages and writes nothing; training without the
+  // collection mutable is Flax's error.
+  const auto eval =
+      nn::scan(BnLayer{.train = false}, {.length = 3, .variable_axes = {"params", "batch_stats"}});
+  const nn::Variables trained{{"params", v["params"]}, {"batch_stats", updates["batch_stats"]}};
+  CHECK(eval.apply(trained, x).shape() == Shape{6, 4});
+  CHECK_THROWS_WITH_AS(stack.apply(v, x), doctest::Contains("is not mutable"), ValueError);
+}
 
 TEST_CASE("nn::scan: ScanBlock_0 / ScanCheckpointBlock_0, every leaf stacked along L") {
   const Array x = x_input();
@@ -142,7 +186,9 @@ TEST_CASE("nn::scan: bad input is a clear error") {
                        doctest::Contains("expects it stacked along a leading axis of 3"),
                        ValueError);
   CHECK_THROWS_WITH_AS(nn::scan(WithStats{}, {.length = 2}).init(random::key(0), x),
-                       doctest::Contains("creates variables of the \"batch_stats\" collection"),
+                       doctest::Contains("creates variables of the \"batch_stats\" collection, "
+                                         "which it does not stack; add it to nn::scan's "
+                                         "variable_axes"),
                        ValueError);
   // A layer that changes the carry's width (it was "Backend::copy: cannot copy 48 bytes").
   CHECK_THROWS_WITH_AS(

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -147,8 +148,10 @@ struct ScopeState {
       rng_counters;                           // per path, per stream
   std::set<std::string> used_params;          // apply: the parameter paths the model read
   std::set<std::string> mutable_collections;  // apply: those put_variable may write
-  // > 0 in the state of a lifted copy (nn::scan, nn::vmap), whose writes would be lost.
-  int lifted_copies = 0;
+  // In the state of a lifted copy (nn::scan's layer, nn::vmap's member): the collections it
+  // carries out (nn::scan's variable_axes but "params"); a write to any other would be lost, so
+  // put_variable refuses it.
+  std::optional<std::set<std::string>> copy_carries;
   // The open bodies of nn::remat regions, innermost last (BodyWrites).
   std::vector<class BodyWrites*> open_bodies;
 };
