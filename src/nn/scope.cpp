@@ -162,6 +162,8 @@ Array Scope::variable(const std::string& collection, const std::string& name,
   }
   if (existing == nullptr && is_mutable_collection(collection)) {
     Array value = init();
+    // Made inside a remat'd body, it leaves the region as a write does.
+    if (!state_->open_bodies.empty()) state_->open_bodies.back()->record(key_path);
     state_->variables.set_at(key_path, value);
     return value;
   }

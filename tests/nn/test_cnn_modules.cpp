@@ -146,6 +146,12 @@ TEST_CASE("mutable collections: nn::remat carries the statistics out of its regi
     CHECK(updates["batch_stats"]["CheckpointBatchNorm_0"][stat].array().to_vector<float>() ==
           updates_plain["batch_stats"]["BatchNorm_0"][stat].array().to_vector<float>());
   }
+  // Statistics the variables lack are made inside the region and leave it too.
+  const auto [y_made, made] =
+      remat_model.apply_mutable(nn::Variables{{"params", v["params"]}}, {"batch_stats"}, x);
+  CHECK(y_made.to_vector<double>() == y.to_vector<double>());
+  CHECK(made["batch_stats"]["CheckpointBatchNorm_0"]["mean"].array().to_vector<float>() ==
+        updates["batch_stats"]["CheckpointBatchNorm_0"]["mean"].array().to_vector<float>());
   // Differentiated, the statistics are the region's extra results: the loss's gradient is the
   // plain module's.
   const auto loss = [&](const auto& model, const nn::Variables& vars) {

@@ -32,12 +32,7 @@ using RngStreams = std::map<std::string, random::Key>;
 // (Dense_0), with `static constexpr const char* name = "Dense";` (or, for lifted modules,
 // `static std::string class_name()`), and runs as operator()(nn::Scope&, inputs...).
 template <class M>
-concept NamedModule = requires {
-  std::string(M::name);
-}
-|| requires {
-  std::string(M::class_name());
-};
+concept NamedModule = requires { std::string(M::name); } || requires { std::string(M::class_name()); };
 
 // A module's class name, which names its auto-named instances: M::class_name() when M
 // defines it (lifted modules do), else M::name.
@@ -93,8 +88,9 @@ class Scope {
   // Flax's Module.put_variable (and `variable(...).value = v`): the new value of a variable of
   // another collection. Every collection is mutable during init; during apply only those
   // Model::apply_mutable names, else a ValueError naming the module, the variable and what to
-  // pass (Flax's ModifyScopeVariableError). nn::remat carries the new values out of its region;
-  // inside nn::scan and nn::vmap bodies writes are not supported yet (a ValueError says so).
+  // pass (Flax's ModifyScopeVariableError). nn::remat carries the new values out of its region,
+  // nn::scan those of the collections of its variable_axes; other writes inside nn::scan and
+  // nn::vmap bodies are refused (a ValueError says so).
   void put_variable(const std::string& collection, const std::string& name, const Array& value);
   // Whether put_variable may write `collection` now (Flax's Module.is_mutable_collection).
   bool is_mutable_collection(const std::string& collection) const;
