@@ -72,6 +72,12 @@ def _padding_tag(padding: Any) -> str:
     return "p" + "_".join(f"{lo}.{hi}" for lo, hi in padding)
 
 
+def _circular(x: np.ndarray, kernel_size) -> np.ndarray:
+    """Flax's CIRCULAR padding: each spatial axis wrapped by (k-1)//2 before and k//2 after."""
+    pads = [(0, 0)] + [((k - 1) // 2, k // 2) for k in kernel_size] + [(0, 0)]
+    return np.pad(x, pads, mode="wrap")
+
+
 def _pads(padding: Any, in_shape, window, strides) -> list[tuple[int, int]]:
     return [tuple(p) for p in jax.lax.padtype_to_pads(in_shape, window, strides, padding)] \
         if isinstance(padding, str) else [tuple(p) for p in padding]
@@ -82,6 +88,8 @@ def _numpy_conv(x: np.ndarray, kernel: np.ndarray, bias, strides, padding, group
     x = x.astype(np.float64)
     kernel = kernel.astype(np.float64)
     kh, kw, cg, f = kernel.shape
+    if padding == "CIRCULAR":
+        x, padding = _circular(x, (kh, kw)), "VALID"
     (plh, phh), (plw, phw) = _pads(padding, x.shape[1:3], (kh, kw), strides)
     xp = np.pad(x, ((0, 0), (plh, phh), (plw, phw), (0, 0)))
     oh = (xp.shape[1] - kh) // strides[0] + 1
@@ -439,11 +447,15 @@ def cases() -> list[dict]:
         (-1, [1, 7, 7, 6], 6, [3, 3], [2, 2], "VALID", True, 3, 5005),
         (2**31 - 1, [4, 8, 8, 3], 16, [5, 5], [1, 1], "SAME", True, 1, 5006),
         (9, [2, 4, 9, 2], 2, [1, 3], [1, 3], [[0, 0], [2, 2]], True, 2, 5007),
+        (10, [2, 5, 6, 3], 4, [3, 2], [1, 1], "CIRCULAR", True, 1, 5008),
+        (11, [1, 6, 6, 2], 3, [3, 3], [2, 2], "CIRCULAR", False, 1, 5009),
     ]
     for args in conv_grid:
         out.append(case_conv(*args))
     for args in conv_grid:
         out.append(case_conv_grad(*args))
+    # A one-dimensional causal convolution (Flax's "CAUSAL": zeros before, one spatial axis).
+    out.append(case_conv_grad(12, [2, 7, 3], 4, [3], [1], "CAUSAL", True, 1, 5010))
     # ---- conv_transpose: (seed, x shape, features, kernel, strides, padding, kernel dilation,
     # bias, transpose_kernel, x draw seed)
     for args in [

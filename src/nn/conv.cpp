@@ -4,6 +4,7 @@
 
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/numpy.hpp"
+#include "flaxpp/ops/slicing.hpp"
 
 namespace flaxpp::nn {
 namespace {
@@ -21,7 +22,7 @@ class ConvFrame {
  public:
   ConvFrame(Scope& s, const char* module, const Array& x, std::int64_t features,
             const Axes& kernel_size, std::initializer_list<const Axes*> per_axis,
-            const lax::PaddingSpec& padding)
+            const lax::PaddingSpec& padding, bool allow_input_padding)
       : s_(s), module_(module) {
     const std::size_t spatial = kernel_size.size();
     if (features <= 0) fail(detail::str("features must be > 0, got ", features));
@@ -36,9 +37,9 @@ class ConvFrame {
       fail(detail::str("a kernel of ", spatial, " spatial axes needs an input of at least ",
                        spatial + 1, " axes (spatial..., features), got ", x.aval()));
     if (const auto* mode = std::get_if<std::string>(&padding);
-        mode && (*mode == "CIRCULAR" || *mode == "CAUSAL"))
+        mode && (*mode == "CIRCULAR" || *mode == "CAUSAL") && !allow_input_padding)
       fail(detail::str("padding \"", *mode,
-                       "\" is not supported yet; use \"SAME\", \"VALID\" or "
+                       "\" is not supported here; use \"SAME\", \"VALID\" or "
                        "explicit (low, high) pairs"));
     dims_ = x.shape().dims();
     batch_axes_ = dims_.size() - spatial - 1;
@@ -54,6 +55,34 @@ class ConvFrame {
     throw ValueError(detail::str(module_, " at ", s_.path_str(), ": ", message));
   }
   std::int64_t in_features() const { return dims_.back(); }
+  // Flax's "CIRCULAR" and "CAUSAL" padding, done on the input before a VALID convolution: the
+  // dilated kernel's extent less one split (k - 1) / 2 before and k / 2 after, wrapped around
+  // (jnp.pad mode="wrap"); or, for one spatial axis, all of it before, zeros.
+  void pad_input(const std::string& mode, const Axes& dilated_kernel) {
+    if (mode == "CAUSAL" && dilated_kernel.size() != 1)
+      fail("padding \"CAUSAL\" is only implemented for one spatial axis (as in Flax)");
+    for (std::size_t a = 0; a < dilated_kernel.size(); ++a) {
+      const std::int64_t axis = static_cast<std::int64_t>(a) + 1;
+      const std::int64_t k = dilated_kernel[a], size = flat_.shape()[axis];
+      const std::int64_t before = mode == "CAUSAL" ? k - 1 : (k - 1) / 2;
+      const std::int64_t after = mode == "CAUSAL" ? 0 : k / 2;
+      if (mode == "CIRCULAR" && (before > size || after > size))
+        fail(detail::str("circular padding of ", before, " and ", after, " elements wraps an ",
+                         "axis of only ", size, "; use a smaller kernel or dilation"));
+      std::vector<Array> parts;
+      if (mode == "CAUSAL") {
+        Axes zeros_shape = flat_.shape().dims();
+        zeros_shape[a + 1] = before;
+        parts = {astype(zeros(Shape(zeros_shape)), flat_.dtype()), flat_};
+      } else {
+        std::vector<Range> head(static_cast<std::size_t>(flat_.rank())), tail = head;
+        head[a + 1] = Range{size - before, size};
+        tail[a + 1] = Range{0, after};
+        parts = {slice(flat_, head), flat_, slice(flat_, tail)};
+      }
+      flat_ = concatenate(parts, axis);
+    }
+  }
   // The input's spatial sizes.
   Axes spatial_sizes() const {
     return Axes(flat_.shape().dims().begin() + 1, flat_.shape().dims().end() - 1);
@@ -91,8 +120,8 @@ lax::ConvDimensionNumbers channels_last(std::size_t spatial) {
 }  // namespace
 
 Array Conv::operator()(Scope& s, const Array& x) const {
-  const ConvFrame frame(s, "Conv", x, features, kernel_size,
-                        {&strides, &input_dilation, &kernel_dilation}, padding);
+  ConvFrame frame(s, "Conv", x, features, kernel_size,
+                  {&strides, &input_dilation, &kernel_dilation}, padding, true);
   const std::size_t spatial = kernel_size.size();
   if (feature_group_count < 1 || frame.in_features() % feature_group_count != 0)
     frame.fail(detail::str("feature_group_count ", feature_group_count,
@@ -110,22 +139,28 @@ Array Conv::operator()(Scope& s, const Array& x) const {
   for (std::size_t a = 0; a < spatial; ++a)
     effective_kernel.push_back(kernel_size[a] == 0 ? 0
                                                    : 1 + rhs_dilation[a] * (kernel_size[a] - 1));
-  const Array y =
-      lax::conv_general_dilated(frame.input(compute), astype(kernel, compute),
-                                {.window_strides = window_strides,
-                                 .padding = lax::resolve_padding(padding, frame.spatial_sizes(),
-                                                                 effective_kernel, window_strides),
-                                 .lhs_dilation = ones_if_empty(input_dilation, spatial),
-                                 .rhs_dilation = rhs_dilation,
-                                 .dimension_numbers = channels_last(spatial),
-                                 .feature_group_count = feature_group_count,
-                                 .batch_group_count = 1});
+  lax::PaddingSpec conv_padding = padding;
+  if (const auto* mode = std::get_if<std::string>(&padding);
+      mode && (*mode == "CIRCULAR" || *mode == "CAUSAL")) {
+    frame.pad_input(*mode, effective_kernel);
+    conv_padding = std::string("VALID");
+  }
+  const Array y = lax::conv_general_dilated(
+      frame.input(compute), astype(kernel, compute),
+      {.window_strides = window_strides,
+       .padding = lax::resolve_padding(conv_padding, frame.spatial_sizes(), effective_kernel,
+                                       window_strides),
+       .lhs_dilation = ones_if_empty(input_dilation, spatial),
+       .rhs_dilation = rhs_dilation,
+       .dimension_numbers = channels_last(spatial),
+       .feature_group_count = feature_group_count,
+       .batch_group_count = 1});
   return frame.finish(y, bias, compute);
 }
 
 Array ConvTranspose::operator()(Scope& s, const Array& x) const {
   const ConvFrame frame(s, "ConvTranspose", x, features, kernel_size, {&strides, &kernel_dilation},
-                        padding);
+                        padding, false);
   const std::size_t spatial = kernel_size.size();
   Axes kernel_shape = kernel_size;
   kernel_shape.push_back(transpose_kernel ? features : frame.in_features());

@@ -308,9 +308,18 @@ TEST_CASE("nn::Conv: Flax's kernel shape and errors that name the module") {
   CHECK_THROWS_WITH_AS(bad.init(random::key(0), x),
                        doctest::Contains("Conv at (root): feature_group_count 3 must divide"),
                        ValueError);
+  // CIRCULAR wraps the input around: the output keeps the input's size (values: cnn.json).
   const nn::Model circular(
-      nn::Conv{.features = 4, .kernel_size = {3, 3}, .padding = std::string("CIRCULAR")});
-  CHECK_THROWS_WITH_AS(circular.init(random::key(0), x), doctest::Contains("not supported yet"),
+      nn::Conv{.features = 4, .kernel_size = {3, 2}, .padding = std::string("CIRCULAR")});
+  CHECK(circular.apply(circular.init(random::key(0), x), x).shape() == Shape{2, 5, 5, 4});
+  const nn::Model causal(
+      nn::Conv{.features = 4, .kernel_size = {3, 3}, .padding = std::string("CAUSAL")});
+  CHECK_THROWS_WITH_AS(causal.init(random::key(0), x),
+                       doctest::Contains("\"CAUSAL\" is only implemented for one spatial axis"),
+                       ValueError);
+  const nn::Model transposed(
+      nn::ConvTranspose{.features = 4, .kernel_size = {3, 3}, .padding = std::string("CIRCULAR")});
+  CHECK_THROWS_WITH_AS(transposed.init(random::key(0), x), doctest::Contains("not supported here"),
                        ValueError);
 }
 

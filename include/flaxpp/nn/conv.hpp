@@ -17,8 +17,8 @@ struct Conv {
   std::int64_t features = 0;
   std::vector<std::int64_t> kernel_size{};
   std::vector<std::int64_t> strides{};  // all 1 where empty
-  // "SAME" (Flax's default), "SAME_LOWER", "VALID" or one (low, high) pair per spatial axis.
-  // Flax's "CIRCULAR" and "CAUSAL" are not supported yet.
+  // "SAME" (Flax's default), "SAME_LOWER", "VALID", one (low, high) pair per spatial axis, or
+  // Flax's "CIRCULAR" (the input wrapped around) and "CAUSAL" (one spatial axis, zeros before).
   lax::PaddingSpec padding = std::string("SAME");
   std::vector<std::int64_t> input_dilation{}, kernel_dilation{};  // all 1 where empty
   std::int64_t feature_group_count = 1;
