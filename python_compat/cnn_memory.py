@@ -18,18 +18,15 @@ prints the markdown table.
 from __future__ import annotations
 
 import os
-import re
-import subprocess
 import sys
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-from jax._src.ad_checkpoint import saved_residuals  # noqa: E402
 
 from problems_cnn import CNN  # noqa: E402
+from stack_memory import flaxpp_residuals, jax_new_residual_bytes  # noqa: E402
 
 N, T, D, L = 8, 32, 16, 4
 POLICIES = ["none", "everything_saveable", "dots_saveable", "dots_with_no_batch_dims_saveable",
@@ -44,19 +41,11 @@ def jax_bytes(policy: str) -> int:
     def loss(p, v):
         return jnp.sum(model.apply({"params": p}, v) ** 2)
 
-    return sum(int(np.prod(aval.shape)) * aval.dtype.itemsize
-               for aval, source in saved_residuals(loss, params, x)
-               if not source.startswith("from the argument"))
+    return jax_new_residual_bytes(loss, params, x)
 
 
 def flaxpp_bytes(binary: str, policy: str) -> tuple[int, int]:
-    out = subprocess.run([binary, "residuals", "cnn_loss", "-N", str(N), "-T", str(T), "-d",
-                          str(D), "-L", str(L), "--policy", policy],
-                         check=True, capture_output=True, text=True,
-                         env={**os.environ, "FLAXPP_DEVICE": "cpu"}).stdout
-    new = int(re.search(r"\((\d+) bytes besides the arguments\)", out).group(1))
-    peak = int(re.search(r"measured (\d+) bytes", out).group(1))
-    return new, peak
+    return flaxpp_residuals(binary, "cnn_loss", {"-N": N, "-T": T, "-d": D, "-L": L}, policy)
 
 
 def main() -> None:

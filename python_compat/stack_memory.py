@@ -40,6 +40,26 @@ POLICIES = ["none", "everything_saveable", "dots_saveable", "dots_with_no_batch_
 DEPTHS = [4, 8, 16]
 
 
+def jax_new_residual_bytes(loss, params, x) -> int:
+    """The bytes ``saved_residuals(loss, params, x)`` lists besides the arguments."""
+    return sum(int(np.prod(aval.shape)) * aval.dtype.itemsize
+               for aval, source in saved_residuals(loss, params, x)
+               if not source.startswith("from the argument"))
+
+
+def flaxpp_residuals(binary: str, function: str, sizes: dict, policy) -> tuple[int, int]:
+    """``flaxpp residuals FUNCTION -N.. --policy P``: (bytes besides the arguments, measured
+    peak of value_and_grad)."""
+    spec = policy if isinstance(policy, str) else json.dumps(policy)
+    args = [a for flag, v in sizes.items() for a in (flag, str(v))]
+    out = subprocess.run([binary, "residuals", function, *args, "--policy", spec],
+                         check=True, capture_output=True, text=True,
+                         env={**os.environ, "FLAXPP_DEVICE": "cpu"}).stdout
+    new = int(re.search(r"\((\d+) bytes besides the arguments\)", out).group(1))
+    peak = int(re.search(r"measured (\d+) bytes", out).group(1))
+    return new, peak
+
+
 def jax_numbers(L: int, policy: str) -> tuple[int, int]:
     model = Stack(L, 4, 4 * D, policy)
     x = jax.random.normal(jax.random.PRNGKey(1), (B, T, D))
@@ -48,23 +68,13 @@ def jax_numbers(L: int, policy: str) -> tuple[int, int]:
     def loss(p, x):
         return jnp.sum(model.apply({"params": p}, x) ** 2)
 
-    new = 0
-    for aval, source in saved_residuals(loss, params, x):
-        if not source.startswith("from the argument"):
-            new += int(np.prod(aval.shape)) * aval.dtype.itemsize
     compiled = jax.jit(jax.value_and_grad(loss)).lower(params, x).compile()
-    return new, int(compiled.memory_analysis().temp_size_in_bytes)
+    return (jax_new_residual_bytes(loss, params, x),
+            int(compiled.memory_analysis().temp_size_in_bytes))
 
 
 def flaxpp_numbers(binary: str, L: int, policy: str) -> tuple[int, int]:
-    spec = policy if isinstance(policy, str) else json.dumps(policy)
-    out = subprocess.run([binary, "residuals", "stack_loss", "-N", str(B), "-T", str(T), "-d",
-                          str(D), "-L", str(L), "--policy", spec],
-                         check=True, capture_output=True, text=True,
-                         env={**os.environ, "FLAXPP_DEVICE": "cpu"}).stdout
-    new = int(re.search(r"\((\d+) bytes besides the arguments\)", out).group(1))
-    peak = int(re.search(r"measured (\d+) bytes", out).group(1))
-    return new, peak
+    return flaxpp_residuals(binary, "stack_loss", {"-N": B, "-T": T, "-d": D, "-L": L}, policy)
 
 
 def mib(b: int) -> str:

@@ -152,14 +152,10 @@ Array Scope::variable(const std::string& collection, const std::string& name,
   key_path.insert(key_path.end(), path_.begin(), path_.end());
   key_path.push_back(name);
   const Tree* existing = state_->variables.find(key_path);
-  if (state_->initializing) {
-    if (existing != nullptr)
-      throw ValueError(detail::str("module ", path_str(), " creates variable ", collection, "/",
-                                   name, " twice"));
-    Array value = init();
-    state_->variables.set_at(key_path, value);
-    return value;
-  }
+  if (state_->initializing && existing != nullptr)
+    throw ValueError(
+        detail::str("module ", path_str(), " creates variable ", collection, "/", name, " twice"));
+  // Made during init (every collection is mutable then), or during apply in a mutable one.
   if (existing == nullptr && is_mutable_collection(collection)) {
     Array value = init();
     // Made inside a remat'd body, it leaves the region as a write does.

@@ -36,10 +36,15 @@ void conv_im2col(const kernels::ConvGeometry& g, const T* lhs, const T* rhs, T* 
   const std::int64_t block = std::clamp<std::int64_t>(
       kIm2colElements / std::max<std::int64_t>(k, 1), 1, std::max<std::int64_t>(rows, 1));
   std::vector<T> kernel(static_cast<std::size_t>(k * og)), a, c;
-  std::int64_t at[kernels::kMaxWindowRank], pos[kernels::kMaxWindowRank];
+  // Each window position's coordinates, unravelled once (row w at w * kMaxWindowRank).
+  std::vector<std::int64_t> window_at(static_cast<std::size_t>(window * kernels::kMaxWindowRank));
+  for (std::int64_t w = 0; w < window; ++w)
+    kernels::unravel(w, g.window, spatial, window_at.data() + w * kernels::kMaxWindowRank);
+  std::vector<std::int64_t> out_offset;  // per row of a block: where its results go
+  std::int64_t pos[kernels::kMaxWindowRank];
   for (std::int64_t group = 0; group < groups; ++group) {
     for (std::int64_t w = 0; w < window; ++w) {
-      kernels::unravel(w, g.window, spatial, at);
+      const std::int64_t* at = window_at.data() + w * kernels::kMaxWindowRank;
       std::int64_t offset = 0;
       for (int d = 0; d < spatial; ++d)
         offset += at[d] * g.rhs_stride[d];
@@ -51,15 +56,20 @@ void conv_im2col(const kernels::ConvGeometry& g, const T* lhs, const T* rhs, T* 
     for (std::int64_t first = 0; first < rows; first += block) {
       const std::int64_t n_rows = std::min(block, rows - first);
       a.assign(static_cast<std::size_t>(n_rows * k), T(0));
+      out_offset.resize(static_cast<std::size_t>(n_rows));
       for (std::int64_t r = 0; r < n_rows; ++r) {
         const std::int64_t n = (first + r) / positions;
         kernels::unravel((first + r) % positions, g.out_size, spatial, pos);
+        std::int64_t& to = out_offset[static_cast<std::size_t>(r)];
+        to = n * g.out_batch_stride;
+        for (int d = 0; d < spatial; ++d)
+          to += pos[d] * g.out_stride[d];
         const T* base =
             lhs + (g.batch_grouped ? (group * g.out_batch + n) * g.lhs_batch_stride
                                    : n * g.lhs_batch_stride + group * cg * g.lhs_feature_stride);
         T* row = a.data() + r * k;
         for (std::int64_t w = 0; w < window; ++w) {
-          kernels::unravel(w, g.window, spatial, at);
+          const std::int64_t* at = window_at.data() + w * kernels::kMaxWindowRank;
           std::int64_t offset = 0;
           bool inside = true;
           for (int d = 0; d < spatial && inside; ++d) {
@@ -80,11 +90,7 @@ void conv_im2col(const kernels::ConvGeometry& g, const T* lhs, const T* rhs, T* 
       else
         matmul(n_rows, og, k, a.data(), kernel.data(), c.data());
       for (std::int64_t r = 0; r < n_rows; ++r) {
-        const std::int64_t n = (first + r) / positions;
-        kernels::unravel((first + r) % positions, g.out_size, spatial, pos);
-        std::int64_t offset = n * g.out_batch_stride;
-        for (int d = 0; d < spatial; ++d)
-          offset += pos[d] * g.out_stride[d];
+        const std::int64_t offset = out_offset[static_cast<std::size_t>(r)];
         for (std::int64_t o = 0; o < og; ++o)
           out[offset + (group * og + o) * g.out_feature_stride] =
               c[static_cast<std::size_t>(r * og + o)];
