@@ -15,22 +15,10 @@ namespace {
 constexpr std::int64_t kSize = 1024;
 constexpr std::chrono::milliseconds kIdle{300};
 
-// Restores the engine the process had, also when a product throws.
-class EngineGuard {
- public:
-  EngineGuard() : engine_(cpu::gemm_engine()) {}
-  ~EngineGuard() { cpu::set_gemm_engine(engine_); }
-  EngineGuard(const EngineGuard&) = delete;
-  EngineGuard& operator=(const EngineGuard&) = delete;
-
- private:
-  cpu::GemmEngine engine_;
-};
-
 }  // namespace
 
 GemmPeak measure_cpu_gemm_peak(int repeats) {
-  const EngineGuard guard;
+  const cpu::GemmEngineGuard guard;
   const Array a = bench_inputs(Shape{kSize, kSize}, 11).to(Device::cpu());
   const Array b = bench_inputs(Shape{kSize, kSize}, 12).to(Device::cpu());
   const ir::DotDimensionNumbers dims{{1}, {0}, {}, {}};

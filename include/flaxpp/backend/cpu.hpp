@@ -1,15 +1,19 @@
-// The CPU backend's settings: which library computes float32 matrix products, and how many
-// threads the products use.
+// The CPU backend's settings: which library computes float32 matrix products and
+// convolutions, and how many threads they use.
 //
 // float32 products run on oneDNN's matmul primitive where flaxpp was built with oneDNN
 // (Debian's libdnnl-dev), else on the BLAS that CMake found (OpenBLAS); float64 products
-// always run on the BLAS. The environment sets the defaults, read at the first product:
+// always run on the BLAS. Under oneDNN, float32 convolutions run on its convolution primitives
+// (forward, backward data, backward weights) where the equation is one of those passes and an
+// optimised kernel takes it; every other convolution runs as im2col + the products. The
+// environment sets the defaults, read at the first product:
 //   FLAXPP_CPU_GEMM=onednn|blas   the float32 engine (default: onednn where built with it);
 //   FLAXPP_NUM_THREADS=N          the threads of every product (default: the libraries' own,
 //                                 one per core, or OMP_NUM_THREADS / OPENBLAS_NUM_THREADS).
 // The elementwise passes, reductions and copies run on the calling thread.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
 
 namespace flaxpp::cpu {
@@ -29,11 +33,28 @@ GemmEngine gemm_engine();
 // without oneDNN.
 void set_gemm_engine(GemmEngine engine);
 
+// Restores the engine the process had when the guard was made, when it goes out of scope (also
+// when what ran meanwhile threw): for code that switches engines to compare them.
+class GemmEngineGuard {
+ public:
+  GemmEngineGuard() : engine_(gemm_engine()) {}
+  ~GemmEngineGuard() { set_gemm_engine(engine_); }
+  GemmEngineGuard(const GemmEngineGuard&) = delete;
+  GemmEngineGuard& operator=(const GemmEngineGuard&) = delete;
+
+ private:
+  GemmEngine engine_;
+};
+
 // The threads products are asked to use (0: the libraries' defaults).
 int num_threads();
 
 // Sets them for every later product (0 restores the libraries' defaults). Throws ValueError
 // for a negative count.
 void set_num_threads(int threads);
+
+// How many convolutions ran on oneDNN's convolution primitives in this process so far (0 in a
+// build without oneDNN).
+std::int64_t onednn_convolutions();
 
 }  // namespace flaxpp::cpu

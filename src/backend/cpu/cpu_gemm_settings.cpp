@@ -8,6 +8,9 @@
 #include <string>
 
 #include "flaxpp/core/error.hpp"
+#ifdef FLAXPP_WITH_ONEDNN
+#include "backend/cpu/cpu_onednn.hpp"
+#endif
 
 namespace flaxpp::cpu {
 namespace {
@@ -81,6 +84,14 @@ bool has_onednn() {
   return true;
 #else
   return false;
+#endif
+}
+
+std::int64_t onednn_convolutions() {
+#ifdef FLAXPP_WITH_ONEDNN
+  return onednn_conv_runs();
+#else
+  return 0;
 #endif
 }
 

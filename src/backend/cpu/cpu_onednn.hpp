@@ -1,16 +1,11 @@
-// float32 matrix products through oneDNN's matmul primitive (built with FLAXPP_WITH_ONEDNN).
-//
-// flaxpp keeps the primitives it made, keyed by shape, layout and thread count. oneDNN caches
-// primitives too (1024 by default), but finding one there still costs a full primitive
-// descriptor: the walk over its implementations that picks a kernel for the shape, which takes
-// longer than a small product. flaxpp's table skips that walk.
-//
-// Threads: Debian's oneDNN runs on OpenMP (libgomp). A product asks OpenMP for the threads of
-// cpu::num_threads() (0: OpenMP's default, one per core or OMP_NUM_THREADS), on the calling
-// thread, before it runs.
+// float32 matrix products and convolutions through oneDNN's matmul and convolution primitives
+// (built with FLAXPP_WITH_ONEDNN); the primitives are kept by shape, layout and thread count
+// (onednn_runtime.hpp).
 #pragma once
 
 #include <cstdint>
+
+#include "backend/conv_library.hpp"
 
 namespace flaxpp::cpu {
 
@@ -26,5 +21,16 @@ struct BatchedGemm {
 // C = A·B on oneDNN with `threads` threads (0: OpenMP's default), overwriting C. Throws
 // DeviceError with oneDNN's status when it fails.
 void onednn_gemm(const BatchedGemm& gemm, const float* a, const float* b, float* c, int threads);
+
+// The pass `conv` describes on float32 arrays (operands[0] the lhs, [1] the rhs, [2] the
+// result, as conv.x/w/y.operand number them), with `threads` threads; a backward data pass
+// with conv.x_shrunk leaves the positions it does not reach as they were. False where oneDNN has
+// no implementation of it (remembered): the caller computes it otherwise. Throws DeviceError
+// with oneDNN's status when a primitive fails to run.
+bool onednn_conv(const backend_impl::LibraryConv& conv, const float* lhs, const float* rhs,
+                 float* out, int threads);
+
+// How many passes onednn_conv has run.
+std::int64_t onednn_conv_runs();
 
 }  // namespace flaxpp::cpu

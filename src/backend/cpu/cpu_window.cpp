@@ -1,12 +1,19 @@
 // conv_general_dilated, reduce_window_sum / reduce_window_max and select_and_scatter_add on
-// the CPU: the convolution as im2col + the CPU's matrix products (oneDNN or the BLAS), the
-// windows' index arithmetic and the reductions by flaxpp/kernels/window.hpp, as on CUDA.
+// the CPU: float32 convolutions on oneDNN's convolution primitives where the engine of float32
+// products is oneDNN (cpu.hpp) and the equation is one of its passes (conv_library.hpp), every
+// other one as im2col + the CPU's matrix products; the windows' index arithmetic and the
+// reductions by flaxpp/kernels/window.hpp, as on CUDA.
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
 #include "backend/window_plan.hpp"
+#ifdef FLAXPP_WITH_ONEDNN
+#include "backend/cpu/cpu_gemm_settings.hpp"
+#include "backend/cpu/cpu_onednn.hpp"
+#endif
 
 namespace flaxpp::cpu {
 
@@ -99,6 +106,27 @@ void conv_im2col(const kernels::ConvGeometry& g, const T* lhs, const T* rhs, T* 
   }
 }
 
+// The convolution on oneDNN, where it is one of oneDNN's passes and products run there;
+// false otherwise.
+template <class T>
+bool conv_onednn([[maybe_unused]] std::span<const Array> in,
+                 [[maybe_unused]] const ir::Params& params, [[maybe_unused]] const AVal& out,
+                 [[maybe_unused]] T* result) {
+#ifdef FLAXPP_WITH_ONEDNN
+  if constexpr (std::is_same_v<T, float>) {
+    const GemmSettings settings = gemm_settings();
+    if (settings.engine != GemmEngine::onednn) return false;
+    const auto c = backend_impl::as_library_conv(in[0].shape().dims(), in[1].shape().dims(),
+                                                 out.shape.dims(), params);
+    if (!c) return false;
+    if (c->x_shrunk && c->pass == backend_impl::ConvPass::backward_data)
+      std::fill(result, result + out.shape.size(), 0.0f);
+    return onednn_conv(*c, in_data<float>(in[0]), in_data<float>(in[1]), result, settings.threads);
+  }
+#endif
+  return false;
+}
+
 }  // namespace
 
 Array Families::conv_general_dilated(const ir::Primitive& prim, std::span<const Array> in,
@@ -107,7 +135,8 @@ Array Families::conv_general_dilated(const ir::Primitive& prim, std::span<const 
       in[0].shape().dims(), in[1].shape().dims(), out.shape.dims(), params);
   return visit_dtype<kFloat>(prim, out.dtype, [&]<class T>(TypeTag<T>) {
     const Output o(out);
-    if (g.count > 0) conv_im2col(g, in_data<T>(in[0]), in_data<T>(in[1]), o.data<T>());
+    if (g.count > 0 && !conv_onednn(in, params, out, o.data<T>()))
+      conv_im2col(g, in_data<T>(in[0]), in_data<T>(in[1]), o.data<T>());
     return o.array();
   });
 }
