@@ -128,18 +128,18 @@ TEST_CASE("CUDA parity: slicing, scans along an axis and sorts over many blocks"
 
 TEST_CASE("CUDA parity: convolutions and pooling with their gradients, f32, f64 and bf16" *
           doctest::skip(kNoGpu)) {
-  const lax::ConvOptions nhwc{.window_strides = {1, 2},
-                              .padding = {{1, 1}, {1, 0}},
-                              .rhs_dilation = {1, 2},
-                              .dimension_numbers =
-                                  lax::conv_dimension_numbers("NHWC", "HWIO", "NHWC"),
-                              .feature_group_count = 2};
+  const lax::ConvOptions nhwc{
+      .window_strides = {1, 2},
+      .padding = {{1, 1}, {1, 0}},
+      .rhs_dilation = {1, 2},
+      .dimension_numbers = lax::conv_dimension_numbers("NHWC", "HWIO", "NHWC"),
+      .feature_group_count = 2};
   const Array x = random_f32(Shape{8, 16, 17, 8}, 40), w = random_f32(Shape{3, 3, 4, 16}, 41);
   const auto conv_and_grads = [&](std::span<const Array> v) {
     // Both cotangents are convolutions too (one with batch groups): all three in one array.
-    const auto [y, back] = vjp([&](const Array& a, const Array& b) {
-      return lax::conv_general_dilated(a, b, nhwc);
-    }, v[0], v[1]);
+    const auto [y, back] =
+        vjp([&](const Array& a, const Array& b) { return lax::conv_general_dilated(a, b, nhwc); },
+            v[0], v[1]);
     const auto [dx, dw] = back(y);
     return concatenate(std::vector<Array>{reshape(y, {-1}), reshape(dx, {-1}), reshape(dw, {-1})},
                        0);
@@ -158,13 +158,83 @@ TEST_CASE("CUDA parity: convolutions and pooling with their gradients, f32, f64 
   testing::check_close(values(got), values(want), 1e-2);
   const auto pools = [](std::span<const Array> v) {
     const auto pooled = [](const Array& a) {
-      return sum(square(nn::max_pool(a, {3, 3}, {.strides = {2, 2}, .padding = std::string("SAME")}))) +
+      return sum(square(
+                 nn::max_pool(a, {3, 3}, {.strides = {2, 2}, .padding = std::string("SAME")}))) +
              sum(square(nn::avg_pool(a, {2, 3}, {.strides = {1, 2}})));
     };
     const auto [value, dx] = value_and_grad(pooled)(v[0]);
     return concatenate(std::vector<Array>{reshape(value, {-1}), reshape(dx, {-1})}, 0);
   };
   check_parity(pools, {x}, 1e-6);
+}
+
+TEST_CASE(
+    "CUDA cuDNN convolutions: forward, backward data and backward filter match the CPU, "
+    "f32 and bf16" *
+    doctest::skip(kNoGpu)) {
+  // Strided convolutions, channels last, whose windows miss the input's last column, over two
+  // and one spatial axes: the forward pass and both cotangents are cuDNN's three operations.
+  struct Case {
+    const char* name;
+    Shape x, w;
+    lax::ConvOptions options;
+  };
+  const std::vector<Case> cases = {
+      {"2-d, stride 2, kernel dilation",
+       {8, 17, 16, 8},
+       {3, 3, 8, 16},
+       {.window_strides = {2, 2},
+        .padding = {{1, 1}, {0, 0}},
+        .rhs_dilation = {1, 2},
+        .dimension_numbers = lax::conv_dimension_numbers("NHWC", "HWIO", "NHWC")}},
+      {"1-d, stride 3",
+       {4, 40, 6},
+       {5, 6, 12},
+       {.window_strides = {3},
+        .padding = {{2, 1}},
+        .dimension_numbers = lax::conv_dimension_numbers("NWC", "WIO", "NWC")}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.name);
+    const Array x = random_f32(c.x, 60), w = random_f32(c.w, 61);
+    const Array g = random_f32(lax::conv_general_dilated(x, w, c.options).shape(), 62);
+    // The convolution of (x, w) and both cotangents for the output cotangent g, in one array.
+    const auto conv_and_grads = [&](std::span<const Array> v) {
+      const auto [y, back] =
+          vjp([&](const Array& a,
+                  const Array& b) { return lax::conv_general_dilated(a, b, c.options); },
+              v[0], v[1]);
+      const auto [dx, dw] = back(v[2]);
+      return concatenate(std::vector<Array>{reshape(y, {-1}), reshape(dx, {-1}), reshape(dw, {-1})},
+                         0);
+    };
+    for (const bool use_cudnn : {true, false}) {
+      INFO("cuDNN allowed: " << use_cudnn);
+      cuda::set_use_cudnn(use_cudnn);
+      const std::int64_t runs0 = cuda::cudnn_conv_executions();
+      // True float32 (cuDNN's TF32 engines are skipped) against float64: sums of up to 432
+      // terms of magnitude up to 4.
+      check_against_f64(conv_and_grads, {x, w, g}, 1e-4);
+      if (use_cudnn && cuda::cudnn_built())
+        CHECK_MESSAGE(cuda::cudnn_conv_executions() == runs0 + 3,
+                      "cuDNN did not run all three passes (see the reason flaxpp printed on "
+                      "stderr)");
+      else
+        CHECK(cuda::cudnn_conv_executions() == runs0);
+      // bf16 storage, float32 accumulation: the float32 passes of the same rounded inputs, to
+      // within the result's rounding.
+      const auto bf16 = [](const Array& a) { return astype(a.to(Device::cuda(0)), DType::bf16); };
+      const auto rounded = [](const Array& a) {
+        return astype(astype(a, DType::bf16), DType::f32);
+      };
+      const Array got = conv_and_grads(std::vector<Array>{bf16(x), bf16(w), bf16(g)});
+      CHECK(got.dtype() == DType::bf16);
+      testing::check_close(
+          values(got),
+          values(conv_and_grads(std::vector<Array>{rounded(x), rounded(w), rounded(g)})), 1e-2);
+    }
+  }
+  cuda::set_use_cudnn(true);
 }
 
 TEST_CASE("CUDA parity: dot_general through cuBLAS for every layout, f32 and f64" *

@@ -1,6 +1,7 @@
 // CUDA evaluation of the lax primitives: the elementwise, select_n and convert families, whose
 // math is flaxpp/kernels/elementwise.hpp's functors — the same
 // code the CPU backend runs — applied by the kernels of kernels/elementwise_kernels.cuh.
+#include <atomic>
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.hpp"
@@ -14,6 +15,18 @@ namespace flaxpp::cuda {
 
 CudaBackend& backend_of(const Array& a) {
   return static_cast<CudaBackend&>(a.buffer().backend());
+}
+
+namespace {
+std::atomic<bool> g_use_cudnn{true};
+}  // namespace
+
+void set_use_cudnn(bool use) {
+  g_use_cudnn.store(use);
+}
+
+bool cudnn_allowed() {
+  return g_use_cudnn.load();
 }
 
 std::int64_t device_memory_bytes(Device device) {

@@ -21,11 +21,14 @@ namespace flaxpp::cuda {
 std::vector<Array> eval(const ir::Primitive& prim, std::span<const Array> inputs,
                         const ir::Params& params, std::span<const AVal> out_avals);
 
-// Whether the layer_norm primitives may use cuDNN for bf16/f16 (default true; tests turn it
-// off to run flaxpp's own kernels on a machine where cuDNN works).
+// Whether the layer_norm primitives (bf16/f16) and the convolutions may use cuDNN (default
+// true; tests turn it off to run flaxpp's own kernels on a machine where cuDNN works).
 void set_use_cudnn(bool use);
+bool cudnn_allowed();
 // How many LayerNorm plans cuDNN has executed in this process (0 in builds without cuDNN).
 std::int64_t cudnn_layer_norm_executions();
+// How many convolution plans cuDNN has executed in this process (0 in builds without cuDNN).
+std::int64_t cudnn_conv_executions();
 // Whether this build has cuDNN (FLAXPP_WITH_CUDNN).
 bool cudnn_built();
 // The memory of CUDA device `device` in bytes.

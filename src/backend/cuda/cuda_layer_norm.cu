@@ -6,7 +6,6 @@
 // |mean| >> std, more than float32 reference cases allow. In 16-bit storage the difference is
 // below the rounding.
 #include <algorithm>
-#include <atomic>
 
 #include "backend/cuda/cuda_eval.hpp"
 #include "backend/cuda/cuda_eval_impl.hpp"
@@ -19,12 +18,10 @@ namespace {
 
 using kernels::compute_t;
 
-std::atomic<bool> g_use_cudnn{true};
-
 // Whether to try cuDNN for this configuration (16-bit storage; see above).
 bool cudnn_candidate(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows,
                      std::int64_t f) {
-  return g_use_cudnn.load() && (dtype == DType::bf16 || dtype == DType::f16) &&
+  return cudnn_allowed() && (dtype == DType::bf16 || dtype == DType::f16) &&
          cudnn_layer_norm_usable(gpu, forward, dtype, rows, f);
 }
 
@@ -58,10 +55,6 @@ ParamsAsFloat params_as_float(CudaBackend& gpu, std::int64_t f) {
 }
 
 }  // namespace
-
-void set_use_cudnn(bool use) {
-  g_use_cudnn.store(use);
-}
 
 namespace {
 

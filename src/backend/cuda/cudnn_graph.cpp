@@ -24,13 +24,15 @@ cudnnDataType_t data_type(DType dtype) {
   return dtype == DType::f16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
 }
 
-std::unique_ptr<Descriptor> tensor(std::int64_t uid, cudnnDataType_t type, Dims dims, Dims strides,
-                                   bool by_value) {
+std::unique_ptr<Descriptor> tensor(std::int64_t uid, cudnnDataType_t type,
+                                   std::span<const std::int64_t> dims,
+                                   std::span<const std::int64_t> strides, bool by_value) {
   auto t = std::make_unique<Descriptor>(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
   const std::int64_t alignment = 16;
+  const auto rank = static_cast<std::int64_t>(dims.size());
   t->set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, &type)
-      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), 4)
-      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(), 4)
+      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, dims.data(), rank)
+      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, strides.data(), rank)
       .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, &uid)
       .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, &alignment);
   if (by_value) {
@@ -41,7 +43,32 @@ std::unique_ptr<Descriptor> tensor(std::int64_t uid, cudnnDataType_t type, Dims 
   return t;
 }
 
-void finish_plan(Plan& p, cudnnHandle_t handle, const Descriptor& op) {
+namespace {
+
+// Whether the engine of `config` carries one of the `excluded` numerical notes.
+bool has_note(const Descriptor& config, std::span<const cudnnBackendNumericalNote_t> excluded) {
+  if (excluded.empty()) return false;
+  Descriptor engine(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+  cudnnBackendDescriptor_t engine_d = engine.get();
+  std::int64_t count = 0;
+  check(cudnnBackendGetAttribute(config.get(), CUDNN_ATTR_ENGINECFG_ENGINE,
+                                 CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &count, &engine_d),
+        "engine of a configuration");
+  std::array<cudnnBackendNumericalNote_t, CUDNN_NUMERICAL_NOTE_TYPE_COUNT> notes{};
+  check(cudnnBackendGetAttribute(engine_d, CUDNN_ATTR_ENGINE_NUMERICAL_NOTE,
+                                 CUDNN_TYPE_NUMERICAL_NOTE, static_cast<std::int64_t>(notes.size()),
+                                 &count, notes.data()),
+        "numerical notes of an engine");
+  for (std::int64_t i = 0; i < count; ++i)
+    for (const cudnnBackendNumericalNote_t note : excluded)
+      if (notes[static_cast<std::size_t>(i)] == note) return true;
+  return false;
+}
+
+}  // namespace
+
+void finish_plan(Plan& p, cudnnHandle_t handle, const Descriptor& op,
+                 std::span<const cudnnBackendNumericalNote_t> excluded) {
   auto graph = std::make_unique<Descriptor>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   const cudnnBackendDescriptor_t op_d = op.get();
   graph->set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, &op_d)
@@ -74,10 +101,14 @@ void finish_plan(Plan& p, cudnnHandle_t handle, const Descriptor& op) {
     } catch (const Rejected&) {  // this mode has nothing: try the next
     }
   }
-  if (configs.empty()) throw Rejected("no engine configuration supports this LayerNorm");
+  if (configs.empty()) throw Rejected("no engine configuration supports this operation");
   std::string reasons;
   for (const auto& config : configs) {
     try {
+      if (has_note(*config, excluded)) {
+        reasons += detail::str(reasons.empty() ? "" : "; ", "an engine with an excluded note");
+        continue;
+      }
       auto plan = std::make_unique<Descriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, &handle)
           .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *config);

@@ -7,12 +7,6 @@
 #include "backend/cuda/cuda_eval.hpp"
 
 #ifdef FLAXPP_WITH_CUDNN
-#include <atomic>
-#include <cstdio>
-#include <list>
-#include <map>
-#include <mutex>
-#include <set>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -49,13 +43,13 @@ bool cudnn_layer_norm_dx(CudaBackend&, DType, std::int64_t, std::int64_t, const 
 
 namespace {
 
+using cudnn::data_type;
 using cudnn::Descriptor;
 using cudnn::Dims;
+using cudnn::finish_plan;
 using cudnn::Plan;
 using cudnn::Rejected;
 using cudnn::tensor;
-using cudnn::data_type;
-using cudnn::finish_plan;
 
 // Unique ids of the tensors in a variant pack.
 enum Uid : std::int64_t {
@@ -71,7 +65,6 @@ enum Uid : std::int64_t {
   kDScale,
   kDBias
 };
-
 
 // The tensor kinds of a LayerNorm over (rows, f): x-shaped (x's dtype), parameter-shaped (scale,
 // bias and their gradients: x's dtype, or float32 where cuDNN takes only that) and statistics
@@ -149,28 +142,15 @@ Plan backward_plan(cudnnHandle_t handle, DType dtype, bool float_params, std::in
   return p;
 }
 
-// A configuration: (device, forward, dtype, rows, f). Plans are built once per configuration and
-// kept, the kMaxPlans most recently used of them (each distinct batch x sequence length has
-// its own). A plan is destroyed only while no CUDA graph is alive: a recorded graph may run
-// the kernels it owns. A configuration cuDNN rejected with both parameter types is remembered
-// (and reported once) so that it goes straight to flaxpp's kernel afterwards.
+// A configuration: (device, forward, dtype, rows, f); its plan is kept in a cudnn::PlanCache.
 using Key = std::tuple<int, bool, DType, std::int64_t, std::int64_t>;
-constexpr std::size_t kMaxPlans = 64;
 
 struct Built {
   Plan plan;
   bool float_params = false;  // cuDNN took only float32 parameters (desk review F9)
-  std::list<Key>::iterator use;  // its place in State::recent
 };
 
-struct State {
-  std::mutex mutex;
-  std::map<Key, Built> plans;
-  std::list<Key> recent;         // least recently used first
-  std::vector<Plan> retired;     // evicted while a CUDA graph was alive
-  std::set<Key> rejected;
-  std::atomic<std::int64_t> executions{0};
-};
+using State = cudnn::PlanCache<Key, Built>;
 
 State& state() {
   static auto* const s = new State();
@@ -189,12 +169,8 @@ Plan build(cudnnHandle_t handle, const Key& key, bool float_params) {
 // held; Rejected when cuDNN takes neither.
 Built& plan_for(CudaBackend& gpu, cudnnHandle_t handle, const Key& key, bool native_failed) {
   State& s = state();
-  if (gpu.live_graphs() == 0) s.retired.clear();
-  if (auto it = s.plans.find(key);
-      it != s.plans.end() && !(native_failed && !it->second.float_params)) {
-    s.recent.splice(s.recent.end(), s.recent, it->second.use);
-    return it->second;
-  }
+  if (Built* kept = s.find(gpu, key); kept != nullptr && !(native_failed && !kept->float_params))
+    return *kept;
   Built built;
   try {
     if (native_failed) throw Rejected("the plan with parameters of x's dtype did not execute");
@@ -207,71 +183,44 @@ Built& plan_for(CudaBackend& gpu, cudnnHandle_t handle, const Key& key, bool nat
       throw Rejected(detail::str(native.what(), "; with float32 parameters: ", as_float.what()));
     }
   }
-  if (auto it = s.plans.find(key); it != s.plans.end()) {  // the native plan, replaced
-    s.recent.erase(it->second.use);
-    s.retired.push_back(std::move(it->second.plan));
-    s.plans.erase(it);
-  }
-  if (s.plans.size() >= kMaxPlans) {
-    auto oldest = s.plans.find(s.recent.front());
-    s.retired.push_back(std::move(oldest->second.plan));
-    s.plans.erase(oldest);
-    s.recent.pop_front();
-  }
-  if (gpu.live_graphs() == 0) s.retired.clear();
-  built.use = s.recent.insert(s.recent.end(), key);
-  return s.plans.emplace(key, std::move(built)).first->second;
+  return s.keep(gpu, key, std::move(built));  // replaces a native plan that did not execute
 }
 
 // Builds (once) and runs the plan for the configuration on the tensors of `uids`/`pointers`;
 // the parameters at `param_slots` of `pointers` are replaced by float32 copies where the plan
-// needs them. Inside a CUDA graph recording nothing is created (cuDNN's handle and plans may
-// allocate and synchronise): a configuration not prepared by an eager call falls back there,
-// without being remembered as rejected.
+// needs them (cudnn::PlanCache::run says when it returns false).
 bool run(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows, std::int64_t f,
          const std::vector<std::int64_t>& uids, std::vector<void*> pointers,
          std::initializer_list<std::size_t> param_slots, const ParamsAsFloat& as_float) {
-  State& s = state();
-  std::lock_guard lock(s.mutex);
   const Key key{gpu.device().index, forward, dtype, rows, f};
-  if (s.rejected.count(key) != 0) return false;
   const bool recording = gpu.capturing();
-  const cudnnHandle_t handle = cudnn::handle_for(gpu, !recording);
-  if (handle == nullptr || (recording && s.plans.count(key) == 0)) return false;
-  bool native_failed = false;
-  for (;;) {
-    try {
-      const Built& built = plan_for(gpu, handle, key, native_failed);
-      std::vector<std::shared_ptr<Buffer>> copies;  // freed in stream order, after the execution
-      std::vector<void*> args = pointers;
-      if (built.float_params)
-        for (const std::size_t slot : param_slots) {
-          copies.push_back(as_float(args[slot]));
-          args[slot] = copies.back()->data();
+  return state().run(
+      gpu, key,
+      [&](cudnnHandle_t handle) {
+        bool native_failed = false;
+        for (;;) {
+          const Built& built = plan_for(gpu, handle, key, native_failed);
+          std::vector<std::shared_ptr<Buffer> > copies;  // freed in stream order, after the run
+          std::vector<void*> args = pointers;
+          if (built.float_params)
+            for (const std::size_t slot : param_slots) {
+              copies.push_back(as_float(args[slot]));
+              args[slot] = copies.back()->data();
+            }
+          try {
+            cudnn::execute(gpu, handle, built.plan, uids, std::move(args));
+            return true;
+          } catch (const Rejected&) {
+            // A native plan that finalized may still refuse to execute: float32 parameters once.
+            if (built.float_params || native_failed || recording) throw;
+            native_failed = true;
+          }
         }
-      try {
-        cudnn::execute(gpu, handle, built.plan, uids, std::move(args));
-      } catch (const Rejected&) {
-        // A native plan that finalized may still refuse to execute: try float32 parameters once.
-        if (built.float_params || native_failed || recording) throw;
-        native_failed = true;
-        continue;
-      }
-      s.executions.fetch_add(1);
-      return true;
-    } catch (const OutOfMemoryError&) {
-      return false;  // no room for cuDNN's workspace this time: flaxpp's kernel needs none
-    } catch (const Rejected& e) {
-      if (recording) return false;  // decided by the eager calls, not inside a recording
-      s.rejected.insert(key);
-      std::fprintf(stderr,
-                   "flaxpp: cuDNN LayerNorm %s for %s[%lld, %lld] unavailable (%s); using "
-                   "flaxpp's kernel\n",
-                   forward ? "forward" : "backward", std::string(dtype_short_name(dtype)).c_str(),
-                   static_cast<long long>(rows), static_cast<long long>(f), e.what());
-      return false;
-    }
-  }
+      },
+      [&] {
+        return detail::str("LayerNorm ", forward ? "forward" : "backward", " for ",
+                           dtype_short_name(dtype), "[", rows, ", ", f, "]");
+      });
 }
 
 }  // namespace
@@ -283,12 +232,11 @@ bool cudnn_built() {
 bool cudnn_layer_norm_usable(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows,
                              std::int64_t f) {
   if (cudnn::handle_for(gpu, !gpu.capturing()) == nullptr) return false;
-  std::lock_guard lock(state().mutex);
-  return state().rejected.count(Key{gpu.device().index, forward, dtype, rows, f}) == 0;
+  return !state().rejected(Key{gpu.device().index, forward, dtype, rows, f});
 }
 
 std::int64_t cudnn_layer_norm_executions() {
-  return state().executions.load();
+  return state().executions();
 }
 
 bool cudnn_layer_norm_forward(CudaBackend& gpu, DType dtype, std::int64_t rows, std::int64_t f,
