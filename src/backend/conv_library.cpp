@@ -94,8 +94,12 @@ std::optional<LibraryConv> as_library_conv(const Axes& lhs_dims, const Axes& rhs
     const std::int64_t reach = (c.y.dims[s + 2] - 1) * c.stride[s] +
                                (c.w.dims[s + 2] - 1) * c.dilation[s] + 1 - c.pad_low[s];
     if (reach <= 0) return std::nullopt;
-    c.pad_high[s] = std::max<std::int64_t>(reach - x, 0);
-    if (reach < x) {  // no window reaches x's last positions
+    if (reach >= x) {
+      c.pad_high[s] = reach - x;
+    } else if (x - reach < c.stride[s]) {
+      c.pad_high[s] = 0;  // the libraries' size rule rounds the last positions away
+    } else {              // no window reaches x's last positions
+      c.pad_high[s] = 0;
       x = reach;
       c.x_shrunk = true;
     }

@@ -39,12 +39,14 @@ struct LibraryConv {
   // (forward), x (backward data) or w (backward weights) from the other two.
   ConvTensor x, w, y;
   std::int64_t groups = 1;  // feature groups: x's features / w's in features
-  // Per spatial axis. dilation 1 is none; padding is non-negative on both sides and exactly
-  // what the sizes need: (y - 1) * stride + (w - 1) * dilation + 1 == pad_low + x + pad_high.
+  // Per spatial axis. dilation 1 is none; padding is non-negative on both sides, and x's last
+  // positions that no window reaches are fewer than a stride: the libraries' size rule
+  // y = (pad_low + x + pad_high - ((w - 1) * dilation + 1)) / stride + 1 (rounding down) holds.
   std::vector<std::int64_t> stride, dilation, pad_low, pad_high;
   bool flip_w = false;  // w is its array reversed along the spatial axes (backward data)
-  // x covers fewer positions than its array (the trailing ones no window reaches); where x is
-  // the result (backward data) the rest of the array is zero and must be cleared first.
+  // x covers fewer positions than its array: a stride or more of its trailing ones, which no
+  // window reaches, are left out. Where x is the result (backward data) the rest of the array
+  // is zero and must be cleared first.
   bool x_shrunk = false;
 };
 

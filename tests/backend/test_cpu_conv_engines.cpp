@@ -1,7 +1,7 @@
 // float32 convolutions on the CPU's two engines (include/flaxpp/backend/cpu.hpp): oneDNN's
 // convolution primitives and im2col + the BLAS agree with the float64 convolution, forward and
 // both cotangents, over strides, dilations, padding (SAME, VALID with windows that miss the last
-// rows, asymmetric), layouts, one to three spatial axes and feature groups. Under oneDNN the
+// rows, negative, asymmetric), layouts, one to three spatial axes and feature groups. Under oneDNN the
 // convolutions JAX's transpose rules write are recognised as its backward passes
 // (src/backend/conv_library.hpp): the test counts the passes that ran there. The arrays live
 // on the CPU whatever the suite's default device.
@@ -56,6 +56,11 @@ std::vector<Case> cases() {
         .padding = {{2, 2}, {2, 2}},
         .rhs_dilation = {2, 2},
         .dimension_numbers = kNhwc},
+       3},
+      {"negative high padding: no window reaches the last rows (a view of x)",
+       {2, 9, 8, 3},
+       {3, 3, 3, 4},
+       {.window_strides = {2, 1}, .padding = {{0, -3}, {1, 1}}, .dimension_numbers = kNhwc},
        3},
       {"channels first, asymmetric padding, strides (1, 2)",
        {2, 3, 6, 7},

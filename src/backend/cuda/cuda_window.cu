@@ -19,9 +19,8 @@ Array Families::conv_general_dilated(const ir::Primitive& prim, std::span<const 
                                                      out.shape.dims(), params);
   return visit_dtype<kFloat | kHalf>(prim, out.dtype, in[0].device(), [&]<class T>(TypeTag<T>) {
     const Output o(out, in[0].device());
-    if (library &&
-        cudnn_conv(backend_of(in[0]), out.dtype, *library, in_data<T>(in[0]), in_data<T>(in[1]),
-                   o.data<T>(), out.shape.size() * static_cast<std::int64_t>(sizeof(T))))
+    if (library && cudnn_conv(backend_of(in[0]), out.dtype, *library, in_data<T>(in[0]),
+                              in_data<T>(in[1]), o.data<T>()))
       return o.array();
     check_launch(kernels::launch_conv(g, in_data<T>(in[0]), in_data<T>(in[1]), o.data<T>(),
                                       backend_of(in[0]).stream()),

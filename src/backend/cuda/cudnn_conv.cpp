@@ -3,18 +3,21 @@
 // flaxpp's arrays by strides, at least 4-D: a convolution over one spatial axis gets a second,
 // of size 1. Feature groups are what cuDNN infers from x's features and w's. A pass over the
 // spatially reversed kernel (backward data as JAX writes it) is cuDNN's CUDNN_CONVOLUTION mode,
-// which flips the filter; the others are cross-correlations.
+// which flips the filter; the others are cross-correlations. cuDNN's filters are packed with
+// the input features innermost (KRSC, beside channels-last data) or after the output features
+// (KCRS): a kernel in another layout (Flax's HWIO) is repacked into a scratch buffer around the
+// pass, as XLA transposes it for cuDNN.
 #include "backend/cuda/cudnn_conv.hpp"
 
 #include "backend/cuda/cuda_eval.hpp"
 
 #ifdef FLAXPP_WITH_CUDNN
-#include <cuda_runtime.h>
-
+#include <algorithm>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "backend/cuda/cuda_eval_impl.hpp"
 #include "backend/cuda/cudnn_graph.hpp"
 #include "flaxpp/core/error.hpp"
 #endif
@@ -27,7 +30,7 @@ std::int64_t cudnn_conv_executions() {
   return 0;
 }
 bool cudnn_conv(CudaBackend&, DType, const backend_impl::LibraryConv&, const void*, const void*,
-                void*, std::int64_t) {
+                void*) {
   return false;
 }
 
@@ -55,6 +58,31 @@ std::unique_ptr<Descriptor> tensor(Uid uid, cudnnDataType_t type, const ConvTens
     strides.push_back(1);
   }
   return cudnn::tensor(uid, type, dims, strides);
+}
+
+// The order of w's axes (K, C, R...) from outermost to innermost in cuDNN's packed filter
+// beside data whose features are innermost (KRSC) or not (KCRS).
+std::vector<std::size_t> filter_order(const LibraryConv& c) {
+  const std::size_t rank = c.w.dims.size();
+  std::vector<std::size_t> order{0};
+  const bool channels_last = c.x.strides[1] == 1;
+  if (!channels_last) order.push_back(1);
+  for (std::size_t a = 2; a < rank; ++a)
+    order.push_back(a);
+  if (channels_last) order.push_back(1);
+  return order;
+}
+
+// w packed in `order`: its strides, per axis of (K, C, R...).
+std::vector<std::int64_t> packed_strides(const ConvTensor& w,
+                                         const std::vector<std::size_t>& order) {
+  std::vector<std::int64_t> strides(w.dims.size());
+  std::int64_t stride = 1;
+  for (std::size_t i = order.size(); i-- > 0;) {
+    strides[order[i]] = stride;
+    stride *= w.dims[order[i]];
+  }
+  return strides;
 }
 
 // A per-spatial-axis parameter, with `fill` for the added axis.
@@ -147,6 +175,23 @@ const char* pass_name(ConvPass pass) {
   return "?";
 }
 
+// The copy of w (axes `from_strides` apart in its array) into the layout of `to_strides`,
+// written row-major over the axes ordered by to_strides (outermost first).
+backend_impl::StridedCopy repack(const ConvTensor& w, const std::vector<std::int64_t>& from_strides,
+                                 const std::vector<std::int64_t>& to_strides) {
+  std::vector<std::size_t> order(w.dims.size());
+  for (std::size_t a = 0; a < order.size(); ++a)
+    order[a] = a;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return to_strides[a] > to_strides[b]; });
+  backend_impl::StridedCopy copy;
+  for (const std::size_t a : order) {
+    copy.dims.push_back(w.dims[a]);
+    copy.strides.push_back(from_strides[a]);
+  }
+  return copy;
+}
+
 }  // namespace
 
 std::int64_t cudnn_conv_executions() {
@@ -154,11 +199,15 @@ std::int64_t cudnn_conv_executions() {
 }
 
 // Builds (once) and runs the plan (cudnn::PlanCache::run says when it returns false).
-bool cudnn_conv(CudaBackend& gpu, DType dtype, const LibraryConv& c, const void* lhs,
-                const void* rhs, void* out, std::int64_t out_bytes) {
-  if (!cudnn_allowed() || c.x.dims.size() > kMaxRank ||
+bool cudnn_conv(CudaBackend& gpu, DType dtype, const LibraryConv& conv, const void* lhs,
+                const void* rhs, void* out) {
+  if (!cudnn_allowed() || conv.x_shrunk || conv.x.dims.size() > kMaxRank ||
       !(dtype == DType::f32 || dtype == DType::bf16 || dtype == DType::f16))
     return false;
+  // The pass on cuDNN's filter layout; w's array is repacked where it lies otherwise.
+  LibraryConv c = conv;
+  c.w.strides = packed_strides(c.w, filter_order(c));
+  const bool repacked = c.w.strides != conv.w.strides;
   const Key key{gpu.device().index, dtype, backend_impl::conv_key(c)};
   State& s = state();
   return s.run(
@@ -168,12 +217,24 @@ bool cudnn_conv(CudaBackend& gpu, DType dtype, const LibraryConv& c, const void*
         if (plan == nullptr) plan = &s.keep(gpu, key, conv_plan(handle, dtype, c));
         void* arrays[3] = {const_cast<void*>(lhs), const_cast<void*>(rhs),
                            out};  // inputs read only
-        if (c.x_shrunk && c.pass == ConvPass::backward_data &&
-            cudaMemsetAsync(out, 0, static_cast<std::size_t>(out_bytes), gpu.stream()) !=
-                cudaSuccess)
-          return false;
+        void* w = arrays[c.w.operand];
+        const std::size_t bytes = itemsize(dtype);
+        std::shared_ptr<Buffer> scratch;  // freed in stream order, after the pass
+        const bool w_is_result = c.pass == ConvPass::backward_weights;
+        if (repacked) {
+          std::int64_t elements = 1;
+          for (const std::int64_t d : c.w.dims)
+            elements *= d;
+          scratch = gpu.allocate(elements * static_cast<std::int64_t>(bytes));
+          if (!w_is_result)
+            gather_strided(w, repack(c.w, conv.w.strides, c.w.strides), bytes, scratch->data(),
+                           gpu.stream());
+        }
         cudnn::execute(gpu, handle, *plan, {kX, kW, kY},
-                       {arrays[c.x.operand], arrays[c.w.operand], arrays[c.y.operand]});
+                       {arrays[c.x.operand], repacked ? scratch->data() : w, arrays[c.y.operand]});
+        if (repacked && w_is_result)
+          gather_strided(scratch->data(), repack(c.w, c.w.strides, conv.w.strides), bytes, w,
+                         gpu.stream());
         return true;
       },
       [&] {

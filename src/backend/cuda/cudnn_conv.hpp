@@ -16,10 +16,10 @@
 namespace flaxpp::cuda {
 
 // The pass `conv` describes on arrays of `dtype` (f32, bf16 or f16; float32 accumulation) on
-// `gpu`: lhs and rhs the equation's operands, out its result of `out_bytes` bytes (cleared
-// first where the pass does not reach all of it).
+// `gpu`: lhs and rhs the equation's operands, out its result. Not where conv.x_shrunk (a view
+// of x that cuDNN's packed layouts do not describe).
 bool cudnn_conv(CudaBackend& gpu, DType dtype, const backend_impl::LibraryConv& conv,
-                const void* lhs, const void* rhs, void* out, std::int64_t out_bytes);
+                const void* lhs, const void* rhs, void* out);
 
 // cudnn_conv_executions() is declared in cuda_eval.hpp, for the tests.
 
