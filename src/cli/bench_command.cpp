@@ -118,9 +118,7 @@ io::Json run(const Config& c, std::int64_t steps, GemmFloor& floor,
   const nn::MLP mlp = bench_mlp(c.width, c.depth, c.dtype);
   const Array x = bench_inputs(Shape{c.batch, c.width}, 1);
   const Array y = bench_labels(c.batch, 2);
-  const std::optional<PolicyPtr> policy =
-      c.policy == "none" ? std::nullopt
-                         : std::optional<PolicyPtr>(checkpoint_policies::from_name(c.policy));
+  const PolicyPtr policy = checkpoint_policies::from_name(c.policy);
   const train::ApplyFn apply = train::mlp_apply(mlp, policy);
   train::ClassifierStep step(apply, optim::sgd(0.01));
   train::TrainState state = step.init(nn::Model(mlp).init(random::key(0), x)["params"]);

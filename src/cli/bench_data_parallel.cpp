@@ -104,7 +104,7 @@ int bench_data_parallel_worker(const DataParallelBench& b) {
   // Each process's shard of the global batch.
   const Array x = bench_inputs(Shape{b.batch, b.width}, 1 + static_cast<std::uint32_t>(rank));
   const Array y = bench_labels(b.batch, 1000 + static_cast<std::uint32_t>(rank));
-  train::ClassifierStep step(train::mlp_apply(mlp, std::nullopt), optim::sgd(0.01));
+  train::ClassifierStep step(train::mlp_apply(mlp, checkpoint_policies::none()), optim::sgd(0.01));
   step.set_communicator(n > 1 ? &comm : nullptr);
   train::TrainState state = step.init(nn::Model(mlp).init(random::key(0), x)["params"]);
   for (int i = 0; i < 3; ++i)

@@ -27,8 +27,7 @@ Array bench_tokens(std::uint32_t seed) {
 }
 
 io::Json run(const std::string& policy_name, std::int64_t steps) {
-  std::optional<PolicyPtr> policy;
-  if (policy_name != "none") policy = checkpoint_policies::from_name(policy_name);
+  const PolicyPtr policy = checkpoint_policies::from_name(policy_name);
   const nn::Model lm(nn::LanguageModel{.vocab = kVocab,
                                        .features = kWidth,
                                        .num_layers = kLayers,

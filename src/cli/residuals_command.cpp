@@ -68,8 +68,8 @@ Problem model_problem(const nn::Model<M>& model, const Array& x) {
   return p;
 }
 
-Problem stack_problem(const std::optional<PolicyPtr>& policy, std::int64_t n, std::int64_t d,
-                      std::int64_t t, std::int64_t layers) {
+Problem stack_problem(const PolicyPtr& policy, std::int64_t n, std::int64_t d, std::int64_t t,
+                      std::int64_t layers) {
   const nn::Model stack(nn::TransformerStack{
       .num_layers = layers, .num_heads = 4, .mlp_dim = 4 * d, .policy = policy});
   return model_problem(stack, random::normal(random::key(1), Shape{n, t, d}));
@@ -100,12 +100,12 @@ int residuals_command(const std::vector<std::string>& args) {
       return 2;
     }
   }
-  const std::optional<PolicyPtr> policy = io::policy_from_spec_text(spec);
+  const PolicyPtr policy = io::policy_from_spec_text(spec);
   Problem p;
   if (function == "checkpoint_dot_policy" || function == "named_dot_policy") {
     const ArrayFn fn =
         function == "checkpoint_dot_policy" ? refs::dot_policy_f : refs::named_dot_policy_g;
-    p.fn = policy ? checkpoint(fn, *policy) : fn;
+    p.fn = checkpoint(fn, policy);
     p.inputs = {Array::full(Shape{d, d}, 0.5, DType::f32),
                 Array::full(Shape{d, d}, -0.25, DType::f32),
                 Array::full(Shape{n, d}, 1.0, DType::f32)};
@@ -127,7 +127,9 @@ int residuals_command(const std::vector<std::string>& args) {
     return 2;
   }
 
-  std::cout << function << " under " << (policy ? (*policy)->str() : std::string("no checkpoint"));
+  std::cout << function << " under "
+            << (checkpoint_policies::is_none(policy) ? std::string("no checkpoint")
+                                                     : policy->str());
   if (p.inputs.size() > 3) {
     std::cout << ", " << p.inputs.size() - 1 << " parameter leaves and x "
               << p.inputs.back().aval();

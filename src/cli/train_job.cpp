@@ -42,7 +42,7 @@ void TrainJob::check_agreement(const io::TrainConfig& config, const TrainData& d
   if (size_ == 1) return;
   io::Json settings = config.run_identity();
   settings["epochs"] = config.epochs;
-  settings["policy"] = config.model.policy ? (**config.model.policy).str() : "none";
+  settings["policy"] = config.model.policy->str();
   std::vector<std::uint32_t> mine;
   append_words(sha256_hex(settings.dump()), mine);
   append_words(data.sha256, mine);

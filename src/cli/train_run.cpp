@@ -144,7 +144,7 @@ std::size_t remove_stale_temporaries(const RunFiles& files) {
 namespace {
 
 std::string policy_text(const io::TrainConfig& c) {
-  return c.model.policy ? (**c.model.policy).str() : std::string("none");
+  return c.model.policy->str();
 }
 
 }  // namespace

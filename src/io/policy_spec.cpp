@@ -59,10 +59,9 @@ MemoryKind memory_kind(const Json& spec, const std::string& path, const char* ke
 // (a hostile spec must not overflow the stack, here or when the policy is asked).
 constexpr int kMaxNesting = 64;
 
-std::optional<PolicyPtr> policy_at(const Json& spec, const std::string& path, int depth) {
+PolicyPtr policy_at(const Json& spec, const std::string& path, int depth) {
   if (spec.is_string()) {
     const std::string& name = spec.get_ref<const std::string&>();
-    if (name == "none") return std::nullopt;
     try {
       return cp::from_name(name);
     } catch (const ValueError& e) {
@@ -113,12 +112,13 @@ std::optional<PolicyPtr> policy_at(const Json& spec, const std::string& path, in
     if (depth >= kMaxNesting)
       fail(path, detail::str("save_from_both_policies is nested more than ", kMaxNesting,
                              " levels deep"));
-    std::optional<PolicyPtr> p[2];
+    PolicyPtr p[2];
     for (std::size_t i = 0; i < 2; ++i) {
       p[i] = policy_at(ps[i], detail::str(path, ".policies[", i, "]"), depth + 1);
-      if (!p[i]) fail(detail::str(path, ".policies[", i, "]"), "\"none\" is not a policy");
+      if (cp::is_none(p[i]))
+        fail(detail::str(path, ".policies[", i, "]"), "\"none\" is not a policy");
     }
-    return cp::save_from_both_policies(*p[0], *p[1]);
+    return cp::save_from_both_policies(p[0], p[1]);
   }
   expect_keys(spec, path, {});
   try {
@@ -130,11 +130,11 @@ std::optional<PolicyPtr> policy_at(const Json& spec, const std::string& path, in
 
 }  // namespace
 
-std::optional<PolicyPtr> policy_from_spec(const Json& spec, const std::string& path) {
+PolicyPtr policy_from_spec(const Json& spec, const std::string& path) {
   return policy_at(spec, path, 0);
 }
 
-std::optional<PolicyPtr> policy_from_spec_text(const std::string& raw) {
+PolicyPtr policy_from_spec_text(const std::string& raw) {
   const std::size_t first = raw.find_first_not_of(" \t\n\r");
   const std::size_t last = raw.find_last_not_of(" \t\n\r");
   const std::string text =

@@ -25,7 +25,7 @@ Array CNN::operator()(Scope& s, const Array& x, bool train) const {
   Array h = x;
   for (const std::int64_t f : features) {
     const ConvBlock block{.features = f, .use_batchnorm = use_batchnorm, .axis_name = axis_name};
-    h = policy ? s(remat<ConvBlock>(*policy, {}, false)(block), h, train) : s(block, h, train);
+    h = s(remat<ConvBlock>(policy, {}, false)(block), h, train);
   }
   return s(Dense{.features = classes}, mean(h, std::vector<std::int64_t>{1, 2}));
 }

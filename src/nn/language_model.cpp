@@ -14,9 +14,7 @@ namespace flaxpp::nn {
 
 Array TransformerStack::operator()(Scope& s, const Array& x) const {
   const TransformerBlock block{.num_heads = num_heads, .mlp_dim = mlp_dim};
-  if (policy)
-    return s(scan(remat<TransformerBlock>(*policy, {}, false)(block), {.length = num_layers}), x);
-  return s(scan(block, {.length = num_layers}), x);
+  return s(scan(remat<TransformerBlock>(policy, {}, false)(block), {.length = num_layers}), x);
 }
 
 Array LanguageModel::operator()(Scope& s, const Array& tokens) const {

@@ -5,13 +5,13 @@
 
 namespace flaxpp::train {
 
-ApplyFn mlp_apply(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy) {
+ApplyFn mlp_apply(const nn::MLP& mlp, const PolicyPtr& policy) {
   auto apply_of = [](const auto& model) -> ApplyFn {
     return [model](const Tree& params, const Array& x) {
       return model.apply(nn::Variables{{"params", params}}, x);
     };
   };
-  return policy ? apply_of(remat<nn::MLP>(*policy)(mlp)) : apply_of(nn::Model(mlp));
+  return apply_of(remat<nn::MLP>(policy)(mlp));
 }
 
 }  // namespace flaxpp::train

@@ -11,8 +11,9 @@
 
 namespace flaxpp::train {
 
-// apply(params, x) of an MLP, lifted by remat<nn::MLP>(*policy) when a policy is given (Flax's
-// nn.remat(MLP, policy=...)); its params are those nn::Model(mlp).init creates.
-ApplyFn mlp_apply(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy);
+// apply(params, x) of an MLP lifted by remat<nn::MLP>(policy) (Flax's nn.remat(MLP,
+// policy=...); the MLP itself under checkpoint_policies::none()); its params are those
+// nn::Model(mlp).init creates.
+ApplyFn mlp_apply(const nn::MLP& mlp, const PolicyPtr& policy);
 
 }  // namespace flaxpp::train

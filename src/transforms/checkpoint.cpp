@@ -88,6 +88,7 @@ const bool device_put_batching_registered =
 }  // namespace
 
 ArrayFn checkpoint(ArrayFn f, PolicyPtr policy, std::vector<int> static_argnums, bool prevent_cse) {
+  if (checkpoint_policies::is_none(policy)) return f;
   if (!policy) policy = checkpoint_policies::nothing_saveable();
   return [f = std::move(f), policy = std::move(policy), static_argnums = std::move(static_argnums),
           prevent_cse](std::span<const Array> args) {

@@ -147,6 +147,10 @@ PolicyPtr offload_dot_with_no_batch_dims(MemoryKind src, MemoryKind dst) {
 
 PolicyPtr save_from_both_policies(PolicyPtr p1, PolicyPtr p2) {
   if (!p1 || !p2) throw ValueError("save_from_both_policies: both policies must be given");
+  if (is_none(p1) || is_none(p2))
+    throw ValueError(
+        "save_from_both_policies: none() is no policy (it means no checkpoint at all); pass two "
+        "policies");
   std::string label = detail::str("save_from_both_policies(", p1->str(), ", ", p2->str(), ")");
   return make(std::move(label), [p1, p2](const ir::Primitive& p, std::span<const AVal> in,
                                          const ir::Params& params) {
@@ -168,8 +172,20 @@ PolicyPtr custom(std::string name, PolicyFn fn) {
   return make(std::move(name), std::move(fn));
 }
 
+PolicyPtr none() {
+  // Never consulted (no region is made); were it asked, no remat keeps everything.
+  static const PolicyPtr p = make("none", [](const ir::Primitive&, std::span<const AVal>,
+                                             const ir::Params&) { return Decision::save(); });
+  return p;
+}
+
+bool is_none(const PolicyPtr& policy) {
+  return policy != nullptr && policy == none();
+}
+
 PolicyPtr from_name(std::string_view name) {
   static const std::pair<std::string_view, PolicyPtr (*)()> table[] = {
+      {"none", &none},
       {"everything_saveable", &everything_saveable},
       {"nothing_saveable", &nothing_saveable},
       {"dots_saveable", &dots_saveable},

@@ -382,7 +382,8 @@ TEST_CASE("CUDA training: a bf16 MLP trains with float32 params and one fused up
   const Array y = Array::from_vector(labels, Shape{64});
   auto losses = [&](std::optional<DType> dtype, Device device) {
     const nn::MLP mlp{.features = {32, 10}, .dtype = dtype};
-    train::ClassifierStep step(train::mlp_apply(mlp, std::nullopt), optim::adam(0.01));
+    train::ClassifierStep step(train::mlp_apply(mlp, checkpoint_policies::none()),
+                               optim::adam(0.01));
     // Initialised where it computes: the CPU stores bf16 but computes nothing in it.
     Tree params = nn::Model(mlp).init(random::key(0), x.to(device))["params"];
     params = tree_map(params, [&](const Array& p) { return p.to(device); });

@@ -63,8 +63,7 @@ struct Run {
 
 // `steps` steps from the same initial parameters, on `device`, with or without graphs; with
 // `keep_at`, the caller keeps a copy of the parameters before that step.
-Run train_on(Device device, const std::optional<PolicyPtr>& policy, bool graphs, int steps,
-             int keep_at = -1) {
+Run train_on(Device device, const PolicyPtr& policy, bool graphs, int steps, int keep_at = -1) {
   const nn::MLP mlp{.features = {64, 32, 10}};
   const std::vector<Batch> data = batches();
   train::ClassifierStep step(train::mlp_apply(mlp, policy),
@@ -88,10 +87,10 @@ Run train_on(Device device, const std::optional<PolicyPtr>& policy, bool graphs,
 
 TEST_CASE("CUDA graphs: a replayed train step gives the eager step's bits, under any policy" *
           doctest::skip(kNoGpu)) {
-  const std::vector<std::optional<PolicyPtr>> policies = {
-      std::nullopt, cp::dots_with_no_batch_dims_saveable(), cp::nothing_saveable()};
+  const std::vector<PolicyPtr> policies = {cp::none(), cp::dots_with_no_batch_dims_saveable(),
+                                           cp::nothing_saveable()};
   for (const auto& policy : policies) {
-    CAPTURE(policy ? (*policy)->str() : std::string("none"));
+    CAPTURE(policy->str());
     const Run eager = train_on(Device::cuda(0), policy, false, 7);
     const Run replayed = train_on(Device::cuda(0), policy, true, 7);
     CHECK(eager.replays == 0);
@@ -107,8 +106,8 @@ TEST_CASE("CUDA graphs: parameters that moved run the step eagerly, with the sam
           doctest::skip(kNoGpu)) {
   // A copy kept before step 3 stops donation there: step 3's new parameters get new buffers,
   // so step 4 cannot replay; from step 5 on the parameters stay put again.
-  const Run eager = train_on(Device::cuda(0), std::nullopt, false, 7);
-  const Run replayed = train_on(Device::cuda(0), std::nullopt, true, 7, 3);
+  const Run eager = train_on(Device::cuda(0), cp::none(), false, 7);
+  const Run replayed = train_on(Device::cuda(0), cp::none(), true, 7, 3);
   CHECK(replayed.replays == 5);
   CHECK(replayed.losses == eager.losses);
   testing::check_same_bits(replayed.state.params, eager.state.params);
@@ -140,7 +139,7 @@ TEST_CASE("CUDA graphs: a replayed step's peak counts the recorded temporaries" 
   };
   auto step_peak = [&](bool graphs) {
     const nn::MLP mlp{.features = {64, 64, 10}};
-    train::ClassifierStep step(train::mlp_apply(mlp, std::nullopt), optim::sgd(0.01));
+    train::ClassifierStep step(train::mlp_apply(mlp, cp::none()), optim::sgd(0.01));
     step.set_graphs(graphs);
     Tree params = nn::Model(mlp).init(random::key(3), x)["params"];
     params = tree_map(params, [](const Array& p) { return p.to(Device::cuda(0)); });

@@ -171,8 +171,8 @@ int ddp() {
       {"clip_by_global_norm + sgd (whole tree)",
        optim::chain({optim::clip_by_global_norm(0.5), optim::sgd(0.1, 0.9)})}};
   for (const auto& [name, tx] : optimisers) {
-    train::ClassifierStep one(train::mlp_apply(mlp, std::nullopt), tx);
-    train::ClassifierStep shard(train::mlp_apply(mlp, std::nullopt), tx);
+    train::ClassifierStep one(train::mlp_apply(mlp, checkpoint_policies::none()), tx);
+    train::ClassifierStep shard(train::mlp_apply(mlp, checkpoint_policies::none()), tx);
     shard.set_communicator(&dist::world());
     train::TrainState whole_state = one.init(params), shard_state = shard.init(params);
     for (int step = 0; step < 4; ++step) {

@@ -11,12 +11,12 @@
 using namespace flaxpp;
 
 namespace {
-void use(const std::optional<PolicyPtr>& policy) {
-  if (!policy) return;
+void use(const PolicyPtr& policy) {
+  if (checkpoint_policies::is_none(policy)) return;
   const std::vector<Array> args = {Array::full(Shape{3, 3}, 0.5, DType::f32),
                                    Array::full(Shape{3, 3}, -0.25, DType::f32),
                                    Array::full(Shape{2, 3}, 1.0, DType::f32)};
-  saved_residuals(checkpoint(refs::named_dot_policy_g, *policy), args);
+  saved_residuals(checkpoint(refs::named_dot_policy_g, policy), args);
 }
 }  // namespace
 

@@ -69,8 +69,8 @@ void with_json(const std::uint8_t* data, std::size_t size, F&& use) {
 // its optimiser (adam), then take a step and evaluate (a 2 -> 3 MLP on a batch of 2). Throws
 // flaxpp::Error when the checkpoint does not fit the model.
 inline void resume_training(const Tree& checkpoint) {
-  train::ClassifierStep step(train::mlp_apply(nn::MLP{.features = {3}}, std::nullopt),
-                             optim::adam(0.01));
+  train::ClassifierStep step(
+      train::mlp_apply(nn::MLP{.features = {3}}, checkpoint_policies::none()), optim::adam(0.01));
   train::TrainState state = step.restore(checkpoint);
   const Array x = Array::from_vector(std::vector<float>{0.5f, -1.0f, 0.25f, 2.0f}, Shape{2, 2});
   const Array y = Array::from_vector(std::vector<std::int32_t>{0, 2}, Shape{2});

@@ -155,7 +155,8 @@ TEST_CASE(
     "ClassifierStep::restore: an adam count of shape [0] is refused naming its path; "
     "scale_by_adam refuses it too instead of crashing") {
   const Tree bad = with_leaf(train_state_tree(), "opt_state/0/count", empty_i32());
-  const train::ClassifierStep step(train::mlp_apply(nn::MLP{.features = {3}}, std::nullopt), kAdam);
+  const train::ClassifierStep step(
+      train::mlp_apply(nn::MLP{.features = {3}}, checkpoint_policies::none()), kAdam);
   for (const CheckpointFormat f : kFormats) {
     CAPTURE(io::checkpoint_format_name(f));
     const Tree loaded = io::decode_checkpoint(io::encode_checkpoint(bad, f), f, "c");

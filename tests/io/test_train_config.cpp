@@ -41,7 +41,7 @@ TEST_CASE("parse_train_config: examples/digits.json parses to its values") {
   CHECK(c.data.label_column == "label");
   CHECK(c.data.scale == 0.0625);
   CHECK(c.model.features == std::vector<std::int64_t>{128, 10});
-  CHECK(c.model.policy.has_value());
+  CHECK(!checkpoint_policies::is_none(c.model.policy));
   CHECK(c.epochs == 30);
   CHECK(c.batch_size == 32);
   CHECK(!c.device.has_value());  // "auto"
@@ -54,7 +54,7 @@ TEST_CASE("parse_train_config: defaults, and the keys that change them") {
   const io::TrainConfig c = parse(kMinimal);
   CHECK(c.data.test_fraction == 0.2);
   CHECK(c.model.activation == "relu");
-  CHECK(!c.model.policy.has_value());
+  CHECK(checkpoint_policies::is_none(c.model.policy));
   CHECK(c.epochs == 10);
   CHECK(c.batch_size == 32);
   CHECK(c.seed == 0);
@@ -168,7 +168,7 @@ TEST_CASE("parse_train_config: examples/lm.json, a language model on a text file
   CHECK(c.model.num_layers == 4);
   CHECK(c.model.num_heads == 4);
   CHECK(c.model.mlp_dim == 256);
-  CHECK(c.model.policy.has_value());
+  CHECK(!checkpoint_policies::is_none(c.model.policy));
   // What a resumed or sampled run reads back from run.json parses to the same model.
   const io::TrainConfig back = io::parse_train_config(c.run_identity().dump(), "run.json");
   CHECK(back.run_identity() == c.run_identity());

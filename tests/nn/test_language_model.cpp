@@ -14,7 +14,7 @@ using namespace flaxpp;
 
 namespace {
 
-nn::LanguageModel lm(std::optional<PolicyPtr> policy) {
+nn::LanguageModel lm(PolicyPtr policy) {
   return {.vocab = 11,
           .features = 8,
           .num_layers = 3,
@@ -42,9 +42,9 @@ TEST_CASE("LM: Flax's parameter tree; logits (B, T, vocab) for any T <= max_len"
   CHECK(p.at("Embed_0/embedding").array().shape() == Shape{11, 8});
   CHECK(p.at("pos_embedding").array().shape() == Shape{6, 8});
   CHECK(p.at("Stack_0/ScanCheckpointBlock_0/Dense_0/kernel").array().shape() == Shape{3, 8, 16});
-  CHECK(
-      nn::Model(lm(std::nullopt)).init(random::key(0), tokens(2, 6))["params"]["Stack_0"].keys() ==
-      std::vector<std::string>{"ScanBlock_0"});
+  CHECK(nn::Model(lm(checkpoint_policies::none()))
+            .init(random::key(0), tokens(2, 6))["params"]["Stack_0"]
+            .keys() == std::vector<std::string>{"ScanBlock_0"});
   CHECK(model.apply(v, tokens(2, 6)).shape() == Shape{2, 6, 11});
   CHECK(model.apply(v, tokens(3, 4)).shape() == Shape{3, 4, 11});
   // Next-token cross-entropy differentiates through the scan.
@@ -59,7 +59,7 @@ TEST_CASE("LM: Flax's parameter tree; logits (B, T, vocab) for any T <= max_len"
 }
 
 TEST_CASE("LM: a sequence longer than max_len and token ids out of range are clear errors") {
-  const nn::Model model(lm(std::nullopt));
+  const nn::Model model(lm(checkpoint_policies::none()));
   CHECK_THROWS_WITH_AS(model.init(random::key(0), tokens(1, 7)),
                        doctest::Contains("a sequence of 7 tokens is longer than max_len 6"),
                        ValueError);

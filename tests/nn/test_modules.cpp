@@ -44,6 +44,18 @@ struct Outer {
     return s(remat<TwoLayer>(checkpoint_policies::dots_saveable())(TwoLayer{.features = 3}), x);
   }
 };
+// Outer with a policy of the caller's, and its plain form (no remat).
+struct OuterWith {
+  [[maybe_unused]] static constexpr const char* name = "OuterWith";
+  PolicyPtr policy;
+  Array operator()(nn::Scope& s, const Array& x) const {
+    return s(remat<TwoLayer>(policy)(TwoLayer{.features = 3}), x);
+  }
+};
+struct PlainOuter {
+  [[maybe_unused]] static constexpr const char* name = "PlainOuter";
+  Array operator()(nn::Scope& s, const Array& x) const { return s(TwoLayer{.features = 3}, x); }
+};
 struct Net {
   static constexpr const char* name = "Net";
   Array operator()(nn::Scope& s, const Array& x) const {
@@ -109,6 +121,28 @@ TEST_CASE("remat<M> as an auto-named child is CheckpointM_0, and its keys follow
   const random::Key k = nn::fold_in_static(random::key(0), {"CheckpointTwoLayer_0", "Dense_0"}, 1);
   CHECK(v.at("params/CheckpointTwoLayer_0/Dense_0/kernel").array().to_vector<float>() ==
         initializers::lecun_normal()(k, Shape{5, 3}, DType::f32).to_vector<float>());
+}
+
+TEST_CASE("remat<M>(none()) is M: named M_0, the same parameters and outputs") {
+  // One type for "no remat" and the policies: a sweep needs no template.
+  const Array x = Array::full(Shape{2, 5}, 0.5, DType::f32);
+  const nn::Model plain(PlainOuter{});
+  const nn::Variables want = plain.init(random::key(0), x);
+  for (const PolicyPtr& policy :
+       {checkpoint_policies::none(), checkpoint_policies::dots_saveable()}) {
+    CAPTURE(policy->str());
+    const nn::Model model(OuterWith{.policy = policy});
+    const nn::Variables v = model.init(random::key(0), x);
+    const std::string child =
+        checkpoint_policies::is_none(policy) ? "TwoLayer_0" : "CheckpointTwoLayer_0";
+    CHECK(paths(v).front() == "params/" + child + "/Dense_0/bias");
+    if (checkpoint_policies::is_none(policy)) {
+      CHECK(paths(v) == paths(want));
+      for (const std::string& path : paths(v))
+        CHECK(v.at(path).array().to_vector<float>() == want.at(path).array().to_vector<float>());
+      CHECK(model.apply(v, x).to_vector<float>() == plain.apply(want, x).to_vector<float>());
+    }
+  }
 }
 
 TEST_CASE("value_and_grad through apply: the same gradients with and without remat") {

@@ -202,7 +202,7 @@ TEST_CASE("scan(remat(Block)): the products each policy recomputes in the backwa
   // The backward graph's dot_generals beyond those of the plain stack's backward (the
   // gradients' products) are the recomputed ones, counted inside the backward scan's body.
   const Array x = x_input(2, 4, 8);
-  auto backward_dots = [&](std::optional<PolicyPtr> policy) {
+  auto backward_dots = [&](PolicyPtr policy) {
     const nn::Model stack(nn::TransformerStack{
         .num_layers = 3, .num_heads = 2, .mlp_dim = 16, .policy = std::move(policy)});
     const Tree params = stack.init(random::key(0), x)["params"];
@@ -212,7 +212,7 @@ TEST_CASE("scan(remat(Block)): the products each policy recomputes in the backwa
     };
     return ir::count_eqns(*vjp(loss, params.leaves()).backward_graph, lax::dot_general_p);
   };
-  const std::int64_t gradients = backward_dots(std::nullopt);
+  const std::int64_t gradients = backward_dots(cp::none());
   CHECK(backward_dots(cp::everything_saveable()) - gradients == 0);
   CHECK(backward_dots(cp::dots_saveable()) - gradients == 0);
   // The scores and the weighted values have batch dimensions: recomputed.

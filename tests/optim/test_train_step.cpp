@@ -59,7 +59,7 @@ TEST_CASE("train step: the parameters of value_and_grad then apply_gradients, bi
   for (const o::GradientTransformation& tx :
        {o::adam(0.01), o::sgd(0.1, 0.9, true),
         o::chain({o::clip_by_global_norm(0.5), o::adamw(0.01)})}) {
-    train::ClassifierStep step(train::mlp_apply(mlp, std::nullopt), tx);
+    train::ClassifierStep step(train::mlp_apply(mlp, checkpoint_policies::none()), tx);
     train::TrainState state = step.init(init);
     Tree params = init, opt_state = tx.init(init);
     for (int i = 0; i < 3; ++i) {
@@ -87,7 +87,7 @@ TEST_CASE(
   // gradients dominate the step's memory.
   const nn::MLP mlp{.features = {256, 256, 256}};
   const Batch b = batch(4, 256, 2);
-  train::ClassifierStep step(train::mlp_apply(mlp, std::nullopt), o::sgd(0.01));
+  train::ClassifierStep step(train::mlp_apply(mlp, checkpoint_policies::none()), o::sgd(0.01));
   // The eager step's memory: a step replayed from a CUDA graph keeps its gradients and batch
   // between steps (tests/cuda/test_cuda_graph.cpp checks its peak).
   step.set_graphs(false);
@@ -124,7 +124,7 @@ TEST_CASE("train step: evaluate in batches gives the one-pass metrics with one b
   // rounding, and a peak that holds one batch's activations, not the data set's.
   const nn::MLP mlp{.features = {512, 10}};
   const Batch b = batch(103, 64, 5);
-  train::ClassifierStep step(train::mlp_apply(mlp, std::nullopt), o::sgd(0.01));
+  train::ClassifierStep step(train::mlp_apply(mlp, checkpoint_policies::none()), o::sgd(0.01));
   const Tree params = nn::Model(mlp).init(random::key(1), b.x)["params"];
   Backend& be = backend(params.leaves().front().device());
   be.synchronize();
@@ -151,7 +151,7 @@ TEST_CASE("train step: evaluate over batches gathered on demand gives the batche
   // the same bits as the batched evaluation of the whole arrays, asked for in order.
   const nn::MLP mlp{.features = {32, 10}};
   const Batch b = batch(103, 16, 7);
-  train::ClassifierStep step(train::mlp_apply(mlp, std::nullopt), o::sgd(0.01));
+  train::ClassifierStep step(train::mlp_apply(mlp, checkpoint_policies::none()), o::sgd(0.01));
   const Tree params = nn::Model(mlp).init(random::key(2), b.x)["params"];
   const std::vector<float> x = b.x.to_vector<float>();
   const std::vector<std::int32_t> y = b.y.to_vector<std::int32_t>();

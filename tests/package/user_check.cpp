@@ -27,12 +27,11 @@ struct Layer {
   std::vector<Array> args;
 };
 Layer checkpointed_layer(const refs::Inputs& in) {
-  const std::optional<PolicyPtr> policy =
-      io::policy_from_spec(in.raw("policy"), in.path() + ".policy");
+  const PolicyPtr policy = io::policy_from_spec(in.raw("policy"), in.path() + ".policy");
   ArrayFn f = [](std::span<const Array> a) {
     return std::vector<Array>{sum(layer(a[0], a[1], a[2], a[3], a[4]))};
   };
-  return {policy ? checkpoint(f, *policy) : f,
+  return {checkpoint(f, policy),
           {in.array("w"), in.array("b"), in.array("scale"), in.array("offset"), in.array("x")}};
 }
 

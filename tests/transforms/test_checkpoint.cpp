@@ -10,6 +10,7 @@
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
+#include "flaxpp/transforms/trace.hpp"
 #include "harness/finite_diff.hpp"
 
 using namespace flaxpp;
@@ -218,6 +219,27 @@ TEST_CASE("checkpoint: static_argnums pass concrete values the function may read
   CHECK(r.backward(ct)[0].to_vector<double>() == std::vector<double>(3, 2.0));
   CHECK_THROWS_WITH_AS(checkpoint(fn, nullptr, {2})(args),
                        doctest::Contains("static_argnums contains 2"), ValueError);
+}
+
+TEST_CASE("checkpoint_policies::none(): no checkpoint, as a policy value beside the others") {
+  const auto args = inputs(5, 4);
+  CHECK(cp::is_none(cp::from_name("none")));
+  CHECK(cp::none()->str() == "none");
+  CHECK_FALSE(cp::is_none(nullptr));  // a null policy is nothing_saveable
+  CHECK_FALSE(cp::is_none(cp::everything_saveable()));
+  // One loop over "no remat" and the policies, no second type: checkpoint(f, none()) is f.
+  std::vector<AVal> avals;
+  for (const Array& a : args)
+    avals.push_back(a.aval());
+  for (const PolicyPtr& policy : {cp::none(), cp::nothing_saveable()}) {
+    CAPTURE(policy->str());
+    const ir::Graph graph = make_graph(checkpoint(f, policy), avals);
+    CHECK(ir::count_eqns(graph, checkpoint_p) == (cp::is_none(policy) ? 0 : 1));
+  }
+  // What f's plain VJP keeps.
+  CHECK(residual_lines(checkpoint(f, cp::none()), args) == residual_lines(f, args));
+  CHECK_THROWS_WITH_AS(cp::save_from_both_policies(cp::none(), cp::dots_saveable()),
+                       doctest::Contains("none() is no policy"), ValueError);
 }
 
 TEST_CASE("checkpoint policies: misuse is a clear error") {

@@ -31,12 +31,11 @@ namespace {
 const nn::MLP kMlp{.features = {16, 16, 10}};
 
 // (params, x) -> (loss, grads) of a squared loss on the MLP, remat'd under `policy`.
-TreeFn loss_and_grads(std::optional<PolicyPtr> policy) {
+TreeFn loss_and_grads(PolicyPtr policy) {
   return [policy](std::span<const Tree> a) {
     auto [loss, grads] = value_and_grad([&](const Tree& params) {
       const nn::Variables v{{"params", params}};
-      const Array y = policy ? remat<nn::MLP>(*policy)(kMlp).apply(v, a[1].array())
-                             : nn::Model(kMlp).apply(v, a[1].array());
+      const Array y = remat<nn::MLP>(policy)(kMlp).apply(v, a[1].array());
       return mean(square(y));
     })(a[0]);
     return std::vector<Tree>{Tree(loss), grads};
@@ -56,9 +55,9 @@ TEST_CASE(
   // region's own), none under dots_with_no_batch_dims_saveable, which saves the products.
   const struct {
     const char* name;
-    std::optional<PolicyPtr> policy;
+    PolicyPtr policy;
     std::int64_t fused;
-  } cases[] = {{"no remat", std::nullopt, 3},
+  } cases[] = {{"no remat", cp::none(), 3},
                {"nothing_saveable", cp::nothing_saveable(), 5},
                {"dots_with_no_batch_dims_saveable", cp::dots_with_no_batch_dims_saveable(), 1}};
   for (const auto& c : cases) {

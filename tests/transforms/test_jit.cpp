@@ -74,12 +74,11 @@ void check_matches_eager(const Tree& jitted, const Tree& eager) {
 
 // One train step, JAX's whole step as one function: (params, opt_state, x, y) ->
 // (new params, new opt_state, loss).
-std::vector<Tree> train_step(const optim::GradientTransformation& tx, std::optional<PolicyPtr> policy,
+std::vector<Tree> train_step(const optim::GradientTransformation& tx, PolicyPtr policy,
                              std::span<const Tree> a) {
   auto loss_of = [&](const Tree& params) {
     const Array logits =
-        policy ? remat<nn::MLP>(*policy)(kMlp).apply(nn::Variables{{"params", params}}, a[2].array())
-               : nn::Model(kMlp).apply(nn::Variables{{"params", params}}, a[2].array());
+        remat<nn::MLP>(policy)(kMlp).apply(nn::Variables{{"params", params}}, a[2].array());
     return mean(optim::softmax_cross_entropy_with_integer_labels(logits, a[3].array()));
   };
   auto [loss, grads] = value_and_grad(loss_of)(a[0]);
@@ -118,9 +117,8 @@ Tree check_jit_matches_eager(const TreeFn& step_fn, const Tree& params, const Tr
 TEST_CASE("jit: a jitted train step gives the eager step's bits, traced once per signature") {
   // SGD with momentum (every optimiser, chain and schedule: the next test).
   const optim::GradientTransformation tx = optim::sgd(0.05, 0.9);
-  for (const std::optional<PolicyPtr>& policy :
-       {std::optional<PolicyPtr>{}, std::optional<PolicyPtr>{cp::nothing_saveable()}}) {
-    CAPTURE(policy ? (*policy)->str() : std::string("none"));
+  for (const PolicyPtr& policy : {cp::none(), PolicyPtr{cp::nothing_saveable()}}) {
+    CAPTURE(policy->str());
     const Tree init = nn::Model(kMlp).init(random::key(1), batch_x(4, 1))["params"];
     Tree eager_params = init, eager_state = tx.init(init);
     Tree jit_params = init, jit_state = tx.init(init);
@@ -169,8 +167,8 @@ TEST_CASE("jit: every optimiser, chain and schedule gives the eager step's bits"
     CAPTURE(name);
     const Tree init = nn::Model(kMlp).init(random::key(2), batch_x(4, 1))["params"];
     const Tree jit_state = check_jit_matches_eager(
-        [&](std::span<const Tree> a) { return train_step(tx, std::nullopt, a); }, init,
-        tx.init(init), 5, 30);
+        [&](std::span<const Tree> a) { return train_step(tx, cp::none(), a); }, init, tx.init(init),
+        5, 30);
     for (const auto& [path, leaf] : jit_state.flatten())
       if (path.ends_with("count")) CHECK(leaf.to_vector<std::int32_t>() == std::vector{5});
   }
@@ -182,16 +180,14 @@ TEST_CASE("jit: memory_analysis predicts the measured peak; on the CPU a leaf's 
   const nn::MLP mlp{.features = {256, 256, 256, 10}};
   const Array x = astype(testing::random_f64(Shape{16, 128}, 3, -1.0, 1.0), DType::f32);
   const Array y = batch_y(16);
-  for (const std::optional<PolicyPtr>& policy :
-       {std::optional<PolicyPtr>{}, std::optional<PolicyPtr>{cp::nothing_saveable()},
-        std::optional<PolicyPtr>{cp::dots_with_no_batch_dims_saveable()}}) {
-    CAPTURE(policy ? (*policy)->str() : std::string("none"));
+  for (const PolicyPtr& policy : {cp::none(), PolicyPtr{cp::nothing_saveable()},
+                                  PolicyPtr{cp::dots_with_no_batch_dims_saveable()}}) {
+    CAPTURE(policy->str());
     const optim::GradientTransformation tx = optim::adam(1e-3);
     const auto step_fn = [&](std::span<const Tree> a) {
       const auto loss_of = [&](const Tree& params) {
         const nn::Variables v{{"params", params}};
-        const Array logits = policy ? remat<nn::MLP>(*policy)(mlp).apply(v, a[2].array())
-                                    : nn::Model(mlp).apply(v, a[2].array());
+        const Array logits = remat<nn::MLP>(policy)(mlp).apply(v, a[2].array());
         return mean(optim::softmax_cross_entropy_with_integer_labels(logits, a[3].array()));
       };
       auto [loss, grads] = value_and_grad(loss_of)(a[0]);
@@ -257,17 +253,14 @@ TEST_CASE("jit: LayerNorm and dropout (its mask drawn again in the recomputation
           "eager step's bits under every policy") {
   const optim::GradientTransformation tx = optim::adam(0.01);
   const nn::RngStreams rngs{{"dropout", random::key(11)}};
-  for (const std::optional<PolicyPtr>& policy :
-       {std::optional<PolicyPtr>{}, std::optional<PolicyPtr>{cp::nothing_saveable()},
-        std::optional<PolicyPtr>{cp::dots_with_no_batch_dims_saveable()}}) {
-    CAPTURE(policy ? (*policy)->str() : std::string("none"));
+  for (const PolicyPtr& policy : {cp::none(), PolicyPtr{cp::nothing_saveable()},
+                                  PolicyPtr{cp::dots_with_no_batch_dims_saveable()}}) {
+    CAPTURE(policy->str());
     const auto step_fn = [&](std::span<const Tree> a) {
       auto [loss, grads] = value_and_grad([&](const Tree& p) {
         const nn::Variables v{{"params", p}};
         const Array logits =
-            policy ? remat<NormedDropout>(*policy)(NormedDropout{}).apply_with_rngs(v, rngs,
-                                                                                    a[2].array())
-                   : nn::Model(NormedDropout{}).apply_with_rngs(v, rngs, a[2].array());
+            remat<NormedDropout>(policy)(NormedDropout{}).apply_with_rngs(v, rngs, a[2].array());
         return mean(optim::softmax_cross_entropy_with_integer_labels(logits, a[3].array()));
       })(a[0]);
       auto [params, state] = optim::apply_gradients(tx, std::move(grads), a[1], a[0]);
@@ -309,7 +302,7 @@ TEST_CASE("jit, typed: a function of Trees and Arrays is called with them, one t
 TEST_CASE("jit: donated arguments give their buffers to the step; reading them is an error") {
   const optim::GradientTransformation tx = optim::sgd(0.1);
   const Tree init = nn::Model(kMlp).init(random::key(2), batch_x(4, 1))["params"];
-  const Jitted step = jit([&](std::span<const Tree> a) { return train_step(tx, std::nullopt, a); },
+  const Jitted step = jit([&](std::span<const Tree> a) { return train_step(tx, cp::none(), a); },
                           {.donate_argnums = {0, 1}});
   Tree params = init, state = tx.init(init);
   (void)step({params, state, batch_x(16, 3), batch_y(16)});  // the first call traces
@@ -537,7 +530,7 @@ TEST_CASE("jit passes: 16-bit chains fuse only for a backend that rounds each in
 TEST_CASE("jit passes: an MLP step's relu backward reads the forward mask in a fused pass") {
   const Tree init = nn::Model(kMlp).init(random::key(1), batch_x(4, 1))["params"];
   const optim::GradientTransformation tx = optim::sgd(0.1);
-  const Jitted step = jit([&](std::span<const Tree> a) { return train_step(tx, std::nullopt, a); });
+  const Jitted step = jit([&](std::span<const Tree> a) { return train_step(tx, cp::none(), a); });
   const std::vector<Tree> args{init, tx.init(init), batch_x(16, 1), batch_y(16)};
   const CompiledStep s = step.lower(args);
   CAPTURE(s.graph().str());

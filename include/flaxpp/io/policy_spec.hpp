@@ -11,11 +11,11 @@
 
 namespace flaxpp::io {
 
-// The policy a spec denotes; std::nullopt for "none" (no checkpoint at all). Throws
+// The policy a spec denotes; checkpoint_policies::none() for "none" (no checkpoint at all). Throws
 // ParseError naming `path` and what is accepted for a malformed spec, and ValueError for a
 // policy JAX itself rejects (e.g. overlapping saved/offloaded names).
-std::optional<PolicyPtr> policy_from_spec(const Json& spec, const std::string& path = "$");
+PolicyPtr policy_from_spec(const Json& spec, const std::string& path = "$");
 // Parses the text of a spec: a bare policy name, "none", or a JSON object.
-std::optional<PolicyPtr> policy_from_spec_text(const std::string& text);
+PolicyPtr policy_from_spec_text(const std::string& text);
 
 }  // namespace flaxpp::io

@@ -48,7 +48,7 @@ struct TrainConfig {
     std::vector<std::int64_t> image_shape;
     std::int64_t classes = 0;
     bool use_batchnorm = false;
-    std::optional<PolicyPtr> policy;  // the remat policy (none: no checkpoint)
+    PolicyPtr policy = checkpoint_policies::none();  // the remat policy ("none": no checkpoint)
   };
 
   Data data;

@@ -31,7 +31,7 @@ struct CNN {
   static constexpr const char* name = "CNN";
   std::vector<std::int64_t> features{};
   std::int64_t classes = 0;
-  std::optional<PolicyPtr> policy{};  // none: plain blocks ("none")
+  PolicyPtr policy = checkpoint_policies::none();  // none(): plain blocks
   bool use_batchnorm = false;
   std::optional<std::string> axis_name{};  // the blocks' BatchNorm's (data-parallel statistics)
 

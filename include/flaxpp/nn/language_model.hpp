@@ -20,7 +20,7 @@ struct TransformerStack {
   std::int64_t num_layers = 0;
   std::int64_t num_heads = 0;
   std::int64_t mlp_dim = 0;
-  std::optional<PolicyPtr> policy{};  // none: the plain Block ("none")
+  PolicyPtr policy = checkpoint_policies::none();  // none(): the plain Block
 
   // x (B, T, D) -> (B, T, D).
   Array operator()(Scope& s, const Array& x) const;
@@ -34,7 +34,7 @@ struct LanguageModel {
   std::int64_t num_heads = 0;
   std::int64_t mlp_dim = 0;
   std::int64_t max_len = 0;
-  std::optional<PolicyPtr> policy{};
+  PolicyPtr policy = checkpoint_policies::none();
 
   // tokens int32 (B, T), T <= max_len, ids in [0, vocab) -> logits (B, T, vocab).
   Array operator()(Scope& s, const Array& tokens) const;

@@ -3,6 +3,7 @@
 // Flax, so an auto-named instance is CheckpointMLP_0 and everything inside it derives its keys
 // from that path (semantics doc §3.3); as the root module nothing changes. Its children are
 // named as usual. Keys drawn inside are those drawn without remat (same scope, same counters).
+// Under checkpoint_policies::none() the lifted class is M itself: named M, run without a region.
 #pragma once
 
 #include <array>
@@ -26,6 +27,11 @@ struct Checkpoint {
   bool prevent_cse = true;
 
   static std::string class_name() { return "Checkpoint" + module_name<M>(); }
+  // M's own (of the wrapped instance) under checkpoint_policies::none(): no remat.
+  std::string instance_class_name() const {
+    return checkpoint_policies::is_none(policy) ? module_name_of(module)
+                                                : "Checkpoint" + module_name_of(module);
+  }
 
   // Array arguments are traced through the region (unless listed in static_argnums); any other
   // argument is a static value. Parameters the body reads become operands of the region.
@@ -34,7 +40,7 @@ struct Checkpoint {
     using Out = std::invoke_result_t<const M&, Scope&, const Args&...>;
     static_assert(std::is_same_v<Out, Array>, "a lifted module must return one Array");
     // Initialising computes no gradient; the body runs as is (the same parameters and keys).
-    if (s.is_initializing()) return module(s, args...);
+    if (s.is_initializing() || checkpoint_policies::is_none(policy)) return module(s, args...);
     constexpr std::array<int, sizeof...(Args)> slot = array_slots<Args...>();
     std::vector<Array> arrays;
     std::vector<int> static_arrays;
@@ -43,8 +49,8 @@ struct Checkpoint {
       if (pos < 0 || static_cast<std::size_t>(pos) >= sizeof...(Args) ||
           slot[static_cast<std::size_t>(pos)] < 0)
         throw ValueError(
-            detail::str(class_name(), " at ", s.path_str(), ": static_argnums contains ", pos,
-                        ", which is not the position of an Array argument (the module takes ",
+            detail::str(instance_class_name(), " at ", s.path_str(), ": static_argnums contains ",
+                        pos, ", which is not the position of an Array argument (the module takes ",
                         sizeof...(Args), " arguments after the Scope)"));
       static_arrays.push_back(slot[static_cast<std::size_t>(pos)]);
     }

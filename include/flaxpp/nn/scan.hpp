@@ -40,14 +40,15 @@ struct Scan {
   std::vector<std::string> variable_axes{"params"};
 
   static std::string class_name() { return "Scan" + module_name<M>(); }
+  std::string instance_class_name() const { return "Scan" + module_name_of(module); }
 
   // carry -> carry: the module must map its input to an output of the same shape and dtype.
   Array operator()(Scope& s, const Array& carry) const {
     static_assert(module_callable_v<M, const Array&>,
                   "flaxpp: nn::scan lifts a module called as module(scope, carry) -> carry");
     return internal::scan_layers(
-        s, class_name(), length, [this](Scope& layer, const Array& c) { return module(layer, c); },
-        carry, variable_axes);
+        s, instance_class_name(), length,
+        [this](Scope& layer, const Array& c) { return module(layer, c); }, carry, variable_axes);
   }
 };
 

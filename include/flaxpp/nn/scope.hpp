@@ -50,6 +50,18 @@ std::string module_name() {
   }
 }
 
+// The class name `module` is auto-named after: module.instance_class_name() where M defines it
+// (a lifted module whose transform may be switched off by a value, as nn::remat by
+// checkpoint_policies::none()), else M's.
+template <class M>
+std::string module_name_of(const M& module) {
+  if constexpr (requires { module.instance_class_name(); }) {
+    return module.instance_class_name();
+  } else {
+    return module_name<M>();
+  }
+}
+
 // Whether a module of type M runs on these inputs: operator()(nn::Scope&, Args...) const.
 template <class M, class... Args>
 inline constexpr bool module_callable_v = std::is_invocable_v<const M&, class Scope&, Args...>;
@@ -110,7 +122,7 @@ class Scope {
     static_assert(module_callable_v<M, Args...>,
                   "flaxpp: this module cannot run on these inputs: a module needs "
                   "`Array operator()(nn::Scope& s, inputs...) const` taking them");
-    Scope c = child(next_name(module_name<M>()));
+    Scope c = child(next_name(module_name_of(module)));
     return module(c, std::forward<Args>(args)...);
   }
   // Runs `module` in the child scope `name` (Flax's name=...).
@@ -190,6 +202,7 @@ class Model {
   }
 
   static std::string class_name() { return module_name<M>(); }
+  std::string instance_class_name() const { return module_name_of(module_); }
   template <class... Args>
   decltype(auto) operator()(Scope& s, Args&&... args) const {
     return module_(s, std::forward<Args>(args)...);

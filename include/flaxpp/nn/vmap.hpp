@@ -35,13 +35,14 @@ struct Vmap {
   std::int64_t size = 0;
 
   static std::string class_name() { return "Vmap" + module_name<M>(); }
+  std::string instance_class_name() const { return "Vmap" + module_name_of(module); }
 
   // x -> the members' outputs, stacked along a new leading axis of length size.
   Array operator()(Scope& s, const Array& x) const {
     static_assert(module_callable_v<M, const Array&>,
                   "flaxpp: nn::vmap lifts a module called as module(scope, x) -> Array");
     return internal::vmap_members(
-        s, class_name(), size,
+        s, instance_class_name(), size,
         [this](Scope& member, const Array& in) { return module(member, in); }, x);
   }
 };

@@ -46,8 +46,14 @@ PolicyPtr save_from_both_policies(PolicyPtr policy_1, PolicyPtr policy_2);
 using PolicyFn =
     std::function<ir::Decision(const ir::Primitive&, std::span<const AVal>, const ir::Params&)>;
 PolicyPtr custom(std::string name, PolicyFn fn);
-// The policy a JAX name denotes ("dots_saveable", ...) for the policies without arguments;
-// throws ValueError listing the names otherwise.
+// No checkpoint at all: checkpoint(f, none()) is f itself, and nn::remat(M, none()) is M
+// (named as M, its values kept as plain autodiff keeps them). Not a JAX policy: the value that
+// lets code sweep "no remat" beside the policies without another type (a template).
+PolicyPtr none();
+// Whether `policy` is none() (a null policy is nothing_saveable, not none).
+bool is_none(const PolicyPtr& policy);
+// The policy a JAX name denotes ("dots_saveable", ...) for the policies without arguments, and
+// "none" for none(); throws ValueError listing the names otherwise.
 PolicyPtr from_name(std::string_view name);
 }  // namespace checkpoint_policies
 
@@ -58,9 +64,9 @@ extern const ir::Primitive checkpoint_p;
 extern const ir::Primitive device_put_p;
 
 // jax.checkpoint(f, policy=..., static_argnums=..., prevent_cse=...). A null policy means
-// nothing_saveable, as in JAX. Arguments at `static_argnums` are passed concretely (not
-// traced), so `f` may read their values. prevent_cse is kept for parity: flaxpp does no CSE
-// across a region.
+// nothing_saveable, as in JAX; checkpoint_policies::none() returns f unchanged. Arguments at
+// `static_argnums` are passed concretely (not traced), so `f` may read their values. prevent_cse is
+// kept for parity: flaxpp does no CSE across a region.
 ArrayFn checkpoint(ArrayFn f, PolicyPtr policy = nullptr, std::vector<int> static_argnums = {},
                    bool prevent_cse = true);
 inline ArrayFn remat(ArrayFn f, PolicyPtr policy = nullptr, std::vector<int> static_argnums = {},

@@ -79,8 +79,8 @@ std::vector<Array> w_and_x(const Inputs& in, const CaseContext& cx) {
 
 // The function under the case's policy ("none": as it is).
 ArrayFn with_case_policy(const Inputs& in, ArrayFn fn) {
-  const std::optional<PolicyPtr> policy = policy_input(in);
-  return policy ? checkpoint(std::move(fn), *policy) : fn;
+  const PolicyPtr policy = policy_input(in);
+  return checkpoint(std::move(fn), policy);
 }
 
 }  // namespace

@@ -64,8 +64,7 @@ void register_nn_problems(ProblemRegistry& registry) {
       const ValueAndGrad r = sum_of_squares_grad(model, v["params"], x);
       return Tree{{"loss", r.value}, {"grads", Tree{{"params", r.grads[0]}}}};
     };
-    const std::optional<PolicyPtr> policy = policy_input(in);
-    return policy ? run(remat<nn::MLP>(*policy)(mlp)) : run(nn::Model(mlp));
+    return run(remat<nn::MLP>(policy_input(in))(mlp));
   });
   registry.add("nn_checkpoint_forward", [](const Inputs& in, const CaseContext& cx) -> Outcome {
     const std::int64_t f = positive_integer(in, "features");

@@ -45,19 +45,16 @@ std::vector<Array> weights_and_x(const Inputs& in, const CaseContext& cx) {
 
 // The checkpointed function, or `fn` itself for the policy spec "none".
 ArrayFn with_policy(const ArrayFn& fn, const Inputs& in, const char* fallback, bool allow_none) {
-  std::optional<PolicyPtr> policy;
+  PolicyPtr policy;
   try {
     policy = in.has("policy") ? io::policy_from_spec(in.raw("policy"), in.path() + ".policy")
                               : io::policy_from_spec(Json(fallback));
   } catch (const ParseError& e) {
     throw InputError(e.what());
   }
-  if (!policy) {
-    if (!allow_none)
-      throw InputError(detail::str(in.path(), ".policy: \"none\" is not valid for this problem"));
-    return fn;
-  }
-  return checkpoint(fn, *policy);
+  if (checkpoint_policies::is_none(policy) && !allow_none)
+    throw InputError(detail::str(in.path(), ".policy: \"none\" is not valid for this problem"));
+  return checkpoint(fn, policy);
 }
 
 // jax.grad(fn, argnums=(0, 1, 2)) as the tree {"w1", "w2", "x"}.

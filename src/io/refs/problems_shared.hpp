@@ -26,8 +26,8 @@ inline Array float_input(const Inputs& in, const char* key, const CaseContext& c
   return a.to(cx.device);
 }
 
-// Input "policy": a policy spec, or nullopt for "none".
-inline std::optional<PolicyPtr> policy_input(const Inputs& in) {
+// Input "policy": a policy spec ("none": checkpoint_policies::none()).
+inline PolicyPtr policy_input(const Inputs& in) {
   if (!in.has("policy"))
     throw InputError(detail::str(in.path(), ".policy: missing (a policy spec or \"none\")"));
   try {

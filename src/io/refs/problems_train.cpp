@@ -26,9 +26,9 @@ Array columns(const Array& a, std::int64_t from, std::int64_t to) {
   return Array::from_vector(out, Shape{n, to - from}, Device::cpu());
 }
 
-Tree train_mlp(const nn::MLP& mlp, const std::optional<PolicyPtr>& policy, const Array& x,
-               const Array& y, const optim::GradientTransformation& tx, std::int64_t steps,
-               std::int64_t bs, const random::Key& key, const CaseContext& cx) {
+Tree train_mlp(const nn::MLP& mlp, const PolicyPtr& policy, const Array& x, const Array& y,
+               const optim::GradientTransformation& tx, std::int64_t steps, std::int64_t bs,
+               const random::Key& key, const CaseContext& cx) {
   const Tree params = nn::Model(mlp).init(key, take_rows<float>(x, 0, bs))["params"];
   train::ClassifierStep step(train::mlp_apply(mlp, policy), tx);
   return train_trajectory(
@@ -64,7 +64,7 @@ void register_train_problems(ProblemRegistry& registry) {
     check_case_memory(static_cast<double>(steps) * 4, in.path() + ".steps",
                       detail::str("keeping the loss of each of ", steps, " steps"));
     const optim::GradientTransformation tx = optimizer_input(in);
-    const std::optional<PolicyPtr> policy = policy_input(in);
+    const PolicyPtr policy = policy_input(in);
     const random::Key key = random::key(in.integer("seed"), cx.mode);
     return train_mlp(mlp, policy, x, y, tx, steps, bs, key, cx);
   });

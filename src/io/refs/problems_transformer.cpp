@@ -91,9 +91,7 @@ void register_transformer_problems(ProblemRegistry& registry) {
       return Tree{{"loss", r.value}, {"grads", Tree{{"params", r.grads[0]}}}};
     };
     // lifted(policy): nn.remat(Block, policy=..., prevent_cse=False), or the Block for "none".
-    const std::optional<PolicyPtr> policy = policy_input(in);
-    return policy ? run(remat<nn::TransformerBlock>(*policy, {}, false)(b.block))
-                  : run(nn::Model(b.block));
+    return run(remat<nn::TransformerBlock>(policy_input(in), {}, false)(b.block));
   });
   registry.add("stack_init", [](const Inputs& in, const CaseContext& cx) -> Outcome {
     const auto [stack, b] = stack_inputs(in, cx);
