@@ -15,6 +15,8 @@
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/core/device.hpp"
 #include "flaxpp/ir/lax.hpp"
+#include "flaxpp/kernels/elementwise.hpp"
+#include "flaxpp/transforms/jit.hpp"
 
 using namespace flaxpp;
 using namespace flaxpp::testing;
@@ -335,6 +337,29 @@ TEST_CASE("eval: integer_pow for y = 0, 1, 2, 3, 5 and -2 in floats and ints") {
   cases.push_back({"y=2 i32", [=] { return lax::integer_pow(xi, 2); }, outi, {9, 4, 0, 25}});
   cases.push_back({"y=3 i32", [=] { return lax::integer_pow(xi, 3); }, outi, {-27, 8, 0, 125}});
   run_cases(cases);
+}
+
+TEST_CASE("eval: integer_pow over many blocks gives the functor's bits, eager and fused") {
+  // 1000 elements: several of the CPU's 256-element blocks and a partial one.
+  std::vector<float> xs(1000);
+  for (std::size_t i = 0; i < xs.size(); ++i)
+    xs[i] = 0.37f * static_cast<float>(i % 23) - 3.1f + 1e-3f * static_cast<float>(i);
+  const Array x = Array::from_vector(xs, Shape{1000});
+  for (const std::int64_t y : {2, 3, 7, -3}) {
+    CAPTURE(y);
+    std::vector<float> want(xs.size());
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      want[i] = kernels::IntegerPow{y}(xs[i]);
+    CHECK(lax::integer_pow(x, y).to_vector<float>() == want);
+    // Under jit it is an instruction of a fused elementwise program.
+    const Jitted f = jit([y](std::span<const Tree> a) {
+      return std::vector<Tree>{Tree(lax::add(lax::integer_pow(a[0].array(), y), a[0].array()))};
+    });
+    const std::vector<float> got = f(std::vector<Tree>{Tree(x)})[0].array().to_vector<float>();
+    for (std::size_t i = 0; i < xs.size(); ++i)
+      want[i] = kernels::Add{}(want[i], xs[i]);
+    CHECK(got == want);
+  }
 }
 
 TEST_CASE(

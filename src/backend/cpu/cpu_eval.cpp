@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
+#include "backend/cpu/cpu_integer_pow.hpp"
 #include "backend/cpu/cpu_tanh.hpp"
 #include "backend/eval_table.hpp"
 #include "flaxpp/core/error.hpp"
@@ -65,6 +66,8 @@ Array Families::map_unary(const ir::Primitive& prim, const Array& x, const AVal&
     const std::int64_t n = out.shape.size();
     if constexpr (std::is_same_v<Op, kernels::Tanh> && std::is_same_v<T, float>) {
       tanh_f32(xs, ys, n);  // with FMA instructions where the processor has them
+    } else if constexpr (std::is_same_v<Op, kernels::IntegerPow>) {
+      integer_pow_rows(op.y, xs, ys, n);
     } else {
       for (std::int64_t i = 0; i < n; ++i)
         ys[i] = op(xs[i]);

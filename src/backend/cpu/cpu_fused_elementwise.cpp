@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
+#include "backend/cpu/cpu_integer_pow.hpp"
 #include "backend/cpu/cpu_tanh.hpp"
 #include "flaxpp/ir/elementwise_program.hpp"
 #include "kernels/elementwise_program.hpp"
@@ -17,12 +18,15 @@ namespace {
 
 constexpr std::int64_t kChunk = 256;
 
-// d[i] = f(a[i], b[i], c[i]) over one chunk of m elements; float32 tanh through the
-// primitive's own loop (the same bits, with FMA instructions where the processor has them).
+// d[i] = f(a[i], b[i], c[i]) over one chunk of m elements; float32 tanh and integer_pow
+// through the primitives' own loops (the same bits; tanh with FMA instructions where the
+// processor has them, integer_pow vectorised).
 template <class F, class T>
 void run_instruction(F f, const T* a, const T* b, const T* c, T* d, std::int64_t m) {
   if constexpr (std::is_same_v<F, kernels::Unary3<kernels::Tanh>> && std::is_same_v<T, float>) {
     tanh_f32(a, d, m);
+  } else if constexpr (std::is_same_v<F, kernels::Unary3<kernels::IntegerPow>>) {
+    integer_pow_rows(f.op.y, a, d, m);
   } else {
     for (std::int64_t i = 0; i < m; ++i)
       d[i] = f(a[i], b[i], c[i]);
