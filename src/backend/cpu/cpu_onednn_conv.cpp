@@ -3,8 +3,8 @@
 //
 // Layouts: a primitive is first asked for on the arrays as they lie (NHWC activations, say),
 // the weights in oneDNN's choice of layout; where that leaves only oneDNN's reference
-// implementation (an axis order no optimised kernel reads, as a backward weights pass's
-// exchanged batch and features), every tensor is left to oneDNN's choice and reordered to and
+// implementation (an axis order no optimised kernel reads, a channels-first source beside a
+// channels-last destination, say), every tensor is left to oneDNN's choice and reordered to and
 // from it around the primitive. Where even that is the reference implementation, or there is
 // none, the caller's im2col computes the convolution.
 #include <atomic>
