@@ -14,8 +14,10 @@
 #include <tuple>
 #include <vector>
 
+#include "backend/cpu/cpu_eval_impl.hpp"
 #include "backend/cpu/cpu_onednn.hpp"
 #include "backend/cpu/onednn_runtime.hpp"
+#include "backend/layout_plan.hpp"
 #include "flaxpp/core/error.hpp"
 
 namespace flaxpp::cpu {
@@ -55,13 +57,7 @@ ConvTensor grouped(const ConvTensor& w, std::int64_t groups) {
 
 // A contiguous row-major tensor of the same dims (the flipped weights' copy).
 ConvTensor packed(const ConvTensor& t) {
-  ConvTensor p = t;
-  std::int64_t stride = 1;
-  for (std::size_t i = t.dims.size(); i-- > 0;) {
-    p.strides[i] = stride;
-    stride *= t.dims[i];
-  }
-  return p;
+  return {t.operand, t.dims, backend_impl::row_major_strides(t.dims)};
 }
 
 memory::desc strided(const ConvTensor& t) {
@@ -176,24 +172,16 @@ std::shared_ptr<const Primitive> prepare(const LibraryConv& c) {
   return nullptr;
 }
 
-// w reversed along its spatial axes into a contiguous (K, C/G, R...) copy.
+// w reversed along its spatial axes into a contiguous (K, C/G, R...) copy: the view walked
+// from each spatial axis's last element back (rev's gather).
 std::vector<float> flipped(const ConvTensor& w, const float* data) {
-  const std::size_t rank = w.dims.size();
-  std::int64_t total = 1;
-  for (const std::int64_t d : w.dims)
-    total *= d;
-  std::vector<float> out(static_cast<std::size_t>(total));
-  std::vector<std::int64_t> at(rank, 0);
-  for (std::int64_t i = 0; i < total; ++i) {
-    std::int64_t from = 0;
-    for (std::size_t a = 0; a < rank; ++a)
-      from += (a < 2 ? at[a] : w.dims[a] - 1 - at[a]) * w.strides[a];
-    out[static_cast<std::size_t>(i)] = data[from];
-    for (std::size_t a = rank; a-- > 0;) {  // the next position, row-major
-      if (++at[a] < w.dims[a]) break;
-      at[a] = 0;
-    }
+  backend_impl::StridedCopy copy{w.dims, w.strides};
+  for (std::size_t a = 2; a < w.dims.size(); ++a) {
+    copy.offset += (w.dims[a] - 1) * w.strides[a];
+    copy.strides[a] = -w.strides[a];
   }
+  std::vector<float> out(static_cast<std::size_t>(copy.size()));
+  gather_strided(data, copy, sizeof(float), out.data());
   return out;
 }
 

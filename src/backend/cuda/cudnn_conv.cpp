@@ -19,6 +19,7 @@
 
 #include "backend/cuda/cuda_eval_impl.hpp"
 #include "backend/cuda/cudnn_graph.hpp"
+#include "backend/layout_plan.hpp"
 #include "flaxpp/core/error.hpp"
 #endif
 
@@ -76,12 +77,13 @@ std::vector<std::size_t> filter_order(const LibraryConv& c) {
 // w packed in `order`: its strides, per axis of (K, C, R...).
 std::vector<std::int64_t> packed_strides(const ConvTensor& w,
                                          const std::vector<std::size_t>& order) {
+  std::vector<std::int64_t> ordered_dims;
+  for (const std::size_t a : order)
+    ordered_dims.push_back(w.dims[a]);
+  const std::vector<std::int64_t> ordered = backend_impl::row_major_strides(ordered_dims);
   std::vector<std::int64_t> strides(w.dims.size());
-  std::int64_t stride = 1;
-  for (std::size_t i = order.size(); i-- > 0;) {
-    strides[order[i]] = stride;
-    stride *= w.dims[order[i]];
-  }
+  for (std::size_t i = 0; i < order.size(); ++i)
+    strides[order[i]] = ordered[i];
   return strides;
 }
 
