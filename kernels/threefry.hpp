@@ -63,4 +63,28 @@ FLAXPP_HD std::uint32_t legacy_iota_word(std::uint32_t k0, std::uint32_t k1, std
   return idx < h ? y.x0 : y.x1;
 }
 
+// Word i of what a key operation gives, from the key (k0, k1): the one definition of
+// jax.random's bits, fold_in and split, run by the host's Key functions and by the
+// random_bits, random_fold_in and random_split primitives on every backend.
+struct RandomWords {
+  enum class Op : std::uint8_t { bits, fold_in, split };
+  Op op;
+  bool partitionable;
+  // The result's words: bits' count (legacy mode pairs counters by it), 2 for fold_in, 2 * num
+  // for split.
+  std::uint64_t n;
+  std::uint32_t data = 0;  // fold_in's
+
+  FLAXPP_HD std::uint32_t operator()(std::uint32_t k0, std::uint32_t k1, std::uint64_t i) const {
+    if (op == Op::fold_in) {  // one block with counter (0, data), the same in both modes
+      const U32Pair y = threefry2x32(k0, k1, 0u, data);
+      return i == 0 ? y.x0 : y.x1;
+    }
+    if (!partitionable) return legacy_iota_word(k0, k1, n, i);  // bits, or split as (num, 2)
+    if (op == Op::bits) return partitionable_bits32(k0, k1, i);
+    const U32Pair y = threefry_at_index(k0, k1, i / 2);  // key i / 2 of a partitionable split
+    return i % 2 == 0 ? y.x0 : y.x1;
+  }
+};
+
 }  // namespace flaxpp::kernels

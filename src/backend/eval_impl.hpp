@@ -54,6 +54,7 @@ using EvalFn = EvalSig*;
   static Array reduce_window(const ir::Primitive& prim, std::span<const Array> in,                 \
                              const ir::Params& params, const AVal& out);                           \
   FLAXPP_EVAL_FAMILIES(FLAXPP_EVAL_DECLARE_FAMILY)                                                 \
+  static backend_impl::EvalSig random_words;                                                       \
   static std::vector<Array> fused_elementwise(const ir::Primitive& prim,                           \
                                               std::span<const Array> in, const ir::Params& params, \
                                               std::span<const AVal> out);                          \

@@ -15,6 +15,7 @@
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ir/lax_convolution.hpp"
+#include "flaxpp/ir/lax_random.hpp"
 #include "flaxpp/ir/lax_windowed.hpp"
 #include "flaxpp/kernels/arg_reduce.hpp"
 #include "flaxpp/kernels/elementwise.hpp"
@@ -27,7 +28,8 @@ namespace flaxpp::backend_impl {
 // apply an elementwise.hpp functor to the dtypes in kAllowed; arg_reduce<Better> is argmax or
 // argmin (flaxpp/kernels/arg_reduce.hpp's choice), reduce_window<kMax> reduce_window_max or
 // reduce_window_sum; gather writes a StridedCopy of x (every layout primitive);
-// fused_elementwise returns its several results.
+// fused_elementwise returns its several results; random_words evaluates the three key
+// primitives (random_words.hpp).
 template <class B>
 concept EvalFamilies = requires(const ir::Primitive& prim, std::span<const Array> in,
                                 const ir::Params& params, const AVal& out,
@@ -49,6 +51,7 @@ concept EvalFamilies = requires(const ir::Primitive& prim, std::span<const Array
     B::fused_elementwise(prim, in, params, outs)
     } -> std::same_as<std::vector<Array>>;
   { B::gather(prim, x, copy, out) } -> std::same_as<Array>;
+  { B::random_words(prim, in, params, out) } -> std::same_as<Array>;
 };
 
 // stop_gradient and name: the value itself (arrays are immutable, so sharing is safe).
@@ -142,6 +145,9 @@ const std::unordered_map<const ir::Primitive*, EvalFn>& eval_table() {
       {&lax::argmin_p, B::template arg_reduce<k::ArgminBetter>},
       {&lax::reduce_window_sum_p, B::template reduce_window<false>},
       {&lax::reduce_window_max_p, B::template reduce_window<true>},
+      {&lax::random_bits_p, B::random_words},
+      {&lax::random_fold_in_p, B::random_words},
+      {&lax::random_split_p, B::random_words},
   };
   return t;
 }

@@ -9,7 +9,7 @@
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/ops/numpy.hpp"
-#include "flaxpp/random/distributions.hpp"
+#include "nn/dropout_mask.hpp"
 
 namespace flaxpp::nn {
 namespace {
@@ -121,8 +121,7 @@ Array dot_product_attention_weights(const Array& query, const Array& key,
     std::vector<std::int64_t> mask_dims = w.shape().dims();
     if (o.broadcast_dropout)  // one mask for the batch and head axes
       std::fill(mask_dims.begin(), mask_dims.end() - 2, 1);
-    const Array keep = random::bernoulli(*o.dropout_rng, keep_prob, Shape(mask_dims))
-                           .to(w.is_traced() ? default_device() : w.device());
+    const Array keep = keep_mask(*o.dropout_rng, keep_prob, Shape(mask_dims), w);
     w = w * (astype(keep, w.dtype()) / keep_prob);
   }
   return w;

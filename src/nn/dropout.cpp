@@ -4,7 +4,7 @@
 
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/numpy.hpp"
-#include "flaxpp/random/distributions.hpp"
+#include "nn/dropout_mask.hpp"
 
 namespace flaxpp::nn {
 
@@ -19,8 +19,7 @@ Array Dropout::operator()(Scope& s, const Array& x) const {
   for (std::int64_t axis : broadcast_dims)
     mask_dims[x.shape().normalize_axis(axis)] = 1;
   const random::Key key = s.make_rng(rng_collection);
-  const Array keep = random::bernoulli(key, keep_prob, Shape(mask_dims))
-                         .to(x.is_traced() ? default_device() : x.device());
+  const Array keep = keep_mask(key, keep_prob, Shape(mask_dims), x);
   const Array mask = broadcast_to(keep, x.shape());
   return lax::select(mask, x / keep_prob, lax::zeros_like(x));
 }

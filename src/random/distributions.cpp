@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "flaxpp/kernels/special_math.hpp"
+#include "flaxpp/random/traced_key_ops.hpp"
 #include "kernels/threefry.hpp"
 
 namespace flaxpp::random {
@@ -23,23 +24,15 @@ void check_float32(DType dtype, const char* what) {
 }
 
 std::vector<std::uint32_t> bits32(const Key& key, const Shape& shape) {
-  const auto [k0, k1] = key.words();
   const auto n = static_cast<std::uint64_t>(shape.size());
+  const bool partitionable = key.mode() == ThreefryMode::partitionable;
+  check_bits_count(shape, key.mode());
+  const kernels::RandomWords words{
+      .op = kernels::RandomWords::Op::bits, .partitionable = partitionable, .n = n};
+  const auto [k0, k1] = key.words();
   std::vector<std::uint32_t> out(n);
-  if (key.mode() == ThreefryMode::partitionable) {
-    for (std::uint64_t i = 0; i < n; ++i)
-      out[i] = kernels::partitionable_bits32(k0, k1, i);
-  } else {
-    // Legacy: threefry_2x32(key, iota(n)) — one call over all n words, so each value depends
-    // on the total size. JAX splits the key for n >= 2^32 - 1; arrays that large are refused.
-    if (n >= 0xFFFFFFFFull)
-      throw ValueError(
-          detail::str("random.bits: legacy threefry mode supports fewer than 2^32-1 "
-                      "elements, got ",
-                      n, "; use the partitionable mode"));
-    for (std::uint64_t i = 0; i < n; ++i)
-      out[i] = kernels::legacy_iota_word(k0, k1, n, i);
-  }
+  for (std::uint64_t i = 0; i < n; ++i)
+    out[i] = words(k0, k1, i);
   return out;
 }
 
@@ -61,12 +54,26 @@ std::vector<float> uniform_f32(const Key& key, const Shape& shape, float minval,
 
 }  // namespace
 
+void check_bits_count(const Shape& shape, ThreefryMode mode) {
+  // Legacy: threefry_2x32(key, iota(n)) — one call over all n words, so each value depends
+  // on the total size. JAX splits the key for n >= 2^32 - 1; arrays that large are refused.
+  if (mode == ThreefryMode::legacy && static_cast<std::uint64_t>(shape.size()) >= 0xFFFFFFFFull)
+    throw ValueError(
+        detail::str("random.bits: legacy threefry mode supports fewer than 2^32-1 "
+                    "elements, got ",
+                    shape.size(), "; use the partitionable mode"));
+}
+
 Array bits(const Key& key, const Shape& shape) {
+  if (key.is_traced()) return traced_key_ops().bits(key.data(), shape, key.mode());
   return Array::from_vector(bits32(key, shape), shape);
 }
 
 Array uniform(const Key& key, const Shape& shape, DType dtype, double minval, double maxval) {
   check_float32(dtype, "uniform");
+  if (key.is_traced())
+    return traced_key_ops().uniform(key.data(), shape, key.mode(), round_to_float32(minval),
+                                    round_to_float32(maxval));
   return Array::from_vector(
       uniform_f32(key, shape, round_to_float32(minval), round_to_float32(maxval)), shape);
 }
@@ -115,6 +122,7 @@ Array randint(const Key& key, const Shape& shape, std::int64_t minval, std::int6
 
 Array bernoulli(const Key& key, double p, const Shape& shape) {
   const float threshold = round_to_float32(p);
+  if (key.is_traced()) return traced_key_ops().bernoulli(key.data(), shape, key.mode(), threshold);
   const std::vector<float> u = uniform_f32(key, shape, 0.0f, 1.0f);
   std::vector<bool> out(u.size());
   for (std::size_t i = 0; i < u.size(); ++i)

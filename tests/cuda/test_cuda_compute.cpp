@@ -16,6 +16,7 @@
 #include "flaxpp/core/precision.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ir/lax_convolution.hpp"
+#include "flaxpp/ir/lax_random.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/nn/pooling.hpp"
 #include "flaxpp/nn/scope.hpp"
@@ -23,10 +24,12 @@
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/ops/slicing.hpp"
 #include "flaxpp/optim/transform.hpp"
+#include "flaxpp/random/distributions.hpp"
 #include "flaxpp/random/key.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
+#include "flaxpp/transforms/jit.hpp"
 #include "harness/cuda_parity.hpp"
 #include "harness/finite_diff.hpp"
 #include "harness/remat_stack.hpp"
@@ -519,4 +522,32 @@ TEST_CASE("CUDA remat: gradients match the CPU under every policy, offload inclu
   CHECK(peaks[0] >= peaks[1]);
   CHECK(peaks[1] > peaks[2]);
   CHECK(peaks[3] < peaks[1]);
+}
+
+TEST_CASE(
+    "CUDA key primitives: random_bits, random_fold_in and random_split give the CPU's "
+    "words, and a traced key's dropout mask is the host's" *
+    doctest::skip(kNoGpu)) {
+  for (const random::ThreefryMode mode :
+       {random::ThreefryMode::partitionable, random::ThreefryMode::legacy}) {
+    const Array key = random::key(77, mode).data();
+    const Array gpu_key = key.to(Device::cuda(0));
+    // Enough words for many blocks of the kernel, an odd count for legacy mode's pairing.
+    const Shape shape{1001, 257};
+    CHECK(lax::random_bits(gpu_key, shape, mode).to_vector<std::uint32_t>() ==
+          lax::random_bits(key, shape, mode).to_vector<std::uint32_t>());
+    CHECK(lax::random_fold_in(gpu_key, 0xCAFEu).to_vector<std::uint32_t>() ==
+          lax::random_fold_in(key, 0xCAFEu).to_vector<std::uint32_t>());
+    CHECK(lax::random_split(gpu_key, 5, mode).to_vector<std::uint32_t>() ==
+          lax::random_split(key, 5, mode).to_vector<std::uint32_t>());
+  }
+  // Inside jit, on the GPU: the key never leaves the device.
+  const Jitted mask = jit([](std::span<const Tree> a) {
+    return std::vector<Tree>{
+        Tree(random::bernoulli(random::Key::from_data(a[0].array()), 0.3, Shape{64, 33}))};
+  });
+  const random::Key key = random::key(3);
+  const Array drawn = mask({Tree(key.data().to(Device::cuda(0)))})[0].array();
+  CHECK(drawn.device() == Device::cuda(0));
+  CHECK(drawn.to_vector<bool>() == random::bernoulli(key, 0.3, Shape{64, 33}).to_vector<bool>());
 }
