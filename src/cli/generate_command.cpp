@@ -157,7 +157,8 @@ int generate_command(const std::vector<std::string>& args) {
     const std::vector<std::int32_t> last(tokens.end() - window, tokens.end());
     const Array x = Array::from_vector(last, Shape{1, window});
     // The last position's logits, sampled where they are: one int32 comes back to the host.
-    const Array logits = slice(model.apply(params, Tree(), x, false).first, {{}, {-1, {}}});
+    const Array logits =
+        slice(model.apply(params, Tree(), x, train::ApplyMode{}).first, {{}, {-1, {}}});
     const Array drawn =
         o->temperature == 0
             ? argmax(logits, -1)

@@ -196,6 +196,9 @@ int train_command(const std::vector<std::string>& args) {
       c.model, c.data.seq_len, static_cast<std::int64_t>(data.vocab.size()), job.distributed());
   train::ClassifierStep step(model.apply, c.optimizer);
   step.set_communicator(job.communicator());
+  // The parameters come from key(seed) itself (as before dropout existed); the dropout masks
+  // from the second key of its split.
+  if (c.model.dropout > 0.0) step.set_dropout_key(random::split(random::key(c.seed))[1]);
   const Tree variables =
       model.init(random::key(c.seed), data.training_rows(std::vector<std::int64_t>{0}).x);
   train::TrainState state = step.init(

@@ -6,6 +6,7 @@
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/ops/numpy.hpp"
+#include "tools/cnn_apply.hpp"
 #include "tools/mlp_apply.hpp"
 
 namespace flaxpp::cli {
@@ -20,19 +21,20 @@ Array activate(const std::string& name, const Array& x) {
 
 // An apply without batch statistics as a StatefulApplyFn.
 train::StatefulApplyFn stateless(train::ApplyFn apply) {
-  return [apply = std::move(apply)](const Tree& params, const Tree& stats, const Array& x, bool) {
+  return [apply = std::move(apply)](const Tree& params, const Tree& stats, const Array& x,
+                                    const train::ApplyMode&) {
     return std::pair<Array, Tree>{apply(params, x), stats};
   };
 }
 
 // The CNN over CSV rows: each batch (B, H * W * C) seen as images (B, H, W, C).
 TrainModel cnn_model(const io::TrainConfig::Model& m, bool data_parallel) {
-  const nn::Model cnn(
-      nn::CNN{.features = m.features,
-              .classes = m.classes,
-              .policy = m.policy,
-              .use_batchnorm = m.use_batchnorm,
-              .axis_name = data_parallel ? std::optional<std::string>("batch") : std::nullopt});
+  const nn::CNN cnn{.features = m.features,
+                    .classes = m.classes,
+                    .policy = m.policy,
+                    .use_batchnorm = m.use_batchnorm,
+                    .axis_name = data_parallel ? std::optional<std::string>("batch") : std::nullopt,
+                    .dropout = m.dropout};
   const std::vector<std::int64_t> image = m.image_shape;
   const auto images = [image](const Array& x) {
     const std::int64_t size = image[0] * image[1] * image[2];
@@ -42,17 +44,10 @@ TrainModel cnn_model(const io::TrainConfig::Model& m, bool data_parallel) {
                                    "rows are ", x.aval(), "; fix image_shape or the data"));
     return reshape(x, {x.shape()[0], image[0], image[1], image[2]});
   };
-  return {
-      [cnn, images](const Tree& params, const Tree& stats, const Array& x, bool train) {
-        if (stats.leaves().empty())
-          return std::pair<Array, Tree>{
-              cnn.apply(nn::Variables{{"params", params}}, images(x), train), stats};
-        auto [logits, updates] =
-            cnn.apply_mutable(nn::Variables{{"params", params}, {"batch_stats", stats}},
-                              {"batch_stats"}, images(x), train);
-        return std::pair<Array, Tree>{logits, updates["batch_stats"]};
-      },
-      [cnn, images](const random::Key& key, const Array& x) { return cnn.init(key, images(x)); }};
+  return {train::cnn_apply(cnn, images),
+          [model = nn::Model(cnn), images](const random::Key& key, const Array& x) {
+            return model.init(key, images(x));
+          }};
 }
 
 }  // namespace

@@ -159,10 +159,6 @@ void read_cnn(const Section& model, TrainConfig::Model& m) {
   for (const char* other : {"activation", "num_layers", "num_heads", "mlp_dim"})
     if (model.get(other))
       throw ParseError(detail::str("$.model.", other, ": not a setting of kind cnn; drop it"));
-  if (model.get("dropout"))
-    throw ParseError(
-        "$.model.dropout: dropout in the CNN is not supported yet; drop the key (batch norm, "
-        "\"use_batchnorm\": true, regularises it)");
   m.features = positive_list(model.need("features"), "features", "ConvBlock widths");
   m.image_shape = positive_list(model.need("image_shape"), "image_shape",
                                 "image sizes [height, width, channels]");
@@ -172,6 +168,10 @@ void read_cnn(const Section& model, TrainConfig::Model& m) {
   m.classes = model.integer("classes", 0, 2);
   if (m.classes == 0) throw ParseError("$.model.classes: missing; the number of classes (>= 2)");
   m.use_batchnorm = model.boolean("use_batchnorm", false);
+  m.dropout = model.number("dropout", 0.0);
+  if (!(m.dropout >= 0.0 && m.dropout < 1.0))
+    throw ParseError(detail::str("$.model.dropout: expected a rate in [0, 1), got ", m.dropout,
+                                 " (0: no dropout)"));
 }
 
 TrainConfig::Model read_model(const Section& top) {
@@ -262,18 +262,20 @@ Json TrainConfig::run_identity() const {
       lm ? Json{{"text", data.text}, {"seq_len", data.seq_len}}
          : Json{{"path", data.path}, {"label_column", data.label_column}, {"scale", data.scale}};
   d["test_fraction"] = data.test_fraction;
-  const Json m = lm ? Json{{"kind", "lm"},
-                           {"features", model.width},
-                           {"num_layers", model.num_layers},
-                           {"num_heads", model.num_heads},
-                           {"mlp_dim", model.mlp_dim}}
-                 : model.kind == Kind::cnn
-                     ? Json{{"kind", "cnn"},
-                            {"features", model.features},
-                            {"image_shape", model.image_shape},
-                            {"classes", model.classes},
-                            {"use_batchnorm", model.use_batchnorm}}
-                     : Json{{"features", model.features}, {"activation", model.activation}};
+  Json m = lm ? Json{{"kind", "lm"},
+                     {"features", model.width},
+                     {"num_layers", model.num_layers},
+                     {"num_heads", model.num_heads},
+                     {"mlp_dim", model.mlp_dim}}
+           : model.kind == Kind::cnn
+               ? Json{{"kind", "cnn"},
+                      {"features", model.features},
+                      {"image_shape", model.image_shape},
+                      {"classes", model.classes},
+                      {"use_batchnorm", model.use_batchnorm}}
+               : Json{{"features", model.features}, {"activation", model.activation}};
+  // Only a non-zero rate: the records of runs without dropout stay those they were.
+  if (model.dropout > 0.0) m["dropout"] = model.dropout;
   return Json{{"data", d},
               {"model", m},
               {"optimizer", optimizer_spec},

@@ -3,6 +3,7 @@
 
 #include "flaxpp/nn/conv.hpp"
 #include "flaxpp/nn/dense.hpp"
+#include "flaxpp/nn/dropout.hpp"
 #include "flaxpp/nn/normalization.hpp"
 #include "flaxpp/nn/pooling.hpp"
 #include "flaxpp/nn/remat.hpp"
@@ -27,7 +28,9 @@ Array CNN::operator()(Scope& s, const Array& x, bool train) const {
     const ConvBlock block{.features = f, .use_batchnorm = use_batchnorm, .axis_name = axis_name};
     h = s(remat<ConvBlock>(policy, {}, false)(block), h, train);
   }
-  return s(Dense{.features = classes}, mean(h, std::vector<std::int64_t>{1, 2}));
+  Array pooled = mean(h, std::vector<std::int64_t>{1, 2});
+  if (dropout > 0.0) pooled = s(Dropout{.rate = dropout, .deterministic = !train}, pooled);
+  return s(Dense{.features = classes}, pooled);
 }
 
 }  // namespace flaxpp::nn

@@ -140,7 +140,7 @@ bool any_donated(const Tree& t) {
 ClassifierStep::ClassifierStep(ApplyFn apply, optim::GradientTransformation tx)
     : ClassifierStep(
           [apply = std::move(apply)](const Tree& params, const Tree& batch_stats, const Array& x,
-                                     bool /*train*/) {
+                                     const ApplyMode& /*mode*/) {
             return std::pair<Array, Tree>{apply(params, x), batch_stats};
           },
           std::move(tx)) {}
@@ -150,17 +150,22 @@ ClassifierStep::ClassifierStep(StatefulApplyFn apply, optim::GradientTransformat
 
 Jitted ClassifierStep::make_step() const {
   const bool data_parallel = comm_ != nullptr && comm_->size() > 1;
+  const random::ThreefryMode key_mode =
+      dropout_key_ ? dropout_key_->mode() : random::ThreefryMode::partitionable;
   return jit(
-      [apply = apply_, tx = tx_, data_parallel](std::span<const Tree> a) {
+      [apply = apply_, tx = tx_, data_parallel, key_mode](std::span<const Tree> a) {
         const Array& x = a[3].array();
         const Array& y = a[4].array();
-        const Array* weight = data_parallel ? &a[5].array() : nullptr;
+        ApplyMode mode{.train = true};
+        if (a[5].is_leaf())  // the step's dropout key, traced
+          mode.rngs.emplace("dropout", random::Key::from_data(a[5].array(), key_mode));
+        const Array* weight = data_parallel ? &a[6].array() : nullptr;
         // The updated batch statistics leave value_and_grad as its aux (has_aux).
         const Tree args[] = {a[0]};
         const int argnums[] = {0};
         ValueAuxAndGrad r = value_and_grad_with_aux(
             [&](std::span<const Tree> p) {
-              auto [logits, stats] = apply(p[0], a[2], x, true);
+              auto [logits, stats] = apply(p[0], a[2], x, mode);
               return std::pair<Array, Tree>{
                   mean(optim::softmax_cross_entropy_with_integer_labels(logits, y)),
                   std::move(stats)};
@@ -183,13 +188,28 @@ void ClassifierStep::set_communicator(dist::Communicator* comm) {
   step_ = make_step();  // traced anew: the reduction is part of the step
 }
 
+void ClassifierStep::set_dropout_key(const random::Key& key) {
+  if (key.is_traced())
+    throw ValueError(
+        "ClassifierStep::set_dropout_key: the key must be concrete (the step folds each step's "
+        "number into it before tracing); pass random::key(seed) or a key derived from it");
+  dropout_key_ = key;
+  step_ = make_step();  // traced anew: the key's mode is part of the step
+}
+
 std::vector<Tree> ClassifierStep::arguments(const TrainState& state, const Array& x,
                                             const Array& y) const {
   // Data sets live in host memory: the batch goes where the parameters are, once.
   const std::vector<Array> leaves = state.params.leaves();
   const Device device = leaves.empty() ? x.device() : leaves.front().device();
-  std::vector<Tree> args{state.params, state.opt_state, state.batch_stats, Tree(x.to(device)),
-                         Tree(y.to(device))};
+  std::vector<Tree> args{state.params,       state.opt_state,    state.batch_stats,
+                         Tree(x.to(device)), Tree(y.to(device)), Tree()};
+  if (dropout_key_) {
+    random::Key key = random::fold_in(*dropout_key_, static_cast<std::uint32_t>(state.step));
+    if (comm_ != nullptr && comm_->size() > 1)
+      key = random::fold_in(key, static_cast<std::uint32_t>(comm_->rank()));
+    args[5] = Tree(key.data().to(device));
+  }
   if (comm_ != nullptr && comm_->size() > 1)
     args.emplace_back(Array::full(Shape{}, shard_weight(comm_, x.shape()[0]), DType::f32, device));
   return args;
@@ -240,7 +260,7 @@ std::pair<float, float> ClassifierStep::evaluate(const TrainState& state, const 
   const std::int64_t n = x.shape()[0];
   if (batch_rows <= 0 || batch_rows >= n) {
     const double w = shard_weight(comm_, n);
-    const Array logits = apply_(state.params, state.batch_stats, x, false).first;
+    const Array logits = apply_(state.params, state.batch_stats, x, ApplyMode{}).first;
     return {host_float(global_mean(
                 comm_, mean(optim::softmax_cross_entropy_with_integer_labels(logits, y)), w)),
             host_float(global_mean(comm_, optim::accuracy(logits, y), w))};
@@ -269,7 +289,7 @@ std::pair<float, float> ClassifierStep::evaluate(const TrainState& state, std::i
     const std::int64_t end = begin + std::min(batch_rows, rows - begin);
     const auto [bx, by] = batch(begin, end);
     device = bx.device();
-    const Array logits = apply_(state.params, state.batch_stats, bx, false).first;
+    const Array logits = apply_(state.params, state.batch_stats, bx, ApplyMode{}).first;
     const double share = static_cast<double>(end - begin) / static_cast<double>(rows);
     loss += share * host_float(mean(optim::softmax_cross_entropy_with_integer_labels(logits, by)));
     accuracy += share * host_float(optim::accuracy(logits, by));

@@ -198,8 +198,26 @@ cnn_config "$dir/cnn_bad" json | sed 's/"image_shape": \[2, 2, 1\]/"image_shape"
 expect "an image shape that does not fit the rows" 2 'image_shape \[3, 2, 1\] needs rows of 6 features' -- "$flaxpp" train "$dir/cnn_bad.json"
 cnn_config "$dir/cnn_classes" json | sed 's/"classes": 3/"classes": 2/' >"$dir/cnn_classes.json"
 expect "labels past the CNN's classes" 2 'has label 2 .*, but the model has 2 classes \(\$\.model\.classes\)' -- "$flaxpp" train "$dir/cnn_classes.json"
-cnn_config "$dir/cnn_drop" json | sed 's/"use_batchnorm": true/"dropout": 0.1/' >"$dir/cnn_drop.json"
-expect "dropout in the CNN is refused" 2 'dropout in the CNN is not supported yet' -- "$flaxpp" train "$dir/cnn_drop.json"
+# Dropout: each step's masks come from the step's number, so a resumed run drops as the
+# uninterrupted one did; another seed drops other units.
+for run in full resumed other; do
+  cnn_config "$dir/cnn_drop_$run" json | sed 's/"use_batchnorm": true/"dropout": 0.25/' >"$dir/cnn_drop_$run.json"
+done
+sed -i 's/"seed": 5/"seed": 6/' "$dir/cnn_drop_other.json"
+expect "a CNN with dropout trains" 0 '^test accuracy: [01]\.[0-9]{4}$' -- "$flaxpp" train "$dir/cnn_drop_full.json"
+"$flaxpp" train "$dir/cnn_drop_resumed.json" --max-steps 5 >/dev/null 2>&1
+expect "a CNN with dropout resumes" 0 'resuming from .* at step 5' -- "$flaxpp" train "$dir/cnn_drop_resumed.json"
+check "a resumed CNN with dropout ends with the uninterrupted run's checkpoint" \
+  cmp -s "$dir/cnn_drop_full/checkpoint.json" "$dir/cnn_drop_resumed/checkpoint.json"
+"$flaxpp" train "$dir/cnn_drop_other.json" >/dev/null 2>&1
+check "another seed's dropout run ends elsewhere" \
+  bash -c "! cmp -s '$dir/cnn_drop_full/checkpoint.json' '$dir/cnn_drop_other/checkpoint.json'"
+cnn_config "$dir/cnn_drop_bad" json | sed 's/"use_batchnorm": true/"dropout": 1/' >"$dir/cnn_drop_bad.json"
+expect "a dropout rate of 1 is refused" 2 '\$\.model\.dropout: expected a rate in \[0, 1\), got 1' -- "$flaxpp" train "$dir/cnn_drop_bad.json"
+cnn_config "$dir/cnn_drop_changed" json >"$dir/cnn_drop_changed.json"
+"$flaxpp" train "$dir/cnn_drop_changed.json" --max-steps 3 >/dev/null 2>&1
+sed -i 's/"use_batchnorm": true/"use_batchnorm": true, "dropout": 0.25/' "$dir/cnn_drop_changed.json"
+expect "adding dropout to a run is refused on resume" 2 'model' -- "$flaxpp" train "$dir/cnn_drop_changed.json"
 train_config "$dir/edge" ', "resume": false' >"$dir/edge_noresume.json"
 expect '"resume": false trains from scratch' 0 'starting from scratch \("resume": false\)' -- "$flaxpp" train "$dir/edge_noresume.json"
 expect '--resume overrides "resume": false' 0 'nothing to train' -- "$flaxpp" train "$dir/edge_noresume.json" --resume

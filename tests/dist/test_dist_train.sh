@@ -7,6 +7,7 @@
 #   - SGD under a remat policy within rtol 1e-5, Adam under another within rtol 1e-3 (Adam amplifies summation-order differences);
 #   - a CNN with batch norm: the processes average their batch statistics (BatchNorm's
 #     axis_name) and train as one process, statistics included, within rtol 1e-3 (atol 1e-5);
+#   - a CNN with dropout trains as a job of 2, each process dropping its own units;
 #   - a checkpoint written by 2 processes resumes in 1 to the one-process result;
 #   - flaxpp launch runs the same job, and flaxpp bench --processes reports jobs of 1 and 2;
 #   - batches too small to share are refused, naming the key;
@@ -70,12 +71,12 @@ one_and_two "Adam under remat" adam '{"name": "adam", "learning_rate": 0.003}' n
 
 # The CNN with batch norm: each process normalises by the mean of the processes' batch
 # statistics (BatchNorm's axis_name), so two processes train as one, statistics included.
-cnn_config() {  # cnn_config NAME
+cnn_config() {  # cnn_config NAME [MORE_MODEL_SETTINGS]
   printf '{"data": {"path": "%s", "label_column": "label", "scale": 0.0625, "test_fraction": 0.2},
   "model": {"kind": "cnn", "features": [8], "classes": 10, "image_shape": [8, 8, 1],
-            "use_batchnorm": true, "policy": "dots_saveable"},
+            "use_batchnorm": true, "policy": "dots_saveable"%s},
   "optimizer": {"name": "sgd", "learning_rate": 0.1}, "epochs": 2, "batch_size": 128, "seed": 3,
-  "device": "cpu", "output_dir": "%s", "checkpoint_format": "json"}\n' "$digits" "$dir/$1" >"$dir/$1.json"
+  "device": "cpu", "output_dir": "%s", "checkpoint_format": "json"}\n' "$digits" "${2:-}" "$dir/$1" >"$dir/$1.json"
 }
 cnn_config bn1
 cnn_config bn2
@@ -84,6 +85,10 @@ check "a CNN with batch norm, two processes" train2 bn2 --max-steps 20
 # The conv bias before a batch norm has a gradient that is zero up to rounding: it needs atol.
 check "a CNN with batch norm: two processes give one's parameters and statistics (rtol 1e-3)" \
   same_checkpoints bn2 bn1 1e-3 1e-5
+# With dropout each process folds its rank into the step's key, so the replicas drop different
+# units; the reduced gradients keep their parameters one (checked at every checkpoint).
+cnn_config drop2 ', "dropout": 0.5'
+check "a CNN with dropout, two processes" train2 drop2 --max-steps 20
 
 config resumed "$sgd" none 128 2
 check "two processes stop at step 10" train2 resumed --max-steps 10

@@ -8,6 +8,7 @@
 
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/nn/dense.hpp"
+#include "flaxpp/nn/dropout.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/nn/normalization.hpp"
 #include "flaxpp/nn/scope.hpp"
@@ -46,6 +47,15 @@ struct BnMlp {
     const Array h = relu(s(nn::BatchNorm{.use_running_average = !train, .momentum = 0.8},
                            s(nn::Dense{.features = 16}, x)));
     return s(nn::Dense{.features = 10}, h);
+  }
+};
+
+// An MLP dropping half its hidden units while training.
+struct DropoutMlp {
+  static constexpr const char* name = "DropoutMlp";
+  Array operator()(nn::Scope& s, const Array& x, bool train) const {
+    const Array h = relu(s(nn::Dense{.features = 16}, x));
+    return s(nn::Dense{.features = 10}, s(nn::Dropout{.rate = 0.5, .deterministic = !train}, h));
   }
 };
 
@@ -185,9 +195,9 @@ TEST_CASE(
   const Batch b = batch(12, 8, 2);
   const nn::Variables v = model.init(random::key(0), b.x, false);
   const train::StatefulApplyFn apply = [&](const Tree& p, const Tree& stats, const Array& x,
-                                           bool train) {
+                                           const train::ApplyMode& mode) {
     auto [logits, updates] = model.apply_mutable(
-        nn::Variables{{"params", p}, {"batch_stats", stats}}, {"batch_stats"}, x, train);
+        nn::Variables{{"params", p}, {"batch_stats", stats}}, {"batch_stats"}, x, mode.train);
     return std::pair<Array, Tree>{logits, updates["batch_stats"]};
   };
   const o::GradientTransformation tx = o::sgd(0.1, 0.9);
@@ -201,7 +211,7 @@ TEST_CASE(
     const int argnums[] = {0};
     const ValueAuxAndGrad r = value_and_grad_with_aux(
         [&](std::span<const Tree> a) {
-          auto [logits, updated] = apply(a[0], stats, b.x, true);
+          auto [logits, updated] = apply(a[0], stats, b.x, {.train = true});
           return std::pair<Array, Tree>{
               mean(o::softmax_cross_entropy_with_integer_labels(logits, b.y)), updated};
         },
@@ -219,7 +229,56 @@ TEST_CASE(
   CHECK_FALSE(step.init(params).to_tree().contains("batch_stats"));
   // Evaluation runs on the running averages.
   const auto [eval_loss, accuracy] = step.evaluate(state, b.x, b.y);
-  const Array logits = apply(state.params, state.batch_stats, b.x, false).first;
+  const Array logits = apply(state.params, state.batch_stats, b.x, {}).first;
   CHECK(eval_loss == mean(o::softmax_cross_entropy_with_integer_labels(logits, b.y)).item<float>());
   CHECK(accuracy >= 0.0f);
+}
+
+TEST_CASE(
+    "train step with dropout: step i drops with fold_in(key, i), drawn inside the one trace, "
+    "as the host draws it") {
+  const nn::Model model(DropoutMlp{});
+  const Batch b = batch(12, 8, 3);
+  const Tree init = model.init(random::key(0), b.x, false)["params"];
+  const train::StatefulApplyFn apply = [&](const Tree& p, const Tree& stats, const Array& x,
+                                           const train::ApplyMode& mode) {
+    return std::pair<Array, Tree>{
+        model.apply_with_rngs(nn::Variables{{"params", p}}, mode.rngs, x, mode.train), stats};
+  };
+  const o::GradientTransformation tx = o::sgd(0.1);
+  const random::Key dropout_key = random::key(42);
+  train::ClassifierStep step(apply, tx);
+  // Without a key the step cannot drop, and says which stream the module needs.
+  train::TrainState keyless = step.init(init);
+  CHECK_THROWS_WITH_AS(step(keyless, b.x, b.y),
+                       doctest::Contains("needs a key from the rng stream \"dropout\""),
+                       ValueError);
+  step.set_dropout_key(dropout_key);
+  train::TrainState state = step.init(init);
+  Tree params = init;
+  std::vector<float> losses;
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    losses.push_back(step(state, b.x, b.y));
+    // The same step eagerly, the mask drawn on the host from fold_in(key, i).
+    const nn::RngStreams rngs{{"dropout", random::fold_in(dropout_key, i)}};
+    const Tree args[] = {params};
+    const int argnums[] = {0};
+    const ValueAndGrad r = value_and_grad(
+        [&](std::span<const Tree> a) {
+          return mean(o::softmax_cross_entropy_with_integer_labels(
+              apply(a[0], Tree(), b.x, {.train = true, .rngs = rngs}).first, b.y));
+        },
+        args, argnums);
+    CHECK(losses.back() == doctest::Approx(r.value.item<float>()).epsilon(1e-6));
+    params = o::apply_gradients(tx, r.grads[0], tx.init(params), params).first;
+    for (std::size_t l = 0; l < params.leaves().size(); ++l) {
+      const std::vector<float> got = state.params.leaves()[l].to_vector<float>();
+      const std::vector<float> want = params.leaves()[l].to_vector<float>();
+      for (std::size_t j = 0; j < want.size(); ++j)
+        CHECK(got[j] == doctest::Approx(want[j]).epsilon(1e-5));
+    }
+  }
+  CHECK(step.traces() == 1);
+  // Evaluation does not drop: the same logits every time.
+  CHECK(step.evaluate(state.params, b.x, b.y).first == step.evaluate(state.params, b.x, b.y).first);
 }

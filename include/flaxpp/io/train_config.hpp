@@ -48,6 +48,9 @@ struct TrainConfig {
     std::vector<std::int64_t> image_shape;
     std::int64_t classes = 0;
     bool use_batchnorm = false;
+    // cnn: the rate of nn::CNN's Dropout before its head (0: none). Each step draws its masks
+    // from fold_in(dropout key, step), the dropout key split from the seed's key.
+    double dropout = 0.0;
     PolicyPtr policy = checkpoint_policies::none();  // the remat policy ("none": no checkpoint)
   };
 

@@ -8,9 +8,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <utility>
 
 #include "flaxpp/core/tree.hpp"
+#include "flaxpp/nn/scope.hpp"
 #include "flaxpp/optim/transform.hpp"
 #include "flaxpp/transforms/jit.hpp"
 
@@ -36,12 +38,21 @@ struct TrainState {
 
 // Logits of a model for a batch: apply(params, x).
 using ApplyFn = std::function<Array(const Tree& params, const Array& x)>;
+// How the model runs: training or evaluation, and the rng streams of a training step: a
+// "dropout" key (traced inside the jitted step) when the step has one (set_dropout_key),
+// none otherwise and when evaluating.
+struct ApplyMode {
+  bool train = false;
+  nn::RngStreams rngs{};
+};
+
 // Logits of a model with batch statistics, and the statistics after the batch:
-// apply(params, batch_stats, x, train). Training (train = true) runs on the batch's statistics
-// and returns the updated running averages (Flax's apply with mutable=["batch_stats"]);
-// evaluation (false) runs on the running averages (the returned statistics are ignored).
+// apply(params, batch_stats, x, mode). Training (mode.train) runs on the batch's statistics
+// and returns the updated running averages (Flax's apply with mutable=["batch_stats"]), with
+// mode.rngs as apply's rngs; evaluation runs on the running averages (the returned statistics
+// are ignored).
 using StatefulApplyFn = std::function<std::pair<Array, Tree>(
-    const Tree& params, const Tree& batch_stats, const Array& x, bool train)>;
+    const Tree& params, const Tree& batch_stats, const Array& x, const ApplyMode& mode)>;
 
 // One optimisation step of mean softmax cross-entropy with integer labels: value_and_grad,
 // tx.update, apply_updates, jitted.
@@ -100,6 +111,13 @@ class ClassifierStep {
   // global batch's update to identical parameters. The step returns the global batch's loss,
   // and evaluate the whole data set's metrics. nullptr (the default): one process.
   void set_communicator(dist::Communicator* comm);
+  // Dropout: each step draws from fold_in(key, state.step) — data-parallel, folded once more
+  // with the process's rank, so that replicas drop different units — given to the model as its
+  // "dropout" rng stream. The key enters the jitted step as an argument: new masks every step
+  // from one trace, and a resumed run draws the masks the uninterrupted one would have.
+  // Without a key (the default) the model is applied without rngs, and a module that drops
+  // says it needs a "dropout" key.
+  void set_dropout_key(const random::Key& key);
   // Steps that replayed a CUDA graph.
   std::int64_t replays() const { return step_.replays(); }
 
@@ -110,6 +128,7 @@ class ClassifierStep {
   StatefulApplyFn apply_;
   optim::GradientTransformation tx_;
   dist::Communicator* comm_ = nullptr;
+  std::optional<random::Key> dropout_key_;
   Jitted step_;
 };
 

@@ -15,6 +15,7 @@
 #include "flaxpp/optim/losses.hpp"
 #include "io/refs/problems_shared.hpp"
 #include "io/refs/trajectory.hpp"
+#include "tools/cnn_apply.hpp"
 
 namespace flaxpp::refs {
 namespace {
@@ -226,15 +227,7 @@ void register_cnn_problems(ProblemRegistry& registry) {
                       detail::str("keeping the loss of each of ", steps, " steps"));
     const nn::Model model(cnn);
     const nn::Variables v = model.init(random::key(in.integer("seed"), cx.mode), first);
-    const train::StatefulApplyFn apply = [model](const Tree& p, const Tree& stats, const Array& b,
-                                                 bool train) {
-      if (stats.leaves().empty())
-        return std::pair<Array, Tree>{model.apply(nn::Variables{{"params", p}}, b, train), stats};
-      auto [logits, updates] = model.apply_mutable(
-          nn::Variables{{"params", p}, {"batch_stats", stats}}, {"batch_stats"}, b, train);
-      return std::pair<Array, Tree>{logits, updates["batch_stats"]};
-    };
-    train::ClassifierStep step(apply, optimizer_input(in));
+    train::ClassifierStep step(train::cnn_apply(cnn), optimizer_input(in));
     return train_trajectory(
         step, step.init(v["params"], v.contains("batch_stats") ? v["batch_stats"] : Tree()), x,
         steps, bs,
