@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "backend/cuda/cuda_check.hpp"
 #include "dist/transport.hpp"
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/core/error.hpp"
+#include "kernels/cuda_error_text.hpp"
 
 namespace flaxpp::dist::detail {
 namespace {
@@ -34,7 +34,7 @@ ncclDataType_t nccl_type(DType dtype) {
 // it must not be blamed on the next kernel launch.
 std::string cuda_failure(cudaError_t err) {
   (void)cudaGetLastError();
-  return cuda::cuda_error_text(err);
+  return kernels::cuda_error_text(err);
 }
 
 class Nccl final : public Communicator {

@@ -8,13 +8,11 @@
 #include <string>
 
 #include "flaxpp/core/error.hpp"
+#include "kernels/cuda_error_text.hpp"
 
 namespace flaxpp::cuda {
 
-// "CUDA error <name> (<description>)", as every message about a CUDA error words it.
-inline std::string cuda_error_text(cudaError_t err) {
-  return detail::str("CUDA error ", cudaGetErrorName(err), " (", cudaGetErrorString(err), ")");
-}
+using kernels::cuda_error_text;
 
 [[noreturn]] inline void throw_cuda_error(cudaError_t err, const char* call, const char* file,
                                           int line) {
