@@ -7,6 +7,7 @@
 #include "flaxpp/random/distributions.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/jit.hpp"
+#include "flaxpp/transforms/vmap.hpp"
 
 using namespace flaxpp;
 
@@ -113,4 +114,21 @@ TEST_CASE("traced keys: a dropout-style mask is constant to the gradient") {
   const std::vector<float> g = grad_of({Tree(key.data()), Tree(x)})[0].array().to_vector<float>();
   for (std::size_t i = 0; i < mask.size(); ++i)
     CHECK(g[i] == (mask[i] ? 2.0f : 0.0f));
+}
+
+TEST_CASE("traced keys under vmap: a batch of keys draws each key's words, stacked") {
+  // jax.vmap(lambda k: jax.random.bernoulli(jax.random.fold_in(k, 3), 0.5, (4, 3)))(keys)
+  const std::vector<random::Key> keys = random::split(random::key(11), 5);
+  const auto draw = [](const Array& data) {
+    const random::Key k = random::fold_in(random::Key::from_data(data), 3);
+    return random::bernoulli(k, 0.5, Shape{4, 3});
+  };
+  const Array batched = vmap(draw, {0})(random::key_data(keys));
+  REQUIRE(batched.shape() == Shape{5, 4, 3});
+  std::vector<bool> want;
+  for (const random::Key& k : keys) {
+    const std::vector<bool> one = draw(k.data()).to_vector<bool>();
+    want.insert(want.end(), one.begin(), one.end());
+  }
+  CHECK(batched.to_vector<bool>() == want);
 }

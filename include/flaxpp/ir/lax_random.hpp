@@ -3,6 +3,7 @@
 // traced (an argument of a jitted step) draws inside the graph. random::Key's functions bind
 // them for a traced key (random/traced_key_ops.hpp); concrete keys draw on the host. The words
 // are kernels/threefry.hpp's RandomWords on every backend. No gradient (integer results).
+// Under vmap a batch of keys gives each key's results stacked (one equation per key).
 #pragma once
 
 #include <cstdint>

@@ -87,6 +87,28 @@ Array unit_uniform(const Array& key, const Shape& shape, random::ThreefryMode mo
   return mul(convert_element_type(mantissa, DType::f32), scalar(0x1p-23, DType::f32));
 }
 
+// A batch of keys (size, 2): each key's equation, the results stacked. (JAX maps threefry over
+// the keys elementwise; here one equation per key, which is what the batches of keys that
+// vmap meets, a few per-example keys, need.)
+ir::BatchedResults batch_keys(const ir::BatchArgs& a) {
+  std::vector<Array> per_key;
+  for (std::int64_t b = 0; b < a.size; ++b) {
+    const Array key = reshape(slice(a.inputs[0], {b, 0}, {b + 1, 2}), Shape{2});
+    const Array in[] = {key};
+    const Array out = ir::bind1(a.prim, in, a.params);
+    std::vector<std::int64_t> dims = out.shape().dims();
+    dims.insert(dims.begin(), 1);
+    per_key.push_back(reshape(out, Shape(dims)));
+  }
+  return {{concatenate(per_key, 0)}, {true}};
+}
+
+const bool key_batching_registered = [] {
+  for (const ir::Primitive* prim : {&random_bits_p, &random_fold_in_p, &random_split_p})
+    ir::register_batching(*prim, batch_keys);
+  return true;
+}();
+
 const bool traced_key_ops_registered = [] {
   random::register_traced_key_ops({
       .fold_in = random_fold_in,
