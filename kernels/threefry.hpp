@@ -75,14 +75,18 @@ struct RandomWords {
   std::uint64_t n;
   std::uint32_t data = 0;  // fold_in's
 
+  // Key j of what fold_in (j = 0) or split gives: both its words, from one block where the
+  // mode draws them from one (fold_in, and split in partitionable mode).
+  FLAXPP_HD U32Pair key(std::uint32_t k0, std::uint32_t k1, std::uint64_t j) const {
+    if (op == Op::fold_in) return threefry2x32(k0, k1, 0u, data);  // the same in both modes
+    if (partitionable) return threefry_at_index(k0, k1, j);
+    return {legacy_iota_word(k0, k1, n, 2 * j), legacy_iota_word(k0, k1, n, 2 * j + 1)};
+  }
+
   FLAXPP_HD std::uint32_t operator()(std::uint32_t k0, std::uint32_t k1, std::uint64_t i) const {
-    if (op == Op::fold_in) {  // one block with counter (0, data), the same in both modes
-      const U32Pair y = threefry2x32(k0, k1, 0u, data);
-      return i == 0 ? y.x0 : y.x1;
-    }
-    if (!partitionable) return legacy_iota_word(k0, k1, n, i);  // bits, or split as (num, 2)
+    if (!partitionable && op != Op::fold_in) return legacy_iota_word(k0, k1, n, i);  // (num, 2)
     if (op == Op::bits) return partitionable_bits32(k0, k1, i);
-    const U32Pair y = threefry_at_index(k0, k1, i / 2);  // key i / 2 of a partitionable split
+    const U32Pair y = key(k0, k1, i / 2);
     return i % 2 == 0 ? y.x0 : y.x1;
   }
 };

@@ -76,7 +76,8 @@ Key fold_in(const Key& key, std::uint32_t data) {
   const kernels::RandomWords fold{
       .op = kernels::RandomWords::Op::fold_in, .partitionable = true, .n = 2, .data = data};
   const auto [k0, k1] = key.words();
-  return Key(fold(k0, k1, 0), fold(k0, k1, 1), key.mode());
+  const kernels::U32Pair y = fold.key(k0, k1, 0);
+  return Key(y.x0, y.x1, key.mode());
 }
 
 std::vector<Key> split(const Key& key, std::int64_t num) {
@@ -93,8 +94,10 @@ std::vector<Key> split(const Key& key, std::int64_t num) {
                                    .partitionable = key.mode() == ThreefryMode::partitionable,
                                    .n = 2 * n};
   const auto [k0, k1] = key.words();
-  for (std::uint64_t i = 0; i < n; ++i)
-    out.emplace_back(words(k0, k1, 2 * i), words(k0, k1, 2 * i + 1), key.mode());
+  for (std::uint64_t i = 0; i < n; ++i) {
+    const kernels::U32Pair y = words.key(k0, k1, i);
+    out.emplace_back(y.x0, y.x1, key.mode());
+  }
   return out;
 }
 

@@ -13,6 +13,10 @@ namespace flaxpp::random {
 // jax.random.bits(key, shape): uint32 words.
 Array bits(const Key& key, const Shape& shape);
 
+// A ValueError when `mode` cannot draw that many words (legacy mode: 2^32 - 1 or more), for the
+// host's draws and the random_bits primitive alike.
+void check_bits_count(const Shape& shape, ThreefryMode mode);
+
 // jax.random.uniform(key, shape, dtype, minval, maxval): values in [minval, maxval).
 // minval and maxval are first rounded to dtype, as JAX converts them.
 Array uniform(const Key& key, const Shape& shape, DType dtype = DType::f32, double minval = 0.0,

@@ -27,10 +27,6 @@ struct TracedKeyOps {
   Array (*bernoulli)(const Array& key, const Shape& shape, ThreefryMode mode, float threshold);
 };
 
-// A ValueError when `mode` cannot draw that many words (legacy mode: 2^32 - 1 or more), for the
-// host's draws and the random_bits primitive alike.
-void check_bits_count(const Shape& shape, ThreefryMode mode);
-
 void register_traced_key_ops(const TracedKeyOps& ops);
 // The registered operations; a ValueError when none are (a program that never links the ir
 // layer's primitives cannot trace).

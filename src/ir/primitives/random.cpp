@@ -2,6 +2,7 @@
 // with them: registered with the random layer as the program starts (traced_key_ops.hpp).
 #include "flaxpp/ir/lax_random.hpp"
 
+#include "flaxpp/random/distributions.hpp"
 #include "flaxpp/random/traced_key_ops.hpp"
 #include "rules.hpp"
 
@@ -26,6 +27,15 @@ bool partitionable(random::ThreefryMode mode) {
 
 std::vector<Array> no_gradient(const ir::VjpArgs&) {
   return {Array()};
+}
+
+// Row j of a (n, ...) array, without its leading axis: key j of a (n, 2) array of keys.
+Array row(const Array& a, std::int64_t j) {
+  std::vector<std::int64_t> start(static_cast<std::size_t>(a.shape().rank()), 0),
+      stop = a.shape().dims();
+  start[0] = j;
+  stop[0] = j + 1;
+  return reshape(slice(a, start, stop), Shape(std::vector(stop.begin() + 1, stop.end())));
 }
 
 }  // namespace
@@ -93,8 +103,7 @@ Array unit_uniform(const Array& key, const Shape& shape, random::ThreefryMode mo
 ir::BatchedResults batch_keys(const ir::BatchArgs& a) {
   std::vector<Array> per_key;
   for (std::int64_t b = 0; b < a.size; ++b) {
-    const Array key = reshape(slice(a.inputs[0], {b, 0}, {b + 1, 2}), Shape{2});
-    const Array in[] = {key};
+    const Array in[] = {row(a.inputs[0], b)};
     const Array out = ir::bind1(a.prim, in, a.params);
     std::vector<std::int64_t> dims = out.shape().dims();
     dims.insert(dims.begin(), 1);
@@ -117,7 +126,7 @@ const bool traced_key_ops_registered = [] {
             const Array keys = random_split(key, num, mode);
             std::vector<Array> out;
             for (std::int64_t i = 0; i < num; ++i)
-              out.push_back(reshape(slice(keys, {i, 0}, {i + 1, 2}), Shape{2}));
+              out.push_back(row(keys, i));
             return out;
           },
       .bits = random_bits,
