@@ -55,6 +55,7 @@
 #include "flaxpp/random/distributions.hpp"
 #include "flaxpp/random/initializers.hpp"
 #include "flaxpp/random/key.hpp"
+#include "flaxpp/train/fit.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"

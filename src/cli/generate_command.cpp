@@ -18,6 +18,7 @@
 #include "flaxpp/ops/sampling.hpp"
 #include "flaxpp/ops/slicing.hpp"
 #include "flaxpp/random/key.hpp"
+#include "flaxpp/train/fit.hpp"
 
 namespace flaxpp::cli {
 namespace {
@@ -143,7 +144,7 @@ int generate_command(const std::vector<std::string>& args) {
     throw ParseError(
         detail::str(o->checkpoint, ": not the model its run.json and vocab.json describe: ", *why,
                     "; keep a checkpoint with the run.json and vocab.json its training wrote"));
-  if (const auto path = first_nonfinite(state.params))
+  if (const auto path = train::first_nonfinite(state.params))
     throw ParseError(detail::str(o->checkpoint, ": the parameter params/", *path,
                                  " holds a NaN or an infinity, so the model samples nothing "
                                  "meaningful; use an earlier checkpoint, or train again with a "

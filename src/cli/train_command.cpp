@@ -44,9 +44,6 @@ std::string peak_memory() {
   return "peak memory " + format_bytes(static_cast<double>(peak_host_memory()));
 }
 
-// The training-set rows that each epoch's train loss and accuracy are measured on, at most.
-constexpr std::size_t kTrainSampleRows = 10000;
-
 constexpr const char* kTrainUsage =
     "usage: flaxpp train CONFIG.json [--max-steps N] [--fresh | --resume]\n"
     "  Trains the model CONFIG describes (see README.md): an MLP classifier on a CSV file\n"
@@ -148,6 +145,88 @@ void create_output_dir(const io::TrainConfig& c) {
                                  "); choose a directory you can write to"));
 }
 
+// What `flaxpp train` shows and writes as train::fit goes: the progress line, each epoch's
+// line, metrics.csv and curves.png (the leader's), run.json when it is to be rewritten, and
+// the stop signals (the largest over the job's processes, so that all stop together).
+class TrainObserver final : public train::FitObserver {
+ public:
+  TrainObserver(const io::TrainConfig& c, const TrainData& data, const RunFiles& files,
+                const TrainJob& job, Progress& progress, std::vector<EpochMetrics>& history,
+                bool record_pending)
+      : c_(c),
+        data_(data),
+        files_(files),
+        job_(job),
+        progress_(progress),
+        history_(history),
+        record_pending_(record_pending) {}
+
+  int stop_signal() const { return stop_signal_; }
+
+  bool stop_requested() override {
+    stop_signal_ = job_.max(g_signal);  // the same decision on every process
+    return stop_signal_ != 0;
+  }
+
+  void step_done(const train::StepProgress& p) override {
+    progress_.update(
+        detail::str("epoch ", p.epoch + 1, "/", c_.epochs), p.batch + 1, p.steps_per_epoch,
+        detail::str("loss ", fixed(p.mean_loss, 4), " acc ", fixed(p.batch_accuracy, 3), "  ",
+                    fixed(p.rows_per_second, 0), " samples/s  ETA ", fixed(p.seconds_left, 0), "s"),
+        p.batch + 1 == p.steps_per_epoch);
+  }
+
+  void evaluating(const std::string& what, std::int64_t done, std::int64_t total) override {
+    progress_.update(what, done, total, "rows", false);
+  }
+
+  void pause() override { progress_.clear(); }
+
+  void epoch_done(const train::EpochMetrics& m) override {
+    history_.push_back(m);
+    say(detail::str("epoch ", m.epoch, "/", c_.epochs, ": train loss ", fixed(m.train_loss, 4),
+                    " acc ", fixed(m.train_accuracy, 4), " | test loss ", fixed(m.test_loss, 4),
+                    " acc ", fixed(m.test_accuracy, 4), " | ", fixed(m.seconds, 1), " s"));
+    if (job_.leader()) write_metrics(files_.metrics, history_);
+  }
+
+  void saved(const train::TrainState&) override {
+    if (!job_.leader()) return;
+    if (record_pending_) write_run_record(files_, c_, data_.sha256);
+    record_pending_ = false;
+    // After each epoch's checkpoint, so that a failure to draw (e.g. a full disk) loses
+    // nothing.
+    if (history_.size() == drawn_rows_) return;
+    drawn_rows_ = history_.size();
+    try {
+      write_curves(files_.curves, history_);
+    } catch (const std::exception& e) {
+      if (!warned_plot_)
+        complain(detail::str("warning: ", files_.curves, " could not be written (", e.what(),
+                             "); training goes on"));
+      warned_plot_ = true;
+    }
+  }
+
+  void nonfinite(const std::string& what) override {
+    if (!warned_nonfinite_)
+      complain("warning: " + what + "; training goes on (\"on_nonfinite\": \"continue\")");
+    warned_nonfinite_ = true;
+  }
+
+ private:
+  const io::TrainConfig& c_;
+  const TrainData& data_;
+  const RunFiles& files_;
+  const TrainJob& job_;
+  Progress& progress_;
+  std::vector<EpochMetrics>& history_;
+  bool record_pending_;
+  std::size_t drawn_rows_ = 0;  // history_'s rows when curves.png was last drawn
+  bool warned_nonfinite_ = false, warned_plot_ = false;
+  int stop_signal_ = 0;
+};
+
 }  // namespace
 
 int train_command(const std::vector<std::string>& args) {
@@ -177,14 +256,6 @@ int train_command(const std::vector<std::string>& args) {
   job.check_agreement(c, data);
   const TrainPlan plan = plan_training(c, data);
   job.check_shards(c, plan, data);
-  // The training set's metrics are of the epoch's last parameters on a bounded sample of it (its
-  // first rows in the split's random order), so that an epoch's evaluation costs no more than
-  // kTrainSampleRows rows of forward passes however large the data; the test set's are of all
-  // of it. Each process evaluates its shard, a batch at a time.
-  const std::span<const std::int64_t> train_sample =
-      std::span(data.train).first(std::min(data.train.size(), kTrainSampleRows));
-  const std::vector<std::int64_t> train_shard = job.shard(train_sample),
-                                  test_shard = job.shard(data.test);
   if (c.batch_size > plan.train_rows)
     say(detail::str("note: $.batch_size ", c.batch_size, " exceeds the ", plan.train_rows,
                     " training rows; each epoch is one batch of them all"));
@@ -203,22 +274,6 @@ int train_command(const std::vector<std::string>& args) {
       model.init(random::key(c.seed), data.training_rows(std::vector<std::int64_t>{0}).x);
   train::TrainState state = step.init(
       variables["params"], variables.contains("batch_stats") ? variables["batch_stats"] : Tree());
-  Progress progress(job.leader() ? stderr : nullptr);
-  // Mean loss and accuracy of the parameters over `rows` (this process's), a batch at a time,
-  // its progress shown as `what`.
-  auto evaluate = [&](const train::TrainState& s, const std::vector<std::int64_t>& rows,
-                      const std::string& what) {
-    const auto n = static_cast<std::int64_t>(rows.size());
-    const auto result =
-        step.evaluate(s, n, plan.batch_rows, [&](std::int64_t begin, std::int64_t end) {
-          progress.update(what, begin, n, "rows", false);
-          const data::Dataset b = data.take(std::span(rows).subspan(
-              static_cast<std::size_t>(begin), static_cast<std::size_t>(end - begin)));
-          return std::pair{b.x, b.y};
-        });
-    progress.clear();
-    return result;
-  };
 
   const std::int64_t spe = plan.steps_per_epoch;
   std::int64_t saved_step = -1;  // the step of the checkpoint on disk (-1: none of this run)
@@ -275,46 +330,26 @@ int train_command(const std::vector<std::string>& args) {
     if (!data.vocab.empty()) write_vocab(files.vocab, data.vocab);
   }
   job.share_leader_state(state, saved_step);
+  if (state.step >= plan.total_steps && saved_step >= 0)
+    say(detail::str("nothing to train: the checkpoint is at step ", state.step, ", the end of the ",
+                    c.epochs, " epochs; pass --fresh to train again from scratch"));
 
-  const bool stop_on_nonfinite = c.on_nonfinite == io::OnNonfinite::stop;
-  // Stops without saving: the checkpoint on disk (if any) is the last finite state.
-  auto nonfinite_stop = [&](const std::string& what) {
-    complain(detail::str(what, "; stopped without saving that state: ",
-                         saved_step >= 0 ? detail::str(files.checkpoint, " keeps step ", saved_step,
-                                                       ", the last finite one")
-                                         : std::string("no finite state was saved yet"),
-                         ". Lower the learning rate ($.optimizer), check the data, or set "
-                         "\"on_nonfinite\": \"continue\" to train on regardless."));
-    return 1;
-  };
-  bool warned_nonfinite = false, warned_plot = false;
-  // The step whose parameters the last epoch's evaluation saw (every process alike), and its
-  // test accuracy.
-  std::pair<std::int64_t, float> last_test{-1, 0.0f};
-  auto warn_nonfinite = [&](const std::string& what) {
-    if (!warned_nonfinite)
-      complain("warning: " + what + "; training goes on (\"on_nonfinite\": \"continue\")");
-    warned_nonfinite = true;
-  };
-  // Saves the state, unless it is not finite and the config says stop (then returns false).
-  auto save = [&]() -> bool {
-    if (stop_on_nonfinite) {
-      for (const auto& [name, tree] :
-           {std::pair{"params", &state.params}, std::pair{"opt_state", &state.opt_state},
-            std::pair{"batch_stats", &state.batch_stats}})
-        if (const auto path = first_nonfinite(*tree)) {
-          nonfinite_stop(detail::str("the ", name, " leaf ", *path, " became non-finite by step ",
-                                     state.step));
-          return false;
-        }
-    }
-    job.check_replicas(state);
-    if (job.leader()) io::save_checkpoint(files.checkpoint, state.to_tree());
-    saved_step = state.step;
-    if (record_pending && job.leader()) write_run_record(files, c, data.sha256);
-    record_pending = false;
-    return true;
-  };
+  // The data as train::fit takes it: the training rows by their position in the split's
+  // training set, and the test set's.
+  const train::Rows train_rows{.count = plan.train_rows,
+                               .take = [&](std::span<const std::int64_t> positions) {
+                                 return data.training_rows(positions);
+                               }};
+  const train::Rows test_rows{.count = static_cast<std::int64_t>(data.test.size()),
+                              .take = [&](std::span<const std::int64_t> positions) {
+                                std::vector<std::int64_t> rows;
+                                rows.reserve(positions.size());
+                                for (const std::int64_t p : positions)
+                                  rows.push_back(data.test[static_cast<std::size_t>(p)]);
+                                return data.take(rows);
+                              }};
+  Progress progress(job.leader() ? stderr : nullptr);
+  TrainObserver observer(c, data, files, job, progress, history, record_pending);
 
   // Ctrl-C, and SIGTERM (what schedulers and mpirun send), end the run at the next step boundary
   // with a checkpoint; exit 128 + the signal.
@@ -325,115 +360,50 @@ int train_command(const std::vector<std::string>& args) {
     std::signal(SIGUSR2, on_stop_signal);
   }
   const auto start = Clock::now();
-  auto epoch_start = start;
-  std::vector<std::vector<std::int64_t>> batches;
-  std::int64_t batches_epoch = -1, done = 0, steps_this_run = 0;
-  double loss_sum = 0;
-  float batch_accuracy = 0;  // of a recent batch, measured every 10th step
-  if (state.step >= plan.total_steps && saved_step >= 0)
-    say(detail::str("nothing to train: the checkpoint is at step ", state.step, ", the end of the ",
-                    c.epochs, " epochs; pass --fresh to train again from scratch"));
-  bool stopped = false, interrupted = false;
-  int stop_signal = 0;
-  while (state.step < plan.total_steps) {
-    stop_signal = job.max(g_signal);  // the same decision on every process
-    interrupted = stop_signal != 0;
-    if (interrupted || (options->max_steps && state.step >= *options->max_steps)) {
-      stopped = true;
+  const train::FitResult result =
+      train::fit(step, state, train_rows, test_rows,
+                 {.epochs = c.epochs,
+                  .batch_size = c.batch_size,
+                  .seed = static_cast<std::uint64_t>(c.seed),
+                  .max_steps = options->max_steps,
+                  // Every process passes the path; the leader alone writes it.
+                  .checkpoint = files.checkpoint,
+                  .resume = false,  // resumed above, with the run's checks
+                  .saved_step = saved_step,
+                  .on_nonfinite = c.on_nonfinite},
+                 observer);
+  using End = train::FitResult::End;
+  switch (result.end) {
+    case End::nonfinite:
+      complain(detail::str(result.nonfinite, "; stopped without saving that state: ",
+                           result.saved_step >= 0
+                               ? detail::str(files.checkpoint, " keeps step ", result.saved_step,
+                                             ", the last finite one")
+                               : std::string("no finite state was saved yet"),
+                           ". Lower the learning rate ($.optimizer), check the data, or set "
+                           "\"on_nonfinite\": \"continue\" to train on regardless."));
+      return 1;
+    case End::max_steps:
+    case End::stop_requested: {
+      const bool interrupted = result.end == End::stop_requested;
+      if (!interrupted && result.steps_taken == 0 && saved_step >= 0) {
+        say(detail::str("already at step ", state.step, " (--max-steps ", *options->max_steps,
+                        "): no step taken; ", files.checkpoint, " is unchanged"));
+        return 0;
+      }
+      say(detail::str(interrupted ? "interrupted" : "stopped", " at step ", state.step,
+                      ": checkpoint saved to ", files.checkpoint, " (", peak_memory(),
+                      "); run the same command again to resume"));
+      return interrupted ? 128 + observer.stop_signal() : 0;
+    }
+    case End::finished:
       break;
-    }
-    const std::int64_t epoch = state.step / spe, b = state.step % spe;
-    if (epoch != batches_epoch) {
-      batches = data::epoch_batches(plan.train_rows, c.batch_size,
-                                    static_cast<std::uint64_t>(c.seed), epoch, false);
-      batches_epoch = epoch;
-      epoch_start = Clock::now();
-      loss_sum = 0;
-      done = 0;
-    }
-    const data::Dataset batch = data.training_rows(job.shard(batches[static_cast<std::size_t>(b)]));
-    const float loss = step(state, batch.x, batch.y);
-    ++steps_this_run;
-    if (!std::isfinite(loss)) {
-      const std::string what =
-          detail::str("the loss became ", fixed(loss, 4), " at step ", state.step, " (epoch ",
-                      epoch + 1, ", batch ", b + 1, " of ", spe, ")");
-      if (stop_on_nonfinite) {
-        progress.clear();
-        return nonfinite_stop(what);
-      }
-      warn_nonfinite(what);
-    }
-    if (done % 10 == 0) batch_accuracy = step.evaluate(state, batch.x, batch.y).second;
-    loss_sum += loss;
-    ++done;
-    const double secs = seconds_since(epoch_start);
-    const double eta =
-        secs / static_cast<double>(done) * static_cast<double>(plan.total_steps - state.step);
-    progress.update(
-        detail::str("epoch ", epoch + 1, "/", c.epochs), b + 1, spe,
-        detail::str("loss ", fixed(loss_sum / static_cast<double>(done), 4), " acc ",
-                    fixed(batch_accuracy, 3), "  ",
-                    fixed(static_cast<double>(done * plan.batch_rows) / std::max(secs, 1e-9), 0),
-                    " samples/s  ETA ", fixed(eta, 0), "s"),
-        b + 1 == spe);
-    if (state.step % spe != 0) continue;
-
-    // The epoch's end: its metrics row first, then the checkpoint, so that no row is lost (a
-    // resumed run drops rows past its checkpoint and writes them again).
-    progress.clear();
-    const auto [train_loss, train_acc] = evaluate(state, train_shard, "evaluate train");
-    const auto [test_loss, test_acc] = evaluate(state, test_shard, "evaluate test");
-    last_test = {state.step, test_acc};
-    if (!std::isfinite(train_loss) || !std::isfinite(test_loss)) {
-      const bool train_bad = !std::isfinite(train_loss);
-      const std::string what = detail::str(
-          "the loss over the ", train_bad ? "training" : "test", " set became ",
-          fixed(train_bad ? train_loss : test_loss, 4), " at the end of epoch ", epoch + 1);
-      if (stop_on_nonfinite) return nonfinite_stop(what);
-      warn_nonfinite(what);
-    }
-    const double epoch_secs = seconds_since(epoch_start);
-    history.push_back(
-        {epoch + 1, state.step, train_loss, train_acc, test_loss, test_acc, epoch_secs});
-    say(detail::str("epoch ", epoch + 1, "/", c.epochs, ": train loss ", fixed(train_loss, 4),
-                    " acc ", fixed(train_acc, 4), " | test loss ", fixed(test_loss, 4), " acc ",
-                    fixed(test_acc, 4), " | ", fixed(epoch_secs, 1), " s"));
-    if (job.leader()) write_metrics(files.metrics, history);
-    if (!save()) return 1;
-    if (job.leader()) {
-      try {
-        write_curves(files.curves, history);
-      } catch (const std::exception& e) {  // e.g. a full disk: the checkpoint is saved already
-        if (!warned_plot)
-          complain(detail::str("warning: ", files.curves, " could not be written (", e.what(),
-                               "); training goes on"));
-        warned_plot = true;
-      }
-    }
   }
-  progress.clear();
-  if (stopped) {
-    if (!interrupted && steps_this_run == 0 && saved_step >= 0) {
-      say(detail::str("already at step ", state.step, " (--max-steps ", *options->max_steps,
-                      "): no step taken; ", files.checkpoint, " is unchanged"));
-      return 0;
-    }
-    if (state.step != saved_step && !save()) return 1;
-    say(detail::str(interrupted ? "interrupted" : "stopped", " at step ", state.step,
-                    ": checkpoint saved to ", files.checkpoint, " (", peak_memory(),
-                    "); run the same command again to resume"));
-    return interrupted ? 128 + stop_signal : 0;
-  }
-  // The last epoch's evaluation is of these parameters already, unless the run took no step.
-  const float test_acc = last_test.first == state.step
-                             ? last_test.second
-                             : evaluate(state, test_shard, "evaluate test").second;
   say(detail::str("metrics: ", files.metrics,
                   plots_available() ? ", curves: " + files.curves : std::string(),
                   ", checkpoint: ", files.checkpoint, " (", fixed(seconds_since(start), 1), " s, ",
                   peak_memory(), ")"));
-  say("test accuracy: " + fixed(test_acc, 4));
+  say("test accuracy: " + fixed(result.test_accuracy, 4));
   return 0;
 }
 

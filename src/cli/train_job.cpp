@@ -10,6 +10,7 @@
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/dist/process_group.hpp"
 #include "flaxpp/dist/replicated.hpp"
+#include "flaxpp/train/fit.hpp"
 
 namespace flaxpp::cli {
 
@@ -74,9 +75,7 @@ void TrainJob::check_agreement(const io::TrainConfig& config, const TrainData& d
 void TrainJob::check_shards(const io::TrainConfig& config, const TrainPlan& plan,
                             const TrainData& data) const {
   if (size_ == 1) return;
-  // The smallest batch: the last one of an epoch when batch_size does not divide the rows.
-  const std::int64_t last = plan.train_rows - (plan.steps_per_epoch - 1) * config.batch_size;
-  const std::int64_t smallest = std::min(plan.batch_rows, last);
+  const std::int64_t smallest = train::smallest_batch_rows(plan.train_rows, config.batch_size);
   if (smallest < size_)
     throw ValueError(detail::str(
         "$.batch_size: ", config.batch_size, " over the ", plan.train_rows,
@@ -89,12 +88,6 @@ void TrainJob::check_shards(const io::TrainConfig& config, const TrainPlan& plan
     throw ValueError(detail::str("$.data.test_fraction: the test set has ", test_rows,
                                  " rows, fewer than the ", size_,
                                  " processes of this job; raise it or use fewer processes"));
-}
-
-std::vector<std::int64_t> TrainJob::shard(std::span<const std::int64_t> rows) const {
-  const auto [begin, end] =
-      dist::shard_bounds(static_cast<std::int64_t>(rows.size()), rank_, size_);
-  return {rows.begin() + begin, rows.begin() + end};
 }
 
 void TrainJob::share_leader_state(train::TrainState& state, std::int64_t& saved_step) const {
@@ -112,13 +105,6 @@ void TrainJob::share_leader_state(train::TrainState& state, std::int64_t& saved_
           .to_vector<std::int32_t>();
   state.step = steps[0];
   saved_step = steps[1];
-}
-
-void TrainJob::check_replicas(const train::TrainState& state) const {
-  if (size_ <= 1) return;
-  dist::check_replicated(*comm_, state.params, "parameters");
-  if (!state.batch_stats.leaves().empty())
-    dist::check_replicated(*comm_, state.batch_stats, "batch statistics");
 }
 
 int TrainJob::max(int value) const {

@@ -39,13 +39,8 @@ class TrainJob {
   // there are processes (every process needs at least one row of each).
   void check_shards(const io::TrainConfig& config, const TrainPlan& plan,
                     const TrainData& data) const;
-  // This process's rows of a global batch or data set (given as row indices).
-  std::vector<std::int64_t> shard(std::span<const std::int64_t> rows) const;
-
   // The leader's state (and the step of its checkpoint on disk) on every process.
   void share_leader_state(train::TrainState& state, std::int64_t& saved_step) const;
-  // Throws DistributedError unless every process holds the leader's parameters' bits.
-  void check_replicas(const train::TrainState& state) const;
   // The largest of every process's `value` (e.g. the signal that reached one of them).
   int max(int value) const;
 

@@ -7,13 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "flaxpp/train/fit.hpp"
+
 namespace flaxpp::cli {
 
-struct EpochMetrics {
-  std::int64_t epoch = 0, step = 0;  // 1-based epoch; steps taken at its end
-  float train_loss = 0, train_accuracy = 0, test_loss = 0, test_accuracy = 0;
-  double seconds = 0;
-};
+using train::EpochMetrics;
 
 // The rows of `file` whose step is at most `up_to_step`, in file order; none when the file does
 // not exist. Lines that are not rows (a torn or edited line) are skipped and counted in

@@ -319,20 +319,6 @@ std::optional<std::string> tree_difference(const Tree& expected_tree, const Tree
   return std::nullopt;
 }
 
-std::optional<std::string> first_nonfinite(const Tree& tree) {
-  for (const auto& [path, a] : tree.flatten()) {
-    bool finite = true;
-    if (a.dtype() == DType::f32)
-      for (const float v : a.to_vector<float>())
-        finite = finite && std::isfinite(v);
-    if (a.dtype() == DType::f64)
-      for (const double v : a.to_vector<double>())
-        finite = finite && std::isfinite(v);
-    if (!finite) return path;
-  }
-  return std::nullopt;
-}
-
 train::TrainState load_checkpoint_state(const RunFiles& files, const io::TrainConfig& c,
                                         const train::TrainState& fresh) {
   train::TrainState loaded;

@@ -88,9 +88,6 @@ RecordCheck check_run_record(const RunFiles& files, const io::TrainConfig& confi
 std::optional<std::string> tree_difference(const Tree& expected, const Tree& found,
                                            std::string_view name, const std::string& what);
 
-// The path of the first float leaf holding a NaN or an infinity.
-std::optional<std::string> first_nonfinite(const Tree& tree);
-
 // The state in the checkpoint, on the default device. Throws (naming the checkpoint and saying
 // how to go on) when it cannot be read, when its step is negative, or when its parameters or
 // optimiser state differ in paths, shapes or dtypes from `fresh` (a state of the configured

@@ -14,6 +14,7 @@
 #include "flaxpp/io/checkpoint.hpp"
 #include "flaxpp/io/json.hpp"
 #include "flaxpp/optim/transform.hpp"
+#include "flaxpp/train/fit.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 
 namespace flaxpp::io {
@@ -21,7 +22,7 @@ namespace flaxpp::io {
 // What training does when a loss becomes NaN or infinite ("on_nonfinite"): stop without saving
 // the non-finite state (the last finite checkpoint stays), in the spirit of JAX's
 // jax_debug_nans; or go on training (and checkpointing) whatever the values.
-enum class OnNonfinite { stop, keep_going };
+using train::OnNonfinite;
 
 struct TrainConfig {
   // Either a CSV file (path) for the MLP classifier, or a text file (text) for the language

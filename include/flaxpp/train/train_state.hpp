@@ -111,6 +111,7 @@ class ClassifierStep {
   // global batch's update to identical parameters. The step returns the global batch's loss,
   // and evaluate the whole data set's metrics. nullptr (the default): one process.
   void set_communicator(dist::Communicator* comm);
+  dist::Communicator* communicator() const { return comm_; }
   // Dropout: each step draws from fold_in(key, state.step) — data-parallel, folded once more
   // with the process's rank, so that replicas drop different units — given to the model as its
   // "dropout" rng stream. The key enters the jitted step as an argument: new masks every step
