@@ -24,10 +24,13 @@ int device_count() noexcept {
   return count;
 }
 
-CudaBackend::CudaBackend(int index) : Backend(Device::cuda(index)), index_(index) {
-  FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
-  FLAXPP_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  FLAXPP_CUDA_CHECK(cudaStreamCreateWithFlags(&copy_stream_, cudaStreamNonBlocking));
+int CudaBackend::selected(int index) {
+  FLAXPP_CUDA_CHECK(cudaSetDevice(index));
+  return index;
+}
+
+CudaBackend::CudaBackend(int index)
+    : Backend(Device::cuda(index)), index_(selected(index)), blas_(index, stream_.get()) {
   FLAXPP_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool_, index_));
   std::size_t free_bytes = 0;
   FLAXPP_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_memory_));
@@ -39,118 +42,21 @@ CudaBackend::CudaBackend(int index) : Backend(Device::cuda(index)), index_(index
 }
 
 CudaBackend::~CudaBackend() {
-  // Destructors never throw: report and go on.
+  // The members release the rest, the streams last.
   destroy_retired_graphs();
-  if (cudaDeviceSynchronize() == cudaSuccess)
-    for (auto& [size, blocks] : pinned_cache_)
-      for (const PinnedBlock& b : blocks)
-        (void)cudaFreeHost(b.ptr);
-  if (blas_ != nullptr && cublasDestroy(blas_) != CUBLAS_STATUS_SUCCESS)
-    std::fprintf(stderr, "flaxpp: cublasDestroy failed on cuda:%d\n", index_);
-  if (blas_workspace_ != nullptr) (void)cudaFree(blas_workspace_);
-  if (copy_stream_ != nullptr && cudaStreamDestroy(copy_stream_) != cudaSuccess)
-    std::fprintf(stderr, "flaxpp: cudaStreamDestroy failed on cuda:%d\n", index_);
-  if (stream_ != nullptr && cudaStreamDestroy(stream_) != cudaSuccess)
-    std::fprintf(stderr, "flaxpp: cudaStreamDestroy failed on cuda:%d\n", index_);
 }
 
 void CudaBackend::synchronize() const {
   refuse_in_capture("waiting for the GPU (synchronize)");
-  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(copy_stream_));  // offload copies (desk review F8)
+  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(copy_stream_.get()));  // offloads (desk review F8)
   index_faults_->raise_pending();
 }
 
 cublasHandle_t CudaBackend::blas() {
-  std::call_once(blas_once_, [this] {
-    // cudaMalloc and cublasCreate cannot be recorded: the first product runs eagerly.
+  return blas_.get([this] {
     refuse_in_capture("creating the cuBLAS handle (run one step eagerly before recording)");
-    FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
-    void* workspace = nullptr;
-    FLAXPP_CUDA_CHECK(cudaMalloc(&workspace, kBlasWorkspaceBytes));
-    cublasHandle_t handle = nullptr;
-    cublasStatus_t status = cublasCreate(&handle);
-    const char* call = "cublasCreate";
-    // cublasSetStream resets the workspace to cuBLAS's own: the workspace is set after it.
-    if (status == CUBLAS_STATUS_SUCCESS) {
-      status = cublasSetStream(handle, stream_);
-      call = "cublasSetStream";
-    }
-    if (status == CUBLAS_STATUS_SUCCESS) {
-      status = cublasSetWorkspace(handle, workspace, kBlasWorkspaceBytes);
-      call = "cublasSetWorkspace";
-    }
-    // Split-k partial sums of bf16/f16 products stay in float32, as XLA accumulates them.
-    if (status == CUBLAS_STATUS_SUCCESS) {
-      status = cublasSetMathMode(
-          handle, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
-                                            CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
-      call = "cublasSetMathMode";
-    }
-    if (status != CUBLAS_STATUS_SUCCESS) {
-      if (handle != nullptr) (void)cublasDestroy(handle);
-      (void)cudaFree(workspace);
-      throw_cublas_error(status, call, __FILE__, __LINE__);
-    }
-    blas_workspace_ = workspace;
-    blas_ = handle;
   });
-  return blas_;
-}
-
-namespace {
-
-// Pinned blocks are cached by page-rounded size, up to this many free bytes: cudaMallocHost
-// and cudaFreeHost synchronise the device, which an offload per residual must not.
-constexpr std::size_t kPinnedPage = 4096;
-constexpr std::size_t kPinnedCacheLimit = std::size_t{1} << 30;
-
-std::size_t pinned_size(std::int64_t bytes) {
-  const auto b = static_cast<std::size_t>(bytes == 0 ? 1 : bytes);
-  return (b + kPinnedPage - 1) / kPinnedPage * kPinnedPage;
-}
-
-// An event recorded on `stream` now, or nullptr (the error cleared) when that failed.
-std::shared_ptr<CUevent_st> recorded_event(cudaStream_t stream) noexcept {
-  cudaEvent_t e = nullptr;
-  if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return nullptr;
-  }
-  try {
-    std::shared_ptr<CUevent_st> event(e, [](cudaEvent_t ev) { (void)cudaEventDestroy(ev); });
-    if (cudaEventRecord(e, stream) == cudaSuccess) return event;
-  } catch (...) {  // no memory for the control block: the deleter has destroyed the event
-  }
-  (void)cudaGetLastError();
-  return nullptr;
-}
-
-// Whether the work before `e` has finished. "Not yet" (cudaErrorNotReady) is an answer, not a
-// failure: it is cleared from the last-error slot, where the next launch check would find it.
-bool completed(const std::shared_ptr<CUevent_st>& e) {
-  const cudaError_t err = cudaEventQuery(e.get());
-  if (err == cudaSuccess) return true;
-  if (err == cudaErrorNotReady) (void)cudaGetLastError();
-  return false;
-}
-
-}  // namespace
-
-void* CudaBackend::take_pinned(std::size_t size) {
-  std::lock_guard lock(pinned_mutex_);
-  auto it = pinned_cache_.find(size);
-  if (it == pinned_cache_.end()) return nullptr;
-  auto& blocks = it->second;
-  for (std::size_t i = 0; i < blocks.size(); ++i) {
-    // Reusable once both streams are past everything that used it.
-    if (!completed(blocks[i].main_done) || !completed(blocks[i].copy_done)) continue;
-    void* ptr = blocks[i].ptr;
-    blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(i));
-    pinned_cached_ -= size;
-    return ptr;
-  }
-  return nullptr;
 }
 
 void CudaBackend::refuse_in_capture(const char* what) const {
@@ -167,7 +73,7 @@ void* CudaBackend::allocate_impl(std::int64_t bytes, MemoryKind kind, std::uint6
   FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
   if (kind == MemoryKind::pinned_host) {
     refuse_in_capture("pinned host memory (an offload policy)");
-    if (void* cached = take_pinned(pinned_size(bytes))) return cached;
+    if (void* cached = pinned_.take(PinnedCache::block_size(bytes))) return cached;
   }
   const auto size = static_cast<std::size_t>(bytes == 0 ? 1 : bytes);
   // More than the device has is out of memory, whatever the driver would answer for a request
@@ -175,8 +81,8 @@ void* CudaBackend::allocate_impl(std::int64_t bytes, MemoryKind kind, std::uint6
   if (kind == MemoryKind::device && size > total_memory_) return nullptr;
   void* ptr = nullptr;
   const auto allocate = [&] {
-    return kind == MemoryKind::device ? cudaMallocFromPoolAsync(&ptr, size, pool_, stream_)
-                                      : cudaMallocHost(&ptr, pinned_size(bytes));
+    return kind == MemoryKind::device ? cudaMallocFromPoolAsync(&ptr, size, pool_, stream())
+                                      : cudaMallocHost(&ptr, PinnedCache::block_size(bytes));
   };
   cudaError_t err = allocate();
   // Out of device memory: once more after giving back what caches hold (desk review 2 #5),
@@ -204,7 +110,6 @@ void* CudaBackend::allocate_impl(std::int64_t bytes, MemoryKind kind, std::uint6
 
 void CudaBackend::deallocate_impl(const Allocation& a) noexcept {
   (void)cudaSetDevice(index_);
-  bool copying = false;  // a side-stream copy reads or writes this buffer
   {
     std::lock_guard lock(mutex_);
     if (a.kind == MemoryKind::device && never_made_.erase(a.serial) != 0) return;
@@ -212,7 +117,7 @@ void CudaBackend::deallocate_impl(const Allocation& a) noexcept {
       if (a.kind == MemoryKind::device && capture_->made.erase(a.serial) != 0) {
         // A graph allocation freed inside the recording becomes a free node. If the capture
         // was invalidated, this fails as everything queued now does: it ends with the capture.
-        (void)cudaFreeAsync(a.data, stream_);
+        (void)cudaFreeAsync(a.data, stream());
         (void)cudaGetLastError();
         return;
       }
@@ -231,8 +136,8 @@ void CudaBackend::deallocate_impl(const Allocation& a) noexcept {
                            "graph recording");
       return;
     }
-    copying = pending_.erase(a.data) != 0;
   }
+  const bool copying = copies_.forget(a.data);  // a side-stream copy reads or writes it
   cudaError_t err = cudaSuccess;
   if (a.kind == MemoryKind::device) {
     // Stream-ordered free. A buffer a side-stream copy reads is freed on that stream, after
@@ -240,45 +145,25 @@ void CudaBackend::deallocate_impl(const Allocation& a) noexcept {
     if (copying) {
       cudaEvent_t main_done = nullptr;
       err = cudaEventCreateWithFlags(&main_done, cudaEventDisableTiming);
-      if (err == cudaSuccess) err = cudaEventRecord(main_done, stream_);
-      if (err == cudaSuccess) err = cudaStreamWaitEvent(copy_stream_, main_done, 0);
+      if (err == cudaSuccess) err = cudaEventRecord(main_done, stream());
+      if (err == cudaSuccess) err = cudaStreamWaitEvent(copy_stream_.get(), main_done, 0);
       if (main_done != nullptr) (void)cudaEventDestroy(main_done);
     }
-    if (err == cudaSuccess) err = cudaFreeAsync(a.data, copying ? copy_stream_ : stream_);
+    if (err == cudaSuccess) err = cudaFreeAsync(a.data, copying ? copy_stream_.get() : stream());
   } else {
     // Pinned memory goes back to the cache, reusable once both streams have passed the work
     // queued so far (a restore may still be reading it). Only beyond the cache's limit, or
     // without events, is it freed at once, after both streams finish.
-    const std::size_t size = pinned_size(a.bytes);
-    PinnedBlock block{a.data, recorded_event(stream_), recorded_event(copy_stream_)};
-    if (block.main_done && block.copy_done) {
-      std::lock_guard lock(pinned_mutex_);
-      if (pinned_cached_ + size <= kPinnedCacheLimit) {
-        try {
-          pinned_cache_[size].push_back(std::move(block));
-          pinned_cached_ += size;
-          return;
-        } catch (...) {  // no memory for the entry: free the block below
-        }
-      }
-    }
-    err = cudaStreamSynchronize(copy_stream_);
-    if (err == cudaSuccess) err = cudaStreamSynchronize(stream_);
+    if (pinned_.keep(a.data, PinnedCache::block_size(a.bytes), stream(), copy_stream_.get()))
+      return;
+    err = cudaStreamSynchronize(copy_stream_.get());
+    if (err == cudaSuccess) err = cudaStreamSynchronize(stream());
     if (err == cudaSuccess) err = cudaFreeHost(a.data);
   }
   if (err != cudaSuccess) {
     std::fprintf(stderr, "flaxpp: freeing CUDA memory failed: %s\n", cudaGetErrorString(err));
     (void)cudaGetLastError();  // reported: not the next kernel's error
   }
-}
-
-void CudaBackend::wait_for_copy(const void* ptr) const {
-  std::shared_ptr<CUevent_st> done;
-  {
-    std::lock_guard lock(mutex_);
-    if (auto it = pending_.find(ptr); it != pending_.end()) done = it->second;
-  }
-  if (done) FLAXPP_CUDA_CHECK(cudaStreamWaitEvent(stream_, done.get(), 0));
 }
 
 void CudaBackend::copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t bytes) {
@@ -293,27 +178,22 @@ void CudaBackend::copy_async_impl(const Buffer& src, Buffer& dst, std::int64_t b
     // only after a synchronisation) until the copy has run.
     wait_for_copy(src.data());
     FLAXPP_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), static_cast<std::size_t>(bytes),
-                                      cudaMemcpyHostToDevice, stream_));
+                                      cudaMemcpyHostToDevice, stream()));
     return;
   }
   if (!offload) {
     copy_impl(src, 0, dst, 0, bytes);
     return;
   }
-  auto make_event = [] {
-    cudaEvent_t e = nullptr;
-    FLAXPP_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    return std::shared_ptr<CUevent_st>(e, [](cudaEvent_t ev) { (void)cudaEventDestroy(ev); });
-  };
-  const std::shared_ptr<CUevent_st> ready = make_event(), done = make_event();
-  FLAXPP_CUDA_CHECK(cudaEventRecord(ready.get(), stream_));  // the source has been computed
-  FLAXPP_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_, ready.get(), 0));
+  // The copy stream waits (on the GPU) until the source has been computed.
+  cudaEvent_t ready = nullptr;
+  FLAXPP_CUDA_CHECK(cudaEventCreateWithFlags(&ready, cudaEventDisableTiming));
+  const std::unique_ptr<CUevent_st, cudaError_t (*)(cudaEvent_t)> owned(ready, cudaEventDestroy);
+  FLAXPP_CUDA_CHECK(cudaEventRecord(ready, stream()));
+  FLAXPP_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_.get(), ready, 0));
   FLAXPP_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), static_cast<std::size_t>(bytes),
-                                    cudaMemcpyDeviceToHost, copy_stream_));
-  FLAXPP_CUDA_CHECK(cudaEventRecord(done.get(), copy_stream_));
-  std::lock_guard lock(mutex_);
-  pending_[src.data()] = done;
-  pending_[dst.data()] = done;
+                                    cudaMemcpyDeviceToHost, copy_stream_.get()));
+  copies_.copied(src.data(), dst.data(), copy_stream_.get());
 }
 
 void CudaBackend::copy_to_host_impl(const void* src, void* dst, std::int64_t bytes) const {
@@ -321,8 +201,8 @@ void CudaBackend::copy_to_host_impl(const void* src, void* dst, std::int64_t byt
   FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
   wait_for_copy(src);
   FLAXPP_CUDA_CHECK(
-      cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
-  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      cudaMemcpyAsync(dst, src, static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream()));
+  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream()));
   index_faults_->raise_pending();
 }
 
@@ -336,12 +216,12 @@ void CudaBackend::copy_from_host_impl(const void* src, void* dst, std::int64_t b
   if (attributes.type == cudaMemoryTypeUnregistered && size <= HostStaging::kMaxSlotBytes) {
     // Pageable memory, which the caller may free on return: through a pinned staging slot,
     // without waiting for the stream (desk review F5).
-    staging_.upload(src, dst, size, stream_);
+    staging_.upload(src, dst, size, stream());
     return;
   }
   // Pinned memory (or a large pageable copy): the caller's source is read before returning.
-  FLAXPP_CUDA_CHECK(cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, stream_));
-  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  FLAXPP_CUDA_CHECK(cudaMemcpyAsync(dst, src, size, cudaMemcpyDefault, stream()));
+  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream()));
 }
 
 void CudaBackend::copy_impl(const Buffer& src, std::int64_t src_offset, Buffer& dst,
@@ -354,11 +234,11 @@ void CudaBackend::copy_impl(const Buffer& src, std::int64_t src_offset, Buffer& 
   wait_for_copy(dst.data());
   FLAXPP_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(dst.data()) + dst_offset,
                                     static_cast<const std::byte*>(src.data()) + src_offset,
-                                    static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream_));
+                                    static_cast<std::size_t>(bytes), cudaMemcpyDefault, stream()));
   // Device-to-device copies are ordered like compute; a copy into pinned host memory completes
   // before returning (Backend's contract: the caller may read it next).
   if (!on_device) {
-    FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream()));
     index_faults_->raise_pending();
   }
 }
@@ -375,7 +255,7 @@ void CudaBackend::fill_impl(Buffer& dst, const void* value, std::size_t itemsize
     return;
   }
   wait_for_copy(dst.data());
-  const cudaError_t err = kernels::launch_fill(dst.data(), value, itemsize, count, stream_);
+  const cudaError_t err = kernels::launch_fill(dst.data(), value, itemsize, count, stream());
   if (err != cudaSuccess) throw_cuda_error(err, "the fill kernel", __FILE__, __LINE__);
 }
 
@@ -387,8 +267,8 @@ void CudaBackend::release_cached_memory() {
   // Frees queued on either stream complete first, so that the trims see them; then the memory
   // destroyed graphs left cached for graphs, and the pool's unused memory, go to the driver.
   // (Not synchronize(): a bad index found meanwhile is the step's error, raised at its sync.)
-  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(copy_stream_));
+  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(stream()));
+  FLAXPP_CUDA_CHECK(cudaStreamSynchronize(copy_stream_.get()));
   FLAXPP_CUDA_CHECK(cudaDeviceGraphMemTrim(index_));
   trim_pool();
 }

@@ -1,7 +1,12 @@
-// The CUDA backend's memory: device buffers from the stream-ordered allocator (a
-// cudaMemPool per device, cudaMallocAsync on the backend's stream), pinned host buffers for
+// The CUDA backend's memory: device buffers from the stream-ordered allocator (the device's
+// default cudaMemPool, cudaMallocAsync on the backend's stream), pinned host buffers for
 // offloaded residuals (cudaMallocHost). Never managed memory. Primitives run on the same
-// stream (cuda_eval.hpp), so stream order alone makes allocation, compute and free safe.
+// stream (cuda_eval.hpp), so stream order alone makes allocation, compute and free safe. What it
+// holds is in small owners, each releasing its resource: the streams (cuda_stream.hpp), the
+// pinned-block cache (cuda_pinned_cache.hpp), the side-stream copies in flight
+// (cuda_copy_tracker.hpp), the cuBLAS handle and workspace (cuda_blas_handle.hpp), the upload
+// staging (cuda_staging.hpp) and the index-fault flag (cuda_index_faults.hpp); the backend
+// itself keeps the state of a recording, which its allocations and frees consult.
 #pragma once
 
 #include <cublas_v2.h>
@@ -10,18 +15,20 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
 #include "backend/cuda/cublaslt_bias_plans.hpp"
+#include "backend/cuda/cuda_blas_handle.hpp"
+#include "backend/cuda/cuda_copy_tracker.hpp"
 #include "backend/cuda/cuda_index_faults.hpp"
+#include "backend/cuda/cuda_pinned_cache.hpp"
 #include "backend/cuda/cuda_staging.hpp"
+#include "backend/cuda/cuda_stream.hpp"
 #include "flaxpp/core/backend.hpp"
 
 namespace flaxpp::cuda {
@@ -34,8 +41,8 @@ class CudaBackend final : public Backend {
   explicit CudaBackend(int index);
   ~CudaBackend() override;
 
-  cudaStream_t stream() const { return stream_; }
-  void* stream_handle() const override { return stream_; }
+  cudaStream_t stream() const { return stream_.get(); }
+  void* stream_handle() const override { return stream_.get(); }
   // The device's memory in bytes (larger requests are out of memory at once).
   std::size_t total_memory() const { return total_memory_; }
   // Whether work queued now is being recorded into a CUDA graph (capture()).
@@ -50,7 +57,7 @@ class CudaBackend final : public Backend {
   // The workspace blas() set (kBlasWorkspaceBytes), which cuBLASLt calls take explicitly.
   void* blas_workspace() {
     blas();
-    return blas_workspace_;
+    return blas_.workspace();
   }
   // The cuBLASLt bias-epilogue plans chosen for this device so far (dot_general_bias).
   LtBiasPlans& lt_bias_plans() { return lt_bias_plans_; }
@@ -59,16 +66,14 @@ class CudaBackend final : public Backend {
   const IndexFaults& index_faults() const { return *index_faults_; }
   // Orders work queued next on stream() after any side-stream copy still reading or writing
   // `ptr`: call it before writing an existing buffer in place (a donated operand).
-  void before_write(const void* ptr) const { wait_for_copy(ptr); }
+  void before_write(const void* ptr) const { copies_.order_after(ptr, stream()); }
   // Buffers (by serial) that a recording kept but never launched: they were never allocated,
   // so their frees are skipped.
   void forget_allocations(const std::unordered_set<std::uint64_t>& never_made);
   // Hands the pool's unused memory back to the driver, where a CUDA graph's memory comes from.
   void trim_pool();
 
-  // cuBLAS's workspace, one per handle, made before any recording so that eager and recorded
-  // products see the same configuration (desk review F4). Not counted in memory_stats().
-  static constexpr std::size_t kBlasWorkspaceBytes = std::size_t{32} << 20;
+  static constexpr std::size_t kBlasWorkspaceBytes = BlasHandle::kWorkspaceBytes;
 
  protected:
   void* allocate_impl(std::int64_t bytes, MemoryKind kind, std::uint64_t serial) override;
@@ -90,34 +95,27 @@ class CudaBackend final : public Backend {
                                             std::string& why) override;
 
  private:
-  int index_;
-  cudaStream_t stream_ = nullptr;
-  cudaMemPool_t pool_ = nullptr;
-  std::size_t total_memory_ = 0;  // the device's memory: larger requests are out of memory
+  // `index`, made the current device (before the streams are made on it).
+  static int selected(int index);
   // Makes the main stream wait (on the GPU) for a side-stream copy that involves `ptr`.
-  void wait_for_copy(const void* ptr) const;
+  void wait_for_copy(const void* ptr) const { copies_.order_after(ptr, stream()); }
   // Waits for both streams, then hands the memory cached for graphs and the pool's unused
   // memory back to the driver: the last try before an allocation is out of memory.
   void release_cached_memory();
-  // A cached pinned block of `size` bytes that no queued work uses any more, or nullptr.
-  void* take_pinned(std::size_t size);
 
-  cudaStream_t copy_stream_ = nullptr;  // offload copies
-  mutable HostStaging staging_;         // pageable uploads
-  // Guards pending_, never_made_, capture_ and retired_graphs_ (frees come from any thread).
+  // Declared in the order of making; destroyed in reverse, the streams last.
+  int index_;
+  Stream stream_;
+  Stream copy_stream_;  // offload copies
+  // The device's default pool (not owned: the driver's).
+  cudaMemPool_t pool_ = nullptr;
+  std::size_t total_memory_ = 0;  // the device's memory: larger requests are out of memory
+  mutable HostStaging staging_;   // pageable uploads
+  PinnedCache pinned_;
+  CopyTracker copies_;
+  // Guards never_made_, capture_ and retired_graphs_ (frees come from any thread).
   mutable std::mutex mutex_;
-  // Buffers (source and destination) of side-stream copies, with the event that completes
-  // the copy; an entry lives until its buffer is freed.
-  std::unordered_map<const void*, std::shared_ptr<CUevent_st>> pending_;
   std::unordered_set<std::uint64_t> never_made_;  // serials of buffers a recording never made
-  // Freed pinned blocks by page-rounded size, with events on both streams at their release.
-  struct PinnedBlock {
-    void* ptr;
-    std::shared_ptr<CUevent_st> main_done, copy_done;
-  };
-  std::mutex pinned_mutex_;
-  std::map<std::size_t, std::vector<PinnedBlock>> pinned_cache_;
-  std::size_t pinned_cached_ = 0;
   // While capturing: the graph allocations made so far (by serial), pre-existing buffers
   // released (their frees wait for the end of the capture, which then fails), and the first
   // problem seen.
@@ -156,9 +154,7 @@ class CudaBackend final : public Backend {
   void destroy_graph_locked(RetiredGraph g) noexcept;  // mutex_ held, not capturing
   std::vector<RetiredGraph> retired_graphs_;           // guarded by mutex_
   friend class CudaGraph;
-  std::once_flag blas_once_;
-  cublasHandle_t blas_ = nullptr;
-  void* blas_workspace_ = nullptr;
+  BlasHandle blas_;
   std::unique_ptr<IndexFaults> index_faults_;  // made once the device is current
   LtBiasPlans lt_bias_plans_;  // host-side descriptors only, destroyed with the backend
 };

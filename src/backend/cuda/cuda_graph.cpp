@@ -99,7 +99,7 @@ void CudaBackend::destroy_graph_locked(RetiredGraph g) noexcept {
   // No capture can begin on stream_ during this: capture_impl notes a capture under mutex_
   // before beginning it. The graph's launches may still run: they are waited for, so that what
   // they use (cuDNN's plans, kept while live_graphs() counts them) outlives them.
-  cudaError_t err = cudaStreamSynchronize(stream_);
+  cudaError_t err = cudaStreamSynchronize(stream());
   const char* call = "cudaStreamSynchronize";
   if (err == cudaSuccess) {
     err = cudaGraphExecDestroy(g.exec);
@@ -154,7 +154,7 @@ std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void(
   }
   // Thread-local mode: a call from this thread that could synchronise (cudaMalloc, a blocking
   // copy) fails and ends the recording instead of silently breaking it.
-  if (const cudaError_t err = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal);
+  if (const cudaError_t err = cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);
       err != cudaSuccess) {
     (void)cudaGetLastError();
     (void)end_capture_record();
@@ -171,7 +171,7 @@ std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void(
     problem = "the recorded work threw a non-standard exception";
   }
   cudaGraph_t graph = nullptr;
-  const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+  const cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
   (void)cudaGetLastError();  // capture errors are not sticky; clear the last one
   const Capture done = end_capture_record();
   if (problem.empty() && done.failed)
