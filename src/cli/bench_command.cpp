@@ -25,10 +25,10 @@
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/losses.hpp"
-#include "tools/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
+#include "tools/mlp_apply.hpp"
 
 namespace flaxpp::cli {
 namespace {
@@ -137,7 +137,7 @@ io::Json run(const Config& c, std::int64_t steps, GemmFloor& floor,
     };
     for (const SavedResidual& r : saved_residuals(loss, args))
       if (r.kind != SavedResidual::Kind::argument && r.kind != SavedResidual::Kind::constant)
-        residual_bytes += r.aval.shape.size() * static_cast<std::int64_t>(itemsize(r.aval.dtype));
+        residual_bytes += r.aval.nbytes();
   }
 
   // The step returns the loss as a float: the step has finished.

@@ -40,10 +40,6 @@ constexpr const char* kResidualsUsage =
     "  -T, -L: stack_loss's sequence length and layers, cnn_loss's image size and blocks\n"
     "          (default 8 and 4)\n";
 
-std::int64_t bytes_of(const AVal& a) {
-  return a.shape.size() * static_cast<std::int64_t>(itemsize(a.dtype));
-}
-
 // A function of arrays to differentiate, its inputs and their names.
 struct Problem {
   ArrayFn fn;  // already checkpointed where the policy applies inside it
@@ -143,7 +139,7 @@ int residuals_command(const std::vector<std::string>& args) {
     args_bytes += x.nbytes();
   grads = args_bytes;  // one cotangent per input
   for (const SavedResidual& r : saved_residuals(p.fn, p.inputs)) {
-    const std::int64_t b = bytes_of(r.aval);
+    const std::int64_t b = r.aval.nbytes();
     total += b;
     if (r.kind != SavedResidual::Kind::argument) new_bytes += b;
     std::cout << "  " << std::left << std::setw(44) << r.str(p.names) << std::right << std::setw(12)

@@ -257,10 +257,7 @@ int schedule_early_frees(Graph& graph, const std::vector<bool>& donated) {
   for (const Eqn& e : graph.eqns)
     for (const Atom& a : e.inputs)
       if (!a.is_literal()) last_reader[static_cast<std::size_t>(a.var)] = &e;
-  const auto bytes = [&](VarId v) {
-    const AVal& a = graph.aval(v);
-    return a.shape.size() * static_cast<std::int64_t>(itemsize(a.dtype));
-  };
+  const auto bytes = [&](VarId v) { return graph.aval(v).nbytes(); };
 
   // The new order, as indices into graph.eqns; an equation moves to just after the last one
   // (so far) that it must follow.
@@ -298,12 +295,10 @@ int schedule_early_frees(Graph& graph, const std::vector<bool>& donated) {
         if (!a.is_literal()) after = std::max(after, defined_at[static_cast<std::size_t>(a.var)]);
       for (std::ptrdiff_t k = static_cast<std::ptrdiff_t>(order.size()) - 1; k > after; --k) {
         const Eqn& other = graph.eqns[order[static_cast<std::size_t>(k)]];
-        const bool reads = std::any_of(other.inputs.begin(), other.inputs.end(),
-                                       [&](const Atom& a) {
-                                         return !a.is_literal() &&
-                                                std::find(frees.begin(), frees.end(), a.var) !=
-                                                    frees.end();
-                                       });
+        const bool reads =
+            std::any_of(other.inputs.begin(), other.inputs.end(), [&](const Atom& a) {
+              return !a.is_literal() && std::find(frees.begin(), frees.end(), a.var) != frees.end();
+            });
         if (reads) {
           after = k;
           break;

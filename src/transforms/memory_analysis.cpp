@@ -2,6 +2,7 @@
 #include "flaxpp/transforms/memory_analysis.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ir/primitive_rules.hpp"
@@ -9,11 +10,16 @@
 namespace flaxpp {
 namespace {
 
-std::int64_t bytes_of(const AVal& a) {
-  return a.shape.size() * static_cast<std::int64_t>(itemsize(a.dtype));
+std::map<const ir::Primitive*, MemoryModel>& memory_models() {
+  static std::map<const ir::Primitive*, MemoryModel> models;
+  return models;
 }
 
 }  // namespace
+
+void register_memory_model(const ir::Primitive& prim, MemoryModel model) {
+  memory_models()[&prim] = std::move(model);
+}
 
 std::string MemoryAnalysis::str() const {
   return detail::str("arguments ", argument_bytes, " B, outputs ", output_bytes, " B, aliased ",
@@ -26,7 +32,7 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
                 " donation flags for ", graph.invars.size(), " inputs");
   const std::size_t num_vars = graph.num_vars();
   const auto n = static_cast<std::ptrdiff_t>(graph.eqns.size());
-  const auto bytes = [&](ir::VarId v) { return bytes_of(graph.aval(v)); };
+  const auto bytes = [&](ir::VarId v) { return graph.aval(v).nbytes(); };
   MemoryAnalysis m;
 
   // eval_graph's bookkeeping: the last reader of each variable (n for results).
@@ -71,18 +77,25 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
     };
     std::vector<bool> taken_operand(e.inputs.size(), false);
     std::int64_t made = 0;  // new buffers of the results
-    const std::string* call = ir::call_body(*e.prim);
-    const std::string* loop = ir::loop_body(*e.prim);
+    const auto model = memory_models().find(e.prim);
+    const MemoryModel* memory_model = model == memory_models().end() ? nullptr : &model->second;
+    const std::string* call = memory_model ? nullptr : ir::call_body(*e.prim);
+    const std::string* loop = memory_model ? nullptr : ir::loop_body(*e.prim);
     // Any other equation that holds graphs (cond's branches) runs at most one of them at a
     // time: the largest one's peak bounds what it adds, so the figure is no longer exact.
     std::int64_t largest = -1;
-    if (call == nullptr && loop == nullptr)
+    if (memory_model == nullptr && call == nullptr && loop == nullptr)
       ir::for_each_subgraph(e, [&](const auto& /*name*/, const ir::Graph& sub) {
         const MemoryAnalysis inner =
             analyze_memory(sub, std::vector<bool>(sub.invars.size(), false));
         largest = std::max(largest, inner.peak_bytes - inner.argument_bytes);
       });
-    if (largest >= 0) {
+    if (memory_model != nullptr) {
+      const EqnMemory em = (*memory_model)(graph, e);
+      m.exact = m.exact && em.exact;
+      m.peak_bytes = std::max(m.peak_bytes, live + em.peak);
+      live += em.results;
+    } else if (largest >= 0) {
       for (const ir::VarId v : e.outputs)
         made += bytes(v);
       m.exact = false;
@@ -160,13 +173,27 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
     }
   }
 
+  // Held at the end: the arguments the caller keeps, and the results' buffers not among them
+  // (an input's buffer, passed through or donated, once).
+  std::vector<bool> held(num_vars, false);
+  for (const ir::VarId v : graph.invars)
+    if (!owned[static_cast<std::size_t>(v)] && !held[static_cast<std::size_t>(v)]) {
+      held[static_cast<std::size_t>(v)] = true;
+      m.end_bytes += bytes(v);
+    }
   std::vector<bool> seen(num_vars, false);
   for (std::size_t k = 0; k < graph.outvars.size(); ++k) {
     const ir::Atom& a = graph.outvars[k];
+    m.output_origin.push_back(a.is_literal() ? -1 : origin[static_cast<std::size_t>(a.var)]);
     if (a.is_literal()) continue;
     const auto v = static_cast<std::size_t>(a.var);
     if (seen[v]) continue;
     seen[v] = true;
+    const std::ptrdiff_t from = origin[v];
+    const std::size_t buffer =
+        from < 0 ? v : static_cast<std::size_t>(graph.invars[static_cast<std::size_t>(from)]);
+    if (!held[buffer]) m.end_bytes += bytes(a.var);
+    held[buffer] = true;
     m.output_bytes += bytes(a.var);
     if (origin[v] >= 0 && donated[static_cast<std::size_t>(origin[v])]) {
       m.alias_bytes += bytes(a.var);

@@ -3,8 +3,12 @@
 // iteration). Its differentiation rule is in scan_ad.cpp.
 #include "flaxpp/transforms/scan.hpp"
 
+#include <algorithm>
+#include <map>
+
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/ir/primitive_rules.hpp"
+#include "flaxpp/transforms/memory_analysis.hpp"
 #include "flaxpp/transforms/trace.hpp"
 #include "transforms/batching.hpp"
 #include "transforms/scan_ad.hpp"
@@ -145,9 +149,81 @@ ir::BatchedResults scan_batched(const ir::BatchArgs& a) {
   return {std::move(out), std::move(b.out_batched)};
 }
 
-// A loop over its body, differentiated by its own reverse rule (scan_ad.cpp).
+// run_scan's memory, iteration by iteration (scan's memory model). An iteration copies its xs
+// rows, runs the body on them and the carry (the body frees the rows, and a carry the loop
+// made, after their last reader; the first carry is the operands'), then writes its ys rows
+// into the stacked results, which the first iteration allocates. Its results go at its end,
+// except the carry, kept for the next. Exact unless a carry is not the loop's own at the end
+// (passed through from an operand) or two carries share a buffer.
+EqnMemory scan_memory(const ir::Graph& /*graph*/, const ir::Eqn& e) {
+  const ir::Graph& g = transforms::body_of(e.params);
+  const ScanShape s = scan_shape(e.params);
+  const std::size_t first_x = s.num_consts + s.num_carry;
+  EqnMemory m;
+  if (s.length == 0) {  // the operands' carry and empty ys
+    m.exact = false;
+    return m;
+  }
+  std::int64_t rows = 0;
+  for (std::size_t i = first_x; i < g.invars.size(); ++i)
+    rows += g.aval(g.invars[i]).nbytes();
+  // Which of the body's inputs the iteration's args alone hold: its rows, and a carry the loop
+  // made. At most two patterns in practice (the first iteration and the others).
+  std::vector<bool> donated(g.invars.size(), false);
+  std::fill(donated.begin() + static_cast<std::ptrdiff_t>(first_x), donated.end(), true);
+  std::map<std::vector<bool>, MemoryAnalysis> analyses;
+  std::int64_t live = 0;
+  for (std::int64_t t = 0; t < s.length; ++t) {
+    live += rows;
+    m.peak = std::max(m.peak, live);
+    auto it = analyses.find(donated);
+    if (it == analyses.end()) it = analyses.emplace(donated, analyze_memory(g, donated)).first;
+    const MemoryAnalysis& body = it->second;
+    m.exact = m.exact && body.exact;
+    m.peak = std::max(m.peak, live + body.peak_bytes - body.argument_bytes);
+    live += body.end_bytes - body.argument_bytes;
+    // Each result's buffer: its variable's, or the input's it holds; the loop's own unless an
+    // operand (a const, the first carry) holds it too.
+    std::vector<ir::VarId> buffer(g.outvars.size());
+    std::vector<bool> own(g.outvars.size());
+    for (std::size_t k = 0; k < g.outvars.size(); ++k) {
+      const ir::Atom& a = g.outvars[k];
+      const std::ptrdiff_t from = body.output_origin[k];
+      if (a.is_literal()) m.exact = false;  // a literal result's array is not modelled
+      buffer[k] = from < 0 ? a.var : g.invars[static_cast<std::size_t>(from)];
+      own[k] = !a.is_literal() && (from < 0 || donated[static_cast<std::size_t>(from)]);
+    }
+    if (t == 0)
+      for (std::size_t k = s.num_carry; k < g.outvars.size(); ++k) {
+        live += g.aval(g.outvars[k].var).nbytes() * s.length;
+        m.peak = std::max(m.peak, live);
+      }
+    // The iteration's end: its ys rows go, unless a carry holds the same buffer.
+    std::vector<ir::VarId> kept(buffer.begin(),
+                                buffer.begin() + static_cast<std::ptrdiff_t>(s.num_carry));
+    for (std::size_t k = s.num_carry; k < g.outvars.size(); ++k) {
+      if (!own[k] || std::find(kept.begin(), kept.end(), buffer[k]) != kept.end()) continue;
+      live -= g.aval(g.outvars[k].var).nbytes();
+      kept.push_back(buffer[k]);  // freed once
+    }
+    for (std::size_t k = 0; k < s.num_carry; ++k) {
+      donated[s.num_consts + k] = own[k];
+      if (std::find(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(k), buffer[k]) !=
+          buffer.begin() + static_cast<std::ptrdiff_t>(k))
+        m.exact = false;  // two carries in one buffer: counted twice by the body's analysis
+    }
+  }
+  for (std::size_t k = 0; k < s.num_carry; ++k)
+    m.exact = m.exact && donated[s.num_consts + k];  // an operand's carry is not a new result
+  m.results = live;
+  return m;
+}
+
+// A loop over its body, differentiated by its own reverse rule (scan_ad.cpp), its memory
+// modelled iteration by iteration.
 const bool scan_rules_registered = [] {
   ir::register_loop(scan_p, "jaxpr");
+  register_memory_model(scan_p, scan_memory);
   ir::register_batching(scan_p, scan_batched);
   transforms::register_reverse_rule(scan_p, {.replay = transforms::replay_scan});
   return true;

@@ -2,6 +2,7 @@
 // array is known to be and what shape rules compute. Prints like a jaxpr aval: f32[5,4].
 #pragma once
 
+#include <cstdint>
 #include <ostream>
 #include <string>
 
@@ -15,6 +16,8 @@ struct AVal {
   DType dtype = DType::f32;
 
   bool operator==(const AVal&) const = default;
+  // The bytes an array of it holds.
+  std::int64_t nbytes() const { return shape.size() * static_cast<std::int64_t>(itemsize(dtype)); }
   std::string str() const { return std::string(dtype_short_name(dtype)) + shape.str(); }
 };
 

@@ -56,7 +56,8 @@ const Graph& call_graph(const Eqn& e);
 
 // Registers `prim` as a loop: its equation runs the graph held in param `body` once per
 // iteration (jax.lax.scan's), and its results, stacked over the iterations, exist from the
-// first one on. Memory analysis counts one iteration's peak beside them, a lower bound.
+// first one on. Memory analysis counts one iteration's peak beside them, a lower bound, unless
+// the primitive registers a memory model (transforms/memory_analysis.hpp; scan does).
 void register_loop(const Primitive& prim, std::string body);
 // The param holding the body of a loop's equation, or nullptr for a primitive that is not a
 // loop.

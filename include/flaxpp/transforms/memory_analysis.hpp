@@ -2,12 +2,15 @@
 // before it runs, as jax.jit(f).lower(...).compile().memory_analysis() reports it: the
 // arguments, the results, the results written into donated arguments' buffers, and the peak.
 // It follows eval_graph's schedule and buffer reuse exactly (each value released after its
-// last reader; a donating fused_elementwise writes into operands nothing else holds), so on
-// the CPU the measured peak of a jitted step equals the prediction.
+// last reader; a donating fused_elementwise writes into operands nothing else holds; a scan's
+// iterations through its memory model), so on the CPU the measured peak of a jitted step
+// equals the prediction. The peak counts what the backend's allocator hands out for values;
+// the libraries' own scratch (BLAS, oneDNN's reorders, cuBLAS/cuDNN workspaces) is not in it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,9 +30,15 @@ struct MemoryAnalysis {
   std::int64_t temp_bytes = 0;
   // (input, output): output `second` is written into donated input `first`'s buffer.
   std::vector<std::pair<std::size_t, std::size_t>> aliases;
-  // False where the figure is not exact: a primitive's own temporaries are not modelled
-  // (scan's per-iteration rows: the peak is then a lower bound), or a cond's largest branch
-  // stands for whichever one runs.
+  // What the run holds once it has returned: the arguments its caller keeps, and its results
+  // (each buffer once). A donated argument that is not a result is released by then.
+  std::int64_t end_bytes = 0;
+  // For each result: the input whose buffer it is (passed through, or written into a donated
+  // input's buffer), or -1 for a buffer of the run's own (also for a literal).
+  std::vector<std::ptrdiff_t> output_origin;
+  // False where the figure is not exact: a primitive's own temporaries are not modelled (a loop
+  // without a memory model: the peak is then a lower bound), or a cond's largest branch stands
+  // for whichever one runs.
   bool exact = true;
 
   std::string str() const;
@@ -38,5 +47,18 @@ struct MemoryAnalysis {
 // The memory of eval_graph(graph, args) where `donated[i]` says whether the graph owns input
 // i (jit's donated arguments, freed after their last reader) or the caller keeps it.
 MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& donated);
+
+// A primitive's memory model: what evaluating one of its equations holds beyond what its
+// caller holds (its operands included there), for a primitive whose evaluation allocates more
+// than its results, e.g. a loop's per-iteration rows and carries (scan registers one). The
+// analysis then follows it exactly; without one, a loop's figure is a lower bound.
+struct EqnMemory {
+  std::int64_t peak = 0;     // the most held at once while it runs, its results included
+  std::int64_t results = 0;  // what its results hold when it returns
+  bool exact = true;
+};
+// `e` is an equation of `graph` (whose avals it may read).
+using MemoryModel = std::function<EqnMemory(const ir::Graph& graph, const ir::Eqn& e)>;
+void register_memory_model(const ir::Primitive& prim, MemoryModel model);
 
 }  // namespace flaxpp
