@@ -1,5 +1,5 @@
 // Reverse-mode AD, as JAX does it: trace the function, replay it into a joint
-// forward/backward trace applying each primitive's VJP rule in reverse (transforms/tape.hpp;
+// forward/backward trace applying each primitive's VJP rule in reverse (flaxpp/transforms/tape.hpp;
 // checkpoint regions by their own rule, checkpoint_ad.cpp), then split the joint graph by
 // partial evaluation into the forward part (run now; it yields the outputs and the residuals)
 // and the backward part (run when the cotangents come) (transforms/linearize.hpp). This file

@@ -4,7 +4,7 @@
 #include <memory>
 #include <vector>
 
-#include "transforms/tape.hpp"
+#include "flaxpp/transforms/tape.hpp"
 
 namespace flaxpp::transforms {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "transforms/tape.hpp"
+#include "flaxpp/transforms/tape.hpp"
 
 namespace flaxpp::transforms {
 

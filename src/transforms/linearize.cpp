@@ -2,7 +2,7 @@
 #include "transforms/linearize.hpp"
 
 #include "flaxpp/ir/passes.hpp"
-#include "transforms/tape.hpp"
+#include "flaxpp/transforms/tape.hpp"
 #include "transforms/verify_passes.hpp"
 
 namespace flaxpp {

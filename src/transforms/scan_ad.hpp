@@ -5,7 +5,7 @@
 #include <memory>
 #include <vector>
 
-#include "transforms/tape.hpp"
+#include "flaxpp/transforms/tape.hpp"
 
 namespace flaxpp::transforms {
 

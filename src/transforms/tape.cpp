@@ -1,6 +1,6 @@
 // The tape: replaying a traced graph into the current trace (by the reverse rules where
 // primitives registered one), and one equation's VJP.
-#include "transforms/tape.hpp"
+#include "flaxpp/transforms/tape.hpp"
 
 #include <algorithm>
 #include <unordered_map>

@@ -6,7 +6,7 @@
 //     or once per iteration;
 //   - batching: how an equation runs on a batch of examples at once (jax.vmap's rules).
 // The transforms layer keeps its reverse-mode rules beside these
-// (src/transforms/tape.hpp). Register before first use: from a static initialiser of the
+// (flaxpp/transforms/tape.hpp). Register before first use: from a static initialiser of the
 // primitive's own file.
 #pragma once
 

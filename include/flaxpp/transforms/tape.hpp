@@ -1,8 +1,10 @@
-// The tape of reverse mode (private to the transforms layer): a traced graph replayed into the
-// current (joint) trace equation by equation, the values that carry a tangent, the cotangents
-// accumulated per value, and one equation's VJP. A higher-order primitive registers its
-// reverse rule here (a checkpoint's region kept whole, a scan's residual-stacking loop), so
-// that the tape and linearize name no primitive. linearize.cpp drives it.
+// flaxpp/transforms/tape.hpp — the tape of reverse mode, and how a primitive joins it: a
+// traced graph replayed into the current (joint) trace equation by equation, the values that
+// carry a tangent, the cotangents accumulated per value, and one equation's VJP. A higher-order
+// primitive registers its reverse rule here (a checkpoint's region kept whole, a scan's
+// residual-stacking loop, a cond split per branch; a primitive of your own the same way,
+// docs/EXTENDING.md), so that the tape and linearize name no primitive. linearize.cpp drives
+// it.
 #pragma once
 
 #include <functional>
