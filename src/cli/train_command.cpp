@@ -340,14 +340,9 @@ int train_command(const std::vector<std::string>& args) {
                                .take = [&](std::span<const std::int64_t> positions) {
                                  return data.training_rows(positions);
                                }};
-  const train::Rows test_rows{.count = static_cast<std::int64_t>(data.test.size()),
-                              .take = [&](std::span<const std::int64_t> positions) {
-                                std::vector<std::int64_t> rows;
-                                rows.reserve(positions.size());
-                                for (const std::int64_t p : positions)
-                                  rows.push_back(data.test[static_cast<std::size_t>(p)]);
-                                return data.take(rows);
-                              }};
+  const train::Rows test_rows{
+      .count = static_cast<std::int64_t>(data.test.size()),
+      .take = [&](std::span<const std::int64_t> positions) { return data.test_rows(positions); }};
   Progress progress(job.leader() ? stderr : nullptr);
   TrainObserver observer(c, data, files, job, progress, history, record_pending);
 

@@ -183,11 +183,25 @@ TrainData load_train_data(const io::TrainConfig& c) {
   return d;
 }
 
-data::Dataset TrainData::training_rows(std::span<const std::int64_t> positions) const {
+namespace {
+
+// The rows of `data` at `positions` of `set` (its training or test rows).
+data::Dataset rows_at(const TrainData& data, const std::vector<std::int64_t>& set,
+                      std::span<const std::int64_t> positions) {
   std::vector<std::int64_t> rows(positions.size());
   for (std::size_t k = 0; k < positions.size(); ++k)
-    rows[k] = train.at(static_cast<std::size_t>(positions[k]));
-  return take(rows);
+    rows[k] = set.at(static_cast<std::size_t>(positions[k]));
+  return data.take(rows);
+}
+
+}  // namespace
+
+data::Dataset TrainData::training_rows(std::span<const std::int64_t> positions) const {
+  return rows_at(*this, train, positions);
+}
+
+data::Dataset TrainData::test_rows(std::span<const std::int64_t> positions) const {
+  return rows_at(*this, test, positions);
 }
 
 TrainPlan plan_training(const io::TrainConfig& c, const TrainData& d) {

@@ -35,6 +35,8 @@ struct TrainData {
 
   // The training set's rows at `positions` (indices into `train`, as data::epoch_batches gives).
   data::Dataset training_rows(std::span<const std::int64_t> positions) const;
+  // The test set's rows at `positions` (indices into `test`).
+  data::Dataset test_rows(std::span<const std::int64_t> positions) const;
 };
 
 // Throws ParseError (a malformed file) or ValueError (data the model cannot train on).

@@ -43,6 +43,8 @@ class Run {
     steps_per_epoch_ = batches_of(train.count, o.batch_size);
     total_steps_ = o.epochs * steps_per_epoch_;
     result_.saved_step = o.saved_step;
+    train_metrics_rows_ = first_rows(std::min(train.count, o.train_metrics_rows));
+    test_metrics_rows_ = first_rows(test.count);
   }
 
   FitResult operator()() {
@@ -55,7 +57,7 @@ class Run {
     // The last epoch's evaluation is of these parameters already, unless the run took no step.
     result_.test_accuracy = !result_.epochs.empty() && result_.epochs.back().step == state_.step
                                 ? result_.epochs.back().test_accuracy
-                                : evaluate(test_, test_.count, "evaluate test").second;
+                                : evaluate(test_, test_metrics_rows_, "evaluate test").second;
     return result_;
   }
 
@@ -97,12 +99,16 @@ class Run {
     return {positions.begin() + begin, positions.begin() + end};
   }
 
-  // Mean loss and accuracy over the first `n` rows of `rows` (this process's shard of them), a
-  // batch at a time.
-  std::pair<float, float> evaluate(const Rows& rows, std::int64_t n, const std::string& what) {
+  // This process's shard of the first `n` positions: what it evaluates.
+  std::vector<std::int64_t> first_rows(std::int64_t n) const {
     std::vector<std::int64_t> all(static_cast<std::size_t>(n));
     std::iota(all.begin(), all.end(), 0);
-    const std::vector<std::int64_t> mine = shard(std::move(all));
+    return shard(std::move(all));
+  }
+
+  // Mean loss and accuracy over `mine`, positions of `rows`, a batch at a time.
+  std::pair<float, float> evaluate(const Rows& rows, const std::vector<std::int64_t>& mine,
+                                   const std::string& what) {
     const auto count = static_cast<std::int64_t>(mine.size());
     const auto result =
         step_.evaluate(state_, count, batch_rows_, [&](std::int64_t begin, std::int64_t end) {
@@ -206,9 +212,8 @@ class Run {
   // the metrics loses no row (a resumed run redoes the epochs past its checkpoint).
   bool end_epoch(std::int64_t epoch, Clock::time_point epoch_start) {
     observer_.pause();
-    const auto [train_loss, train_acc] =
-        evaluate(train_, std::min(train_.count, o_.train_metrics_rows), "evaluate train");
-    const auto [test_loss, test_acc] = evaluate(test_, test_.count, "evaluate test");
+    const auto [train_loss, train_acc] = evaluate(train_, train_metrics_rows_, "evaluate train");
+    const auto [test_loss, test_acc] = evaluate(test_, test_metrics_rows_, "evaluate test");
     const EpochMetrics m{epoch + 1,
                          state_.step,
                          train_loss,
@@ -235,6 +240,8 @@ class Run {
   const FitOptions& o_;
   FitObserver& observer_;
   std::int64_t batch_rows_ = 0, steps_per_epoch_ = 0, total_steps_ = 0;
+  // This process's positions of the rows each epoch's metrics are measured on.
+  std::vector<std::int64_t> train_metrics_rows_, test_metrics_rows_;
   FitResult result_;
 };
 
