@@ -41,10 +41,7 @@ CudaBackend::CudaBackend(int index)
   index_faults_ = std::make_unique<IndexFaults>();
 }
 
-CudaBackend::~CudaBackend() {
-  // The members release the rest, the streams last.
-  destroy_retired_graphs();
-}
+CudaBackend::~CudaBackend() = default;  // the members release all, the streams last
 
 void CudaBackend::synchronize() const {
   refuse_in_capture("waiting for the GPU (synchronize)");
@@ -60,12 +57,9 @@ cublasHandle_t CudaBackend::blas() {
 }
 
 void CudaBackend::refuse_in_capture(const char* what) const {
-  if (!capturing_.load(std::memory_order_acquire)) return;
+  if (!recording_.capturing()) return;
   const std::string problem = detail::str(what, " cannot be part of a CUDA graph recording");
-  {
-    std::lock_guard lock(mutex_);
-    if (capture_) capture_->fail(problem.c_str());
-  }
+  recording_.fail(problem.c_str());
   throw DeviceError(problem);
 }
 
@@ -86,57 +80,27 @@ void* CudaBackend::allocate_impl(std::int64_t bytes, MemoryKind kind, std::uint6
   };
   cudaError_t err = allocate();
   // Out of device memory: once more after giving back what caches hold (desk review 2 #5),
-  // except in a recording, which cannot wait for the stream. The lock keeps a recording from
-  // beginning (on another thread) while the streams are waited for.
+  // except in a recording, which cannot wait for the stream; nor can one begin (on another
+  // thread) while the streams are waited for.
   if (err == cudaErrorMemoryAllocation && kind == MemoryKind::device) {
     (void)cudaGetLastError();
-    std::lock_guard lock(mutex_);
-    if (!capture_.has_value()) {
+    (void)recording_.unless_recording([&] {
       release_cached_memory();
       err = allocate();
-    }
+    });
   }
   if (err == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     return nullptr;  // the base class turns this into an OutOfMemoryError with the stats
   }
   if (err != cudaSuccess) throw_cuda_error(err, "allocate", __FILE__, __LINE__);
-  if (kind == MemoryKind::device && capturing_.load(std::memory_order_acquire)) {
-    std::lock_guard lock(mutex_);
-    if (capture_) capture_->made.insert(serial);
-  }
+  if (kind == MemoryKind::device && recording_.capturing()) recording_.made(serial);
   return ptr;
 }
 
 void CudaBackend::deallocate_impl(const Allocation& a) noexcept {
   (void)cudaSetDevice(index_);
-  {
-    std::lock_guard lock(mutex_);
-    if (a.kind == MemoryKind::device && never_made_.erase(a.serial) != 0) return;
-    if (capture_) {
-      if (a.kind == MemoryKind::device && capture_->made.erase(a.serial) != 0) {
-        // A graph allocation freed inside the recording becomes a free node. If the capture
-        // was invalidated, this fails as everything queued now does: it ends with the capture.
-        (void)cudaFreeAsync(a.data, stream());
-        (void)cudaGetLastError();
-        return;
-      }
-      // A buffer from before the capture cannot be freed by a graph (and the recording may
-      // read it), and pinned memory's events would be recorded into it: the free waits for the
-      // end of the capture, which fails.
-      try {
-        capture_->deferred_frees.push_back(a);
-      } catch (...) {  // no memory to note it: the buffer leaks
-      }
-      capture_->fail(a.kind == MemoryKind::device
-                         ? "the recorded work released a buffer allocated before the recording "
-                           "began (the recording would read freed memory); keep its inputs "
-                           "alive while recording"
-                         : "pinned host memory (an offload policy) cannot be part of a CUDA "
-                           "graph recording");
-      return;
-    }
-  }
+  if (recording_.route_free(a) != RecordingState::Free::now) return;
   const bool copying = copies_.forget(a.data);  // a side-stream copy reads or writes it
   cudaError_t err = cudaSuccess;
   if (a.kind == MemoryKind::device) {

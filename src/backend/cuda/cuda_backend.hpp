@@ -5,28 +5,25 @@
 // holds is in small owners, each releasing its resource: the streams (cuda_stream.hpp), the
 // pinned-block cache (cuda_pinned_cache.hpp), the side-stream copies in flight
 // (cuda_copy_tracker.hpp), the cuBLAS handle and workspace (cuda_blas_handle.hpp), the upload
-// staging (cuda_staging.hpp) and the index-fault flag (cuda_index_faults.hpp); the backend
-// itself keeps the state of a recording, which its allocations and frees consult.
+// staging (cuda_staging.hpp), the index-fault flag (cuda_index_faults.hpp) and the state of its
+// graph recordings (cuda_recording_state.hpp), which its allocations and frees consult.
 #pragma once
 
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <string>
 #include <unordered_set>
-#include <vector>
 
 #include "backend/cuda/cublaslt_bias_plans.hpp"
 #include "backend/cuda/cuda_blas_handle.hpp"
 #include "backend/cuda/cuda_copy_tracker.hpp"
 #include "backend/cuda/cuda_index_faults.hpp"
 #include "backend/cuda/cuda_pinned_cache.hpp"
+#include "backend/cuda/cuda_recording_state.hpp"
 #include "backend/cuda/cuda_staging.hpp"
 #include "backend/cuda/cuda_stream.hpp"
 #include "flaxpp/core/backend.hpp"
@@ -37,6 +34,8 @@ namespace flaxpp::cuda {
 int device_count() noexcept;
 
 class CudaBackend final : public Backend {
+  friend class CudaGraph;
+
  public:
   explicit CudaBackend(int index);
   ~CudaBackend() override;
@@ -46,9 +45,9 @@ class CudaBackend final : public Backend {
   // The device's memory in bytes (larger requests are out of memory at once).
   std::size_t total_memory() const { return total_memory_; }
   // Whether work queued now is being recorded into a CUDA graph (capture()).
-  bool capturing() const override { return capturing_.load(std::memory_order_acquire); }
+  bool capturing() const override { return recording_.capturing(); }
   // How many recorded CUDA graphs exist: what they run must stay loaded (cuDNN's plans).
-  int live_graphs() const { return live_graphs_.load(); }
+  int live_graphs() const { return recording_.live_graphs(); }
   // Waits for both of the backend's streams (compute and offload copies).
   void synchronize() const override;
   // This device's cuBLAS handle, bound to stream() with its own workspace; created on first
@@ -69,7 +68,9 @@ class CudaBackend final : public Backend {
   void before_write(const void* ptr) const { copies_.order_after(ptr, stream()); }
   // Buffers (by serial) that a recording kept but never launched: they were never allocated,
   // so their frees are skipped.
-  void forget_allocations(const std::unordered_set<std::uint64_t>& never_made);
+  void forget_allocations(const std::unordered_set<std::uint64_t>& never_made) {
+    recording_.forget(never_made);
+  }
   // Hands the pool's unused memory back to the driver, where a CUDA graph's memory comes from.
   void trim_pool();
 
@@ -102,6 +103,11 @@ class CudaBackend final : public Backend {
   // Waits for both streams, then hands the memory cached for graphs and the pool's unused
   // memory back to the driver: the last try before an allocation is out of memory.
   void release_cached_memory();
+  // While recording: notes that `what` cannot be recorded (the recording then fails) and throws
+  // a DeviceError saying so, which ends the recorded work.
+  void refuse_in_capture(const char* what) const;
+  // Ends the record of a recording (begun or not): the buffers released during it are freed.
+  RecordingState::Record end_recording();
 
   // Declared in the order of making; destroyed in reverse, the streams last.
   int index_;
@@ -113,47 +119,8 @@ class CudaBackend final : public Backend {
   mutable HostStaging staging_;   // pageable uploads
   PinnedCache pinned_;
   CopyTracker copies_;
-  // Guards never_made_, capture_ and retired_graphs_ (frees come from any thread).
-  mutable std::mutex mutex_;
-  std::unordered_set<std::uint64_t> never_made_;  // serials of buffers a recording never made
-  // While capturing: the graph allocations made so far (by serial), pre-existing buffers
-  // released (their frees wait for the end of the capture, which then fails), and the first
-  // problem seen.
-  struct Capture {
-    std::unordered_set<std::uint64_t> made;
-    std::vector<Allocation> deferred_frees;
-    std::string problem;
-    bool failed = false;
-    // Notes that the capture fails, and the first reason why (noexcept: frees call it).
-    void fail(const char* why) noexcept {
-      if (failed) return;
-      failed = true;
-      try {
-        problem = why;
-      } catch (...) {  // no memory for the message: capture_impl says something shorter
-      }
-    }
-  };
-  // While capturing: notes that `what` cannot be recorded (the capture then fails) and throws
-  // a DeviceError saying so, which ends the recorded work.
-  void refuse_in_capture(const char* what) const;
-  // Ends the record of a capture (begun or not): the buffers released during it are freed, the
-  // graphs dropped during it destroyed. Returns the record.
-  Capture end_capture_record();
-  mutable std::optional<Capture> capture_;  // guarded by mutex_
-  std::atomic<bool> capturing_{false};      // capture_.has_value(), readable without the lock
-  std::atomic<int> live_graphs_{0};
-  // A recorded graph no longer wanted: destroyed now or, while a recording captures stream()
-  // (where waiting for the stream is illegal), when that recording ends (cuda_graph.cpp).
-  struct RetiredGraph {
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-  };
-  void retire_graph(RetiredGraph g) noexcept;
-  void destroy_retired_graphs() noexcept;              // unless capturing
-  void destroy_graph_locked(RetiredGraph g) noexcept;  // mutex_ held, not capturing
-  std::vector<RetiredGraph> retired_graphs_;           // guarded by mutex_
-  friend class CudaGraph;
+  // The recordings' state; mutable: a const call refused inside a recording fails it.
+  mutable RecordingState recording_{index_, stream_.get()};
   BlasHandle blas_;
   std::unique_ptr<IndexFaults> index_faults_;  // made once the device is current
   LtBiasPlans lt_bias_plans_;  // host-side descriptors only, destroyed with the backend

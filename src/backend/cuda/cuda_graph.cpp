@@ -20,7 +20,7 @@ class CudaGraph final : public DeviceGraph {
   CudaGraph(CudaBackend& backend, cudaGraph_t graph, cudaGraphExec_t exec,
             std::unordered_set<std::uint64_t> kept)
       : backend_(backend), graph_(graph), exec_(exec), kept_(std::move(kept)) {
-    ++backend_.live_graphs_;
+    backend_.recording_.graph_made();
   }
   CudaGraph(const CudaGraph&) = delete;
   CudaGraph& operator=(const CudaGraph&) = delete;
@@ -34,7 +34,7 @@ class CudaGraph final : public DeviceGraph {
       } catch (...) {  // no memory to note them: their frees will report an error instead
       }
     }
-    backend_.retire_graph({graph_, exec_});
+    backend_.recording_.retire(graph_, exec_);
   }
 
   void launch() override {
@@ -67,101 +67,33 @@ class CudaGraph final : public DeviceGraph {
   bool launched_ = false;
 };
 
-void CudaBackend::forget_allocations(const std::unordered_set<std::uint64_t>& never_made) {
-  std::lock_guard lock(mutex_);
-  never_made_.insert(never_made.begin(), never_made.end());
-}
-
-void CudaBackend::retire_graph(RetiredGraph g) noexcept {
-  std::lock_guard lock(mutex_);
-  if (capture_) {
-    // Waiting for the stream would be illegal in the capture and end it (desk review 2 #11):
-    // the graph goes when the recording ends, still counted in live_graphs().
-    try {
-      retired_graphs_.push_back(g);
-    } catch (...) {  // no memory to note it: it leaks, its cuDNN plans stay loaded
-      std::fprintf(stderr, "flaxpp: a CUDA graph dropped during a recording leaks\n");
-    }
-    return;
-  }
-  destroy_graph_locked(g);
-}
-
-void CudaBackend::destroy_retired_graphs() noexcept {
-  std::lock_guard lock(mutex_);
-  if (capture_) return;
-  for (const RetiredGraph& g : retired_graphs_)
-    destroy_graph_locked(g);
-  retired_graphs_.clear();
-}
-
-void CudaBackend::destroy_graph_locked(RetiredGraph g) noexcept {
-  // No capture can begin on stream_ during this: capture_impl notes a capture under mutex_
-  // before beginning it. The graph's launches may still run: they are waited for, so that what
-  // they use (cuDNN's plans, kept while live_graphs() counts them) outlives them.
-  cudaError_t err = cudaStreamSynchronize(stream());
-  const char* call = "cudaStreamSynchronize";
-  if (err == cudaSuccess) {
-    err = cudaGraphExecDestroy(g.exec);
-    call = "cudaGraphExecDestroy";
-  }
-  if (err == cudaSuccess) {
-    err = cudaGraphDestroy(g.graph);
-    call = "cudaGraphDestroy";
-  }
-  // The graph's memory stays cached for graphs, out of the pool's reach, until trimmed: every
-  // dropped recording (moved arguments, a new signature) would strand its temporaries
-  // (desk review 2 #5).
-  if (err == cudaSuccess) {
-    err = cudaDeviceGraphMemTrim(index_);
-    call = "cudaDeviceGraphMemTrim";
-  }
-  if (err != cudaSuccess) {
-    std::fprintf(stderr, "flaxpp: destroying a CUDA graph failed in %s: %s\n", call,
-                 cudaGetErrorString(err));
-    (void)cudaGetLastError();  // reported: not the next kernel's error (desk review 2 #10)
-  }
-  --live_graphs_;
-}
-
-CudaBackend::Capture CudaBackend::end_capture_record() {
-  Capture done;
-  {
-    std::lock_guard lock(mutex_);
-    done = std::move(*capture_);
-    capture_.reset();
-  }
-  capturing_.store(false, std::memory_order_release);
-  for (const Allocation& a : done.deferred_frees)  // released during the capture: free them now
+RecordingState::Record CudaBackend::end_recording() {
+  RecordingState::Record done = recording_.end();
+  for (const Allocation& a : done.deferred_frees)  // released during the recording: free them now
     deallocate_impl(a);
-  destroy_retired_graphs();  // graphs the recorded work (or another thread) dropped meanwhile
   return done;
 }
 
 std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void()>& work,
                                                        std::string& why) {
-  FLAXPP_ASSERT(!capturing_.load(), "CudaBackend::capture inside a capture");
+  FLAXPP_ASSERT(!recording_.capturing(), "CudaBackend::capture inside a capture");
   FLAXPP_CUDA_CHECK(cudaSetDevice(index_));
   // Noted before it begins, so that a graph dropped on another thread from now on waits for the
   // end of the capture instead of synchronising the stream inside it (retire_graph).
-  {
-    std::lock_guard lock(mutex_);
-    if (capture_.has_value()) {  // another thread's recording, on the same stream
-      why = "another thread is recording a CUDA graph on this device's stream";
-      return nullptr;
-    }
-    capture_.emplace();
+  if (!recording_.begin()) {
+    why = "another thread is recording a CUDA graph on this device's stream";
+    return nullptr;
   }
   // Thread-local mode: a call from this thread that could synchronise (cudaMalloc, a blocking
   // copy) fails and ends the recording instead of silently breaking it.
   if (const cudaError_t err = cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal);
       err != cudaSuccess) {
     (void)cudaGetLastError();
-    (void)end_capture_record();
+    (void)end_recording();
     why = detail::str("cudaStreamBeginCapture failed: ", cudaGetErrorString(err));
     return nullptr;
   }
-  capturing_.store(true, std::memory_order_release);
+  recording_.started();
   std::string problem;
   try {
     work();
@@ -173,7 +105,7 @@ std::unique_ptr<DeviceGraph> CudaBackend::capture_impl(const std::function<void(
   cudaGraph_t graph = nullptr;
   const cudaError_t ended = cudaStreamEndCapture(stream(), &graph);
   (void)cudaGetLastError();  // capture errors are not sticky; clear the last one
-  const Capture done = end_capture_record();
+  const RecordingState::Record done = end_recording();
   if (problem.empty() && done.failed)
     problem = done.problem.empty() ? "the recording failed" : done.problem;
   if (problem.empty() && ended != cudaSuccess)
