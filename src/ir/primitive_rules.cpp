@@ -16,6 +16,7 @@ struct Registry {
   std::mutex mutex;
   std::unordered_map<const Primitive*, Effects> effects;
   std::unordered_map<const Primitive*, std::string> calls, loops;
+  std::unordered_map<const Primitive*, LoopTrips> trips;
   std::unordered_map<const Primitive*, BatchRule> batching;
 };
 
@@ -67,12 +68,28 @@ const std::string* call_body(const Primitive& prim) {
   return body_param(&Registry::calls, prim);
 }
 
-void register_loop(const Primitive& prim, std::string body) {
+void register_loop(const Primitive& prim, std::string body, LoopTrips trips) {
   register_body(&Registry::loops, prim, std::move(body));
+  if (!trips) return;
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  r.trips[&prim] = std::move(trips);
 }
 
 const std::string* loop_body(const Primitive& prim) {
   return body_param(&Registry::loops, prim);
+}
+
+std::optional<std::int64_t> loop_trips(const Eqn& e) {
+  LoopTrips trips;
+  {
+    Registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    const auto it = r.trips.find(e.prim);
+    if (it == r.trips.end()) return std::nullopt;
+    trips = it->second;
+  }
+  return trips(e);
 }
 
 void register_batching(const Primitive& prim, BatchRule rule) {

@@ -12,6 +12,7 @@
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "flaxpp/transforms/trace.hpp"
 #include "transforms/checkpoint_ad.hpp"
+#include "transforms/region_policies.hpp"
 #include "transforms/verify_passes.hpp"
 
 namespace flaxpp::transforms {
@@ -75,7 +76,7 @@ std::shared_ptr<const ir::Graph> split_for_policy(const ir::Graph& body, const P
 std::unique_ptr<TapeEntry> replay_region(const ir::Eqn& e, std::vector<Array> ins,
                                          TangentSet& tangents) {
   auto region = std::make_unique<Region>();
-  region->policy = e.params.get<PolicyPtr>("policy");
+  region->policy = RegionPolicies::policy_of(e);
   region->params = e.params;
   if (auto split = split_for_policy(body_of(e.params), region->policy))
     region->params.set("jaxpr", std::move(split));

@@ -6,16 +6,17 @@
 #include <atomic>
 #include <cstdlib>
 #include <functional>
-#include <string_view>
 #include <map>
 #include <mutex>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/core/precision.hpp"
 #include "flaxpp/ir/passes.hpp"
 #include "flaxpp/transforms/trace.hpp"
+#include "transforms/remat_budget.hpp"
 #include "transforms/step_recording.hpp"
 #include "transforms/verify_passes.hpp"
 
@@ -127,11 +128,12 @@ struct CompiledStep::Impl {
   std::vector<Tree> examples;  // the traced arguments' structures and avals (null leaves)
   std::vector<std::size_t> leaf_counts;
   std::vector<bool> donated;  // per argument
-  Device device;               // where it runs; host leaves are put there first
+  Device device;              // where it runs; host leaves are put there first
   ir::Graph graph;
   MemoryAnalysis memory;
+  std::optional<RematPlan> remat;               // what a memory budget chose
   std::vector<std::vector<LeafSig>> leaf_sigs;  // per argument, for error messages
-  std::vector<Tree> outputs;  // the results' structures (null leaves)
+  std::vector<Tree> outputs;                    // the results' structures (null leaves)
   std::vector<std::size_t> output_counts;
   // On a GPU: the step's CUDA-graph recording, used while `graphs` is on.
   std::unique_ptr<transforms::StepRecording> recording;
@@ -144,6 +146,10 @@ const ir::Graph& CompiledStep::graph() const {
 
 const MemoryAnalysis& CompiledStep::memory_analysis() const {
   return impl_->memory;
+}
+
+const RematPlan* CompiledStep::remat_plan() const {
+  return impl_->remat ? &*impl_->remat : nullptr;
 }
 
 const std::string& CompiledStep::signature() const {
@@ -277,48 +283,13 @@ struct Jitted::State {
   std::mutex mutex;
   std::map<std::string, std::shared_ptr<const CompiledStep::Impl>> steps;
 
-  std::shared_ptr<const CompiledStep::Impl> compile(std::span<const Tree> args,
-                                                    std::string signature) {
-    auto s = std::make_shared<CompiledStep::Impl>();
-    s->signature = std::move(signature);
-    const Device device = device_of(args);
-    std::vector<AVal> avals;
-    for (std::size_t i = 0; i < args.size(); ++i) {
-      const std::vector<Array> leaves = args[i].leaves();
-      s->leaf_counts.push_back(leaves.size());
-      std::vector<LeafSig> sigs;
-      for (const Array& a : leaves) {
-        avals.push_back(a.aval());
-        sigs.push_back({a.aval(), placed(a, device)});
-      }
-      s->leaf_sigs.push_back(std::move(sigs));
-      s->examples.push_back(structure_of(args[i]));
-      s->donated.push_back(std::find(options.donate_argnums.begin(), options.donate_argnums.end(),
-                                     static_cast<int>(i)) != options.donate_argnums.end());
-    }
-    for (const int i : options.donate_argnums)
-      if (i < 0 || static_cast<std::size_t>(i) >= args.size())
-        throw ValueError(detail::str("jit: donate_argnums names argument ", i, " of a call with ",
-                                     args.size(), " arguments"));
-    const ArrayFn flat = [&](std::span<const Array> in) {
-      std::vector<Tree> trees;
-      std::size_t next = 0;
-      for (std::size_t i = 0; i < s->examples.size(); ++i) {
-        trees.push_back(s->examples[i].with_leaves(in.subspan(next, s->leaf_counts[i])));
-        next += s->leaf_counts[i];
-      }
-      const std::vector<Tree> results = f(trees);
-      std::vector<Array> out;
-      for (const Tree& r : results) {
-        const std::vector<Array> leaves = r.leaves();
-        s->outputs.push_back(structure_of(r));
-        s->output_counts.push_back(leaves.size());
-        out.insert(out.end(), leaves.begin(), leaves.end());
-      }
-      return out;
-    };
+  // Traces `flat` on `avals` and runs the passes; the graph and its memory plan.
+  transforms::LoweredStep lower_step(const ArrayFn& flat, const std::vector<AVal>& avals,
+                                     std::span<const Tree> args, const std::vector<bool>& donated,
+                                     const std::vector<bool>& donated_leaves,
+                                     const Device& device) const {
     ir::Graph g = make_graph(flat, avals);
-    refuse_donated_constants(g, args, s->donated);
+    refuse_donated_constants(g, args, donated);
     const bool verify = transforms::verify_passes();
     const auto pass_on = [&](const ir::Graph& graph, auto&& run) {
       run();
@@ -345,17 +316,74 @@ struct Jitted::State {
       ir::rewrite_subgraphs(graph, simplify_and_fuse);
     };
     simplify_and_fuse(g);
-    s->device = device;
     // On the CPU each leaf's update runs as soon as its gradient is final, so that the
     // gradients never all exist at once; a GPU keeps one fused launch per dtype.
     if (device.kind == DeviceKind::cpu) pass([&] { ir::split_fused_groups(g); });
+    pass([&] { ir::schedule_early_frees(g, donated_leaves); });
+    if (options.overlap_collectives) pass([&] { ir::overlap_collectives(g); });
+    MemoryAnalysis memory = analyze_memory(g, donated_leaves);
+    return {std::move(g), std::move(memory)};
+  }
+
+  std::shared_ptr<const CompiledStep::Impl> compile(std::span<const Tree> args,
+                                                    std::string signature) {
+    auto s = std::make_shared<CompiledStep::Impl>();
+    s->signature = std::move(signature);
+    const Device device = device_of(args);
+    std::vector<AVal> avals;
+    for (std::size_t i = 0; i < args.size(); ++i) {
+      const std::vector<Array> leaves = args[i].leaves();
+      s->leaf_counts.push_back(leaves.size());
+      std::vector<LeafSig> sigs;
+      for (const Array& a : leaves) {
+        avals.push_back(a.aval());
+        sigs.push_back({a.aval(), placed(a, device)});
+      }
+      s->leaf_sigs.push_back(std::move(sigs));
+      s->examples.push_back(structure_of(args[i]));
+      s->donated.push_back(std::find(options.donate_argnums.begin(), options.donate_argnums.end(),
+                                     static_cast<int>(i)) != options.donate_argnums.end());
+    }
+    for (const int i : options.donate_argnums)
+      if (i < 0 || static_cast<std::size_t>(i) >= args.size())
+        throw ValueError(detail::str("jit: donate_argnums names argument ", i, " of a call with ",
+                                     args.size(), " arguments"));
     std::vector<bool> donated_leaves;
     for (std::size_t i = 0; i < args.size(); ++i)
       donated_leaves.insert(donated_leaves.end(), s->leaf_counts[i], s->donated[i]);
-    pass([&] { ir::schedule_early_frees(g, donated_leaves); });
-    if (options.overlap_collectives) pass([&] { ir::overlap_collectives(g); });
+    const ArrayFn flat = [&](std::span<const Array> in) {
+      std::vector<Tree> trees;
+      std::size_t next = 0;
+      for (std::size_t i = 0; i < s->examples.size(); ++i) {
+        trees.push_back(s->examples[i].with_leaves(in.subspan(next, s->leaf_counts[i])));
+        next += s->leaf_counts[i];
+      }
+      const std::vector<Tree> results = f(trees);
+      s->outputs.clear();
+      s->output_counts.clear();
+      std::vector<Array> out;
+      for (const Tree& r : results) {
+        const std::vector<Array> leaves = r.leaves();
+        s->outputs.push_back(structure_of(r));
+        s->output_counts.push_back(leaves.size());
+        out.insert(out.end(), leaves.begin(), leaves.end());
+      }
+      return out;
+    };
+    const transforms::LowerStep lower = [&] {
+      return lower_step(flat, avals, args, s->donated, donated_leaves, device);
+    };
+    transforms::LoweredStep lowered;
+    if (options.memory_budget > 0) {
+      s->remat.emplace();
+      lowered = transforms::plan_remat(options.memory_budget, lower, *s->remat);
+    } else {
+      lowered = lower();
+    }
+    ir::Graph& g = lowered.graph;
+    s->device = device;
+    s->memory = std::move(lowered.memory);
     // A step on a GPU copies nothing from the host per call.
-    s->memory = analyze_memory(g, donated_leaves);
     s->graph = device.kind == DeviceKind::cpu ? std::move(g) : ir::with_constants_on(g, device);
     s->graphs = graphs;
     if (device.kind != DeviceKind::cpu) {

@@ -222,7 +222,8 @@ EqnMemory scan_memory(const ir::Graph& /*graph*/, const ir::Eqn& e) {
 // A loop over its body, differentiated by its own reverse rule (scan_ad.cpp), its memory
 // modelled iteration by iteration.
 const bool scan_rules_registered = [] {
-  ir::register_loop(scan_p, "jaxpr");
+  ir::register_loop(scan_p, "jaxpr",
+                    [](const ir::Eqn& e) { return e.params.get<std::int64_t>("length"); });
   register_memory_model(scan_p, scan_memory);
   ir::register_batching(scan_p, scan_batched);
   transforms::register_reverse_rule(scan_p, {.replay = transforms::replay_scan});

@@ -6,43 +6,16 @@
 
 #include <vector>
 
-#include "flaxpp/core/backend.hpp"
-#include "flaxpp/nn/language_model.hpp"
-#include "flaxpp/nn/scope.hpp"
 #include "flaxpp/ops/numpy.hpp"
-#include "flaxpp/optim/transform.hpp"
-#include "flaxpp/random/key.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/jit.hpp"
 #include "flaxpp/transforms/scan.hpp"
 #include "harness/finite_diff.hpp"
+#include "harness/planned_peak.hpp"
+#include "harness/stack_train_step.hpp"
 
 using namespace flaxpp;
 namespace cp = flaxpp::checkpoint_policies;
-
-namespace {
-
-// Runs `step` twice on `args` (its donated ones replaced by what it returns), checking each
-// time that the CPU allocator's peak, counted from the live bytes before the call, is the
-// planned one.
-void check_planned_peak(const CompiledStep& step, std::vector<Tree> args,
-                        const std::vector<int>& donated = {}) {
-  const MemoryAnalysis& m = step.memory_analysis();
-  CAPTURE(m.str());
-  CHECK(m.exact);
-  for (int call = 0; call < 2; ++call) {
-    Backend& be = backend(Device::cpu());
-    const std::int64_t before = be.memory_stats().live_bytes;
-    be.reset_peak_memory();
-    std::vector<Tree> out = step(args);
-    // The arguments were live before the call; the prediction counts them once.
-    CHECK(be.memory_stats().peak_bytes - before == m.peak_bytes - m.argument_bytes);
-    for (std::size_t k = 0; k < donated.size(); ++k)
-      args[static_cast<std::size_t>(donated[k])] = std::move(out[k]);
-  }
-}
-
-}  // namespace
 
 TEST_CASE("memory analysis: a scan's peak is planned exactly, forward and with its gradient") {
   const Array ws = astype(testing::random_f64(Shape{6, 32, 32}, 1), DType::f32);
@@ -63,13 +36,13 @@ TEST_CASE("memory analysis: a scan's peak is planned exactly, forward and with i
       return std::vector<Tree>{Tree(loss(a[0].array(), a[1].array()))};
     });
     const std::vector<Tree> args{Tree(ws), Tree(x)};
-    check_planned_peak(forward.lower(args), args);
+    testing::check_planned_peak(forward.lower(args), args);
     const Jitted with_grad = jit([&](std::span<const Tree> a) {
       auto [value, grad] =
           value_and_grad([&](const Tree& w) { return loss(w.array(), a[1].array()); })(a[0]);
       return std::vector<Tree>{Tree(value), grad};
     });
-    check_planned_peak(with_grad.lower(args), args);
+    testing::check_planned_peak(with_grad.lower(args), args);
   }
 }
 
@@ -81,20 +54,8 @@ TEST_CASE(
        {cp::none(), cp::nothing_saveable(), cp::dots_saveable(),
         cp::dots_with_no_batch_dims_saveable(), cp::everything_saveable()}) {
     CAPTURE(policy->str());
-    const nn::Model stack(
-        nn::TransformerStack{.num_layers = 3, .num_heads = 2, .mlp_dim = 32, .policy = policy});
-    const optim::GradientTransformation tx = optim::adam(1e-3);
-    const Jitted step = jit(
-        [&](std::span<const Tree> a) {
-          auto [loss, grads] = value_and_grad([&](const Tree& params) {
-            return mean(square(stack.apply(nn::Variables{{"params", params}}, a[2].array())));
-          })(a[0]);
-          auto [params, state] = optim::apply_gradients(tx, std::move(grads), a[1], a[0]);
-          return std::vector<Tree>{params, state, Tree(loss)};
-        },
-        {.donate_argnums = {0, 1}});
-    const Tree params = stack.init(random::key(0), x)["params"];
-    const std::vector<Tree> args{params, tx.init(params), Tree(x)};
-    check_planned_peak(step.lower(args), args, {0, 1});
+    const testing::StackTrainStep t = testing::stack_train_step(
+        {.num_layers = 3, .num_heads = 2, .mlp_dim = 32, .policy = policy}, x);
+    testing::check_planned_peak(t.step.lower(t.args), t.args, {0, 1});
   }
 }

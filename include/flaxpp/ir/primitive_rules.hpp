@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -57,11 +58,16 @@ const Graph& call_graph(const Eqn& e);
 // Registers `prim` as a loop: its equation runs the graph held in param `body` once per
 // iteration (jax.lax.scan's), and its results, stacked over the iterations, exist from the
 // first one on. Memory analysis counts one iteration's peak beside them, a lower bound, unless
-// the primitive registers a memory model (transforms/memory_analysis.hpp; scan does).
-void register_loop(const Primitive& prim, std::string body);
+// the primitive registers a memory model (transforms/memory_analysis.hpp; scan does). `trips`,
+// where the number of iterations is known before the loop runs (a scan's length), gives it.
+using LoopTrips = std::function<std::int64_t(const Eqn& e)>;
+void register_loop(const Primitive& prim, std::string body, LoopTrips trips = {});
 // The param holding the body of a loop's equation, or nullptr for a primitive that is not a
 // loop.
 const std::string* loop_body(const Primitive& prim);
+// How often the loop `e` runs its body, where that is known before it runs; nullopt for a loop
+// decided while it runs (while_loop) and for an equation that is no loop.
+std::optional<std::int64_t> loop_trips(const Eqn& e);
 
 // Batching (JAX's per-primitive batching rules, on which transforms/vmap.hpp stands): an
 // equation applied to a batch of examples in one go. An operand marked batched carries the batch

@@ -34,6 +34,7 @@
 #include "flaxpp/core/tree.hpp"
 #include "flaxpp/ir/graph.hpp"
 #include "flaxpp/transforms/memory_analysis.hpp"
+#include "flaxpp/transforms/remat_plan.hpp"
 
 namespace flaxpp {
 
@@ -41,7 +42,7 @@ struct JitOptions {
   // Arguments (by position) whose buffers the call may reuse for its results, as jax.jit's
   // donate_argnums. The caller's arrays of a donated argument are invalidated by the call:
   // reading one afterwards is a clear error.
-  std::vector<int> donate_argnums;
+  std::vector<int> donate_argnums{};
   // Chains of elementwise operations become one fused_elementwise pass each (ir/passes.hpp's
   // fuse_elementwise; the same bits). Off: every primitive runs on its own.
   bool fuse_elementwise = true;
@@ -53,6 +54,12 @@ struct JitOptions {
   // computes (ir/passes.hpp's overlap_collectives; the same results). Off: each waits where
   // it starts, and gradients are freed sooner.
   bool overlap_collectives = true;
+  // Remat by budget: the most bytes the step may hold at once (its planned peak, arguments
+  // included: parameters, optimiser state, the batch). For every checkpoint region, jit chooses
+  // which values the backward pass keeps, with the least recomputation that fits
+  // (flaxpp/transforms/remat_plan.hpp), per input signature; a budget no choice fits is a
+  // ValueError naming the least peak. 0: no budget, each region follows its own policy.
+  std::int64_t memory_budget = 0;
 };
 
 // A function of trees; an Array argument or result is a one-leaf Tree.
@@ -69,6 +76,8 @@ class CompiledStep {
   // Its memory, worked out before it runs (compiled.memory_analysis()): arguments, results,
   // results written into donated arguments, temporaries and the peak.
   const MemoryAnalysis& memory_analysis() const;
+  // What JitOptions::memory_budget chose for this signature; nullptr without a budget.
+  const RematPlan* remat_plan() const;
   // The signature it was traced for, e.g.
   // "[float32] ({b: f32[4]@cpu, w: f32[3,4]@cpu}, f32[8,3]@cpu)" (the matmul precision first).
   const std::string& signature() const;
@@ -116,15 +125,14 @@ Jitted jit(TreeFn f, JitOptions options = {});
 // It is the Tree form underneath (the arguments in order, donate_argnums counting them), one
 // Jitted per combination of argument types.
 template <class F>
-  requires(!std::is_invocable_v<const F&, std::span<const Tree>>)
-class TypedJitted {
+requires(!std::is_invocable_v<const F&, std::span<const Tree>>) class TypedJitted {
  public:
   TypedJitted(F f, JitOptions options)
       : f_(std::move(f)), options_(std::move(options)), state_(std::make_shared<State>()) {}
 
   template <class... Xs>
   auto operator()(const Xs&... xs) const {
-    static_assert(((std::is_same_v<Xs, Array> || std::is_same_v<Xs, Tree>) && ...),
+    static_assert(((std::is_same_v<Xs, Array> || std::is_same_v<Xs, Tree>)&&...),
                   "flaxpp: a typed jit function takes Arrays and Trees; use the Tree form "
                   "(TreeFn) for other arguments");
     using Result = std::invoke_result_t<const F&, const Xs&...>;
@@ -168,7 +176,8 @@ class TypedJitted {
         } else {
           return std::vector<Tree>{Tree(std::move(r))};
         }
-      }(std::index_sequence_for<Xs...>{});
+      }
+      (std::index_sequence_for<Xs...>{});
     };
     return state_->by_types.emplace(key, jit(std::move(body), options_)).first->second;
   }
@@ -179,8 +188,8 @@ class TypedJitted {
 };
 
 template <class F>
-  requires(!std::is_invocable_v<const F&, std::span<const Tree>>)
-TypedJitted<F> jit(F f, JitOptions options = {}) {
+requires(!std::is_invocable_v<const F&, std::span<const Tree>>)
+    TypedJitted<F> jit(F f, JitOptions options = {}) {
   return TypedJitted<F>(std::move(f), std::move(options));
 }
 

@@ -1,0 +1,18 @@
+// flaxpp/ir/flops.hpp — the arithmetic of a graph, counted before it runs: what a remat
+// choice's recomputation costs (transforms/remat_plan.hpp).
+#pragma once
+
+#include <cstdint>
+
+#include "flaxpp/ir/graph.hpp"
+
+namespace flaxpp::ir {
+
+// The graph's floating-point operations: 2·M·N·K per product (dot_general, dot_general_bias),
+// one per element written for every other equation (a fused elementwise program: per
+// instruction), so that data movement and elementwise work count by the elements they touch.
+// A call's body counts once, a loop's body once per iteration (ir::loop_trips), and once for a
+// loop whose length is only known as it runs (the figure is then a lower bound).
+std::int64_t flops(const Graph& graph);
+
+}  // namespace flaxpp::ir

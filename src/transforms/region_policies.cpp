@@ -1,0 +1,31 @@
+#include "transforms/region_policies.hpp"
+
+#include <utility>
+
+#include "flaxpp/transforms/tape.hpp"
+
+namespace flaxpp::transforms {
+namespace {
+thread_local RegionPolicies* active = nullptr;
+}  // namespace
+
+RegionPolicies::RegionPolicies(std::vector<PolicyPtr> chosen)
+    : chosen_(std::move(chosen)), outer_(active) {
+  active = this;
+}
+
+RegionPolicies::~RegionPolicies() {
+  active = outer_;
+}
+
+PolicyPtr RegionPolicies::policy_of(const ir::Eqn& e) {
+  PolicyPtr own = e.params.get<PolicyPtr>("policy");
+  RegionPolicies* scope = active;
+  if (scope == nullptr) return own;
+  const auto [it, first] = scope->ordinal_.emplace(&body_of(e.params), scope->own_.size());
+  if (first) scope->own_.push_back(own);
+  const std::size_t i = it->second;
+  return i < scope->chosen_.size() && scope->chosen_[i] != nullptr ? scope->chosen_[i] : own;
+}
+
+}  // namespace flaxpp::transforms

@@ -1,0 +1,41 @@
+// The policies of checkpoint regions, chosen from outside the function that declares them:
+// while a RegionPolicies is alive on a thread, each checkpoint region differentiated on that
+// thread takes its policy from it instead of its own. Regions are numbered in the order they
+// are first differentiated (a region inside a scanned body is one region, whatever the number
+// of iterations). The budget search (remat_budget.cpp) retraces a step under one per
+// candidate.
+#pragma once
+
+#include <cstddef>
+#include <unordered_map>
+#include <vector>
+
+#include "flaxpp/ir/graph.hpp"
+#include "flaxpp/transforms/checkpoint.hpp"
+
+namespace flaxpp::transforms {
+
+class RegionPolicies {
+ public:
+  // `chosen[i]` is region i's policy; a region beyond the list, or with a null entry, keeps
+  // its own.
+  explicit RegionPolicies(std::vector<PolicyPtr> chosen);
+  ~RegionPolicies();
+  RegionPolicies(const RegionPolicies&) = delete;
+  RegionPolicies& operator=(const RegionPolicies&) = delete;
+
+  // The regions seen so far, in order: each's own policy.
+  const std::vector<PolicyPtr>& own() const { return own_; }
+
+  // The policy region `e` (a checkpoint equation) is differentiated with: the active scope's
+  // choice, or its own policy where there is no scope.
+  static PolicyPtr policy_of(const ir::Eqn& e);
+
+ private:
+  std::vector<PolicyPtr> chosen_;
+  std::vector<PolicyPtr> own_;
+  std::unordered_map<const ir::Graph*, std::size_t> ordinal_;  // by the region's body
+  RegionPolicies* outer_;
+};
+
+}  // namespace flaxpp::transforms

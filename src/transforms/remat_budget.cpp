@@ -1,0 +1,158 @@
+#include "transforms/remat_budget.hpp"
+
+#include <chrono>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <utility>
+
+#include "flaxpp/ir/flops.hpp"
+#include "flaxpp/transforms/checkpoint.hpp"
+#include "transforms/region_policies.hpp"
+
+namespace flaxpp {
+
+std::string RematPlan::str() const {
+  std::ostringstream os;
+  os << "memory budget: " << budget_bytes << " bytes\n";
+  for (std::size_t i = 0; i < regions.size(); ++i) {
+    os << "  region " << i << ": " << regions[i].policy;
+    if (regions[i].own_policy != regions[i].policy)
+      os << " (declared: " << regions[i].own_policy << ")";
+    os << "\n";
+  }
+  os << "planned peak: " << planned_peak_bytes << " bytes" << (exact ? "" : " (at least)")
+     << " (keeping everything: " << keep_all_peak_bytes << " bytes)\n"
+     << "recomputed: " << recompute_flops << " FLOPs per step\n"
+     << "search: " << candidates << " candidates planned in "
+     << static_cast<std::int64_t>(search_seconds * 1000.0) << " ms";
+  return os.str();
+}
+
+namespace transforms {
+namespace {
+
+using Policies = std::vector<PolicyPtr>;
+
+// From keeping everything to keeping nothing.
+const Policies& ladder() {
+  namespace cp = checkpoint_policies;
+  static const Policies steps = {cp::everything_saveable(), cp::dots_saveable(),
+                                 cp::dots_with_no_batch_dims_saveable(), cp::nothing_saveable()};
+  return steps;
+}
+
+std::string spelling(const PolicyPtr& p) {
+  return p == nullptr ? checkpoint_policies::nothing_saveable()->str() : p->str();
+}
+
+// The candidates beyond the regions' own policies: every region at one step of the ladder, and
+// the first k of them one step further down than the rest.
+std::vector<Policies> candidates(std::size_t regions) {
+  const Policies& steps = ladder();
+  std::vector<Policies> out;
+  for (const PolicyPtr& p : steps)
+    out.emplace_back(regions, p);
+  for (std::size_t s = 0; s + 1 < steps.size(); ++s)
+    for (std::size_t k = 1; k < regions; ++k) {
+      Policies mixed(regions, steps[s]);
+      std::fill(mixed.begin(), mixed.begin() + static_cast<std::ptrdiff_t>(k), steps[s + 1]);
+      out.push_back(std::move(mixed));
+    }
+  return out;
+}
+
+struct Candidate {
+  Policies policies;
+  LoweredStep step;
+  std::int64_t flops = 0;
+};
+
+// Whether `a` costs less than `b`: less recomputation, then a smaller peak.
+bool cheaper(const Candidate& a, const Candidate& b) {
+  if (a.flops != b.flops) return a.flops < b.flops;
+  return a.step.memory.peak_bytes < b.step.memory.peak_bytes;
+}
+
+}  // namespace
+
+LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, RematPlan& plan) {
+  const auto start = std::chrono::steady_clock::now();
+  if (budget <= 0)
+    throw ValueError(
+        detail::str("jit: memory_budget must be a positive number of bytes, got ", budget));
+  // The step as declared: its regions and their own policies.
+  Candidate declared;
+  {
+    RegionPolicies scope({});
+    declared.step = lower();
+    declared.policies = scope.own();
+  }
+  declared.flops = ir::flops(declared.step.graph);
+  const Policies own = declared.policies;
+  const std::size_t regions = own.size();
+
+  std::optional<Candidate> best, least, keep_all;
+  std::set<std::vector<std::string>> seen;
+  std::size_t planned = 0;
+  const auto consider = [&](Candidate c) {
+    std::vector<std::string> names;
+    for (const PolicyPtr& p : c.policies)
+      names.push_back(spelling(p));
+    if (!seen.insert(names).second) return;
+    ++planned;
+    if (c.policies == Policies(regions, ladder().front())) keep_all = c;
+    if (!least || c.step.memory.peak_bytes < least->step.memory.peak_bytes) least = c;
+    if (c.step.memory.peak_bytes <= budget && (!best || cheaper(c, *best))) best = std::move(c);
+  };
+  consider(std::move(declared));
+  for (Policies& policies : candidates(regions)) {
+    Candidate c;
+    {
+      RegionPolicies scope(policies);
+      c.step = lower();
+      if (scope.own().size() != regions)
+        throw ValueError(detail::str("jit: memory_budget: the function has ", regions,
+                                     " checkpoint regions in one trace "
+                                     "and ",
+                                     scope.own().size(),
+                                     " in another; a budget needs a function that traces the "
+                                     "same way every time"));
+    }
+    c.flops = ir::flops(c.step.graph);
+    c.policies = std::move(policies);
+    consider(std::move(c));
+  }
+
+  const std::int64_t base_flops = keep_all ? keep_all->flops : least->flops;
+  if (!best) {
+    const MemoryAnalysis& m = least->step.memory;
+    throw ValueError(detail::str(
+        "jit: no remat choice fits the memory budget of ", budget,
+        " bytes: the least planned "
+        "peak is ",
+        m.peak_bytes, " bytes",
+        regions == 0 ? " (the step has no checkpoint regions to choose in: wrap its blocks in "
+                       "remat/checkpoint)"
+                     : "",
+        ", of which the arguments (parameters, optimiser state, the batch) are ", m.argument_bytes,
+        " bytes, the new results ", m.output_bytes - m.alias_bytes,
+        " bytes and the temporaries at the peak ", m.temp_bytes,
+        " bytes; give a budget of at least ", m.peak_bytes, " bytes or a smaller batch"));
+  }
+  plan.budget_bytes = budget;
+  plan.regions.clear();
+  for (std::size_t i = 0; i < regions; ++i)
+    plan.regions.push_back({spelling(best->policies[i]), spelling(own[i])});
+  plan.planned_peak_bytes = best->step.memory.peak_bytes;
+  plan.exact = best->step.memory.exact;
+  plan.recompute_flops = best->flops - base_flops;
+  plan.keep_all_peak_bytes = keep_all ? keep_all->step.memory.peak_bytes : 0;
+  plan.candidates = planned;
+  plan.search_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return std::move(best->step);
+}
+
+}  // namespace transforms
+}  // namespace flaxpp
