@@ -1,16 +1,21 @@
-// `flaxpp residuals FUNCTION [--policy SPEC] [-N n] [-d d] [-T t] [-L layers]`: what a
-// checkpointed function keeps between its forward and backward pass
+// `flaxpp residuals FUNCTION [--policy SPEC] [--budget SIZE] [-N n] [-d d] [-T t] [-L layers]`:
+// what a checkpointed function keeps between its forward and backward pass
 // (jax.ad_checkpoint.print_saved_residuals), with bytes, and its peak memory during
-// value_and_grad, predicted from the residuals and measured. stack_loss is refs-format's Stack
+// value_and_grad, predicted from the residuals and measured. With --budget, the jitted
+// value_and_grad planned under that memory budget: the policy chosen per region, and the
+// planned peak beside the measured one. stack_loss is refs-format's Stack
 // (scan over Blocks, the policy applied per Block as nn.remat(Block, policy)), whose residuals
 // show what a policy keeps per layer; cnn_loss is the contract's CNN (ConvBlocks remat'd by the
 // policy), for the same table on convolutions.
 #include <iomanip>
 #include <iostream>
+#include <numeric>
+#include <optional>
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "flaxpp/core/backend.hpp"
+#include "flaxpp/io/byte_size.hpp"
 #include "flaxpp/io/policy_spec.hpp"
 #include "flaxpp/io/refs.hpp"
 #include "flaxpp/nn/cnn.hpp"
@@ -19,12 +24,14 @@
 #include "flaxpp/random/distributions.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
+#include "flaxpp/transforms/jit.hpp"
 
 namespace flaxpp::cli {
 namespace {
 
 constexpr const char* kResidualsUsage =
-    "usage: flaxpp residuals FUNCTION [--policy SPEC] [-N rows] [-d dim] [-T len] [-L layers]\n"
+    "usage: flaxpp residuals FUNCTION [--policy SPEC] [--budget SIZE] [-N rows] [-d dim] [-T len]\n"
+    "                         [-L layers]\n"
     "  FUNCTION: checkpoint_dot_policy  f(w1, w2, x) = sum((relu(x @ w1) @ w2) ** 2)\n"
     "            named_dot_policy       the same with checkpoint_name 'a' (x @ w1), 'b' (relu), "
     "'c'\n"
@@ -36,6 +43,9 @@ constexpr const char* kResidualsUsage =
     "  SPEC: a policy name (e.g. dots_saveable), none, or a JSON policy spec such as\n"
     "        '{\"name\": \"save_only_these_names\", \"names\": [\"a\"]}' (default "
     "nothing_saveable)\n"
+    "  --budget SIZE: plan the jitted value_and_grad under this memory budget (e.g. 10MiB; its\n"
+    "        peak counts the arguments and gradients): the policy chosen for every checkpoint\n"
+    "        region, then `peak: planned P bytes, measured M bytes, budget B bytes`\n"
     "  -N, -d: x is f32[N,d], w1 and w2 f32[d,d] (default 5 and 4)\n"
     "  -T, -L: stack_loss's sequence length and layers, cnn_loss's image size and blocks\n"
     "          (default 8 and 4)\n";
@@ -71,11 +81,45 @@ Problem stack_problem(const PolicyPtr& policy, std::int64_t n, std::int64_t d, s
   return model_problem(stack, random::normal(random::key(1), Shape{n, t, d}));
 }
 
+// The jitted value_and_grad of `p` planned under `budget`: the choice, then the planned and
+// measured peak.
+void print_budget_plan(const Problem& p, std::int64_t budget) {
+  const ArrayFn fn = p.fn;
+  const Jitted step = jit(
+      [fn](std::span<const Tree> a) {
+        std::vector<int> argnums(a.size());
+        std::iota(argnums.begin(), argnums.end(), 0);
+        const TreeLossFn loss = [&fn](std::span<const Tree> t) {
+          std::vector<Array> arrays;
+          for (const Tree& x : t)
+            arrays.push_back(x.array());
+          return fn(arrays)[0];
+        };
+        ValueAndGrad vg = value_and_grad(loss, a, argnums);
+        std::vector<Tree> out{Tree(vg.value)};
+        out.insert(out.end(), vg.grads.begin(), vg.grads.end());
+        return out;
+      },
+      {.memory_budget = budget});
+  const std::vector<Tree> args(p.inputs.begin(), p.inputs.end());
+  const CompiledStep compiled = step.lower(args);
+  std::cout << compiled.remat_plan()->str() << "\n";
+  Backend& dev = backend(default_device());
+  const std::int64_t live0 = dev.memory_stats().live_bytes;
+  dev.reset_peak_memory();
+  (void)compiled(args);
+  const std::int64_t measured =
+      dev.memory_stats().peak_bytes - live0 + compiled.memory_analysis().argument_bytes;
+  std::cout << "peak: planned " << compiled.memory_analysis().peak_bytes << " bytes, measured "
+            << measured << " bytes, budget " << budget << " bytes\n";
+}
+
 }  // namespace
 
 int residuals_command(const std::vector<std::string>& args) {
   std::string function, spec = "nothing_saveable";
   std::int64_t n = 5, d = 4, t = 8, layers = 4;
+  std::optional<std::int64_t> budget;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     if (a == "--help" || a == "-h") {
@@ -83,6 +127,8 @@ int residuals_command(const std::vector<std::string>& args) {
       return 0;
     } else if (a == "--policy") {
       spec = option_value(args, i);
+    } else if (a == "--budget") {
+      budget = io::parse_byte_size(option_value(args, i), "--budget");
     } else if (a == "-N" || a == "-d" || a == "-T" || a == "-L") {
       std::int64_t& v = a == "-N" ? n : a == "-d" ? d : a == "-T" ? t : layers;
       v = parse_int_option(a, option_value(args, i), 1, 65536);
@@ -123,6 +169,10 @@ int residuals_command(const std::vector<std::string>& args) {
     return 2;
   }
 
+  if (budget) {
+    print_budget_plan(p, *budget);
+    return 0;
+  }
   std::cout << function << " under "
             << (checkpoint_policies::is_none(policy) ? std::string("no checkpoint")
                                                      : policy->str());

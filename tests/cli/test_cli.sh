@@ -49,6 +49,10 @@ expect "residuals" 0 'f32\[5,4\] output of dot_general' -- "$flaxpp" residuals c
 expect "residuals, named" 0 "named 'a'" -- "$flaxpp" residuals named_dot_policy --policy '{"name": "save_only_these_names", "names": ["a"]}'
 expect "residuals of the CNN: dots_saveable keeps each convolution's output" 0 'f32\[2,4,4,3\] output of conv_general_dilated' -- "$flaxpp" residuals cnn_loss -N 2 -d 3 -T 4 -L 2 --policy dots_saveable
 expect "residuals of a scan over remat'd Blocks: one carry per layer" 0 'f32\[3,2,4,8\] output of scan +768 bytes' -- "$flaxpp" residuals stack_loss -N 2 -d 8 -T 4 -L 3 --policy nothing_saveable
+expect "residuals --budget: the planned peak is the measured one, within the budget" 0 'peak: planned ([0-9]+) bytes, measured \1 bytes, budget 1300000 bytes' -- "$flaxpp" residuals stack_loss -N 8 -d 32 -T 16 -L 4 --budget 1300000
+expect "residuals --budget: a roomy budget keeps everything" 0 'region 0: everything_saveable \(declared: nothing_saveable\)' -- "$flaxpp" residuals stack_loss -N 8 -d 32 -T 16 -L 4 --budget 1GiB
+expect "residuals --budget: too small names the least peak" 2 'no remat choice fits the memory budget of 1000 bytes: the least planned peak is [0-9]+ bytes' -- "$flaxpp" residuals stack_loss -N 8 -d 32 -T 16 -L 4 --budget 1kB
+expect "residuals --budget: a bad size" 2 '--budget: expected a positive number of bytes such as 48MiB' -- "$flaxpp" residuals stack_loss --budget 12mb
 expect "residuals, bad policy" 2 'unknown checkpoint policy' -- "$flaxpp" residuals checkpoint_dot_policy --policy dots_savable
 expect "a library that is no BLAS" 2 'libm.so.6 has no cblas_[sd]gemm .*unset it' -- env FLAXPP_CPU_GEMM=blas FLAXPP_BLAS=libm.so.6 "$flaxpp" bench --steps 1 --width 64 --device cpu --out "$dir/no_blas.jsonl"
 expect "a BLAS that does not load" 2 'cannot load the BLAS library /nonexistent/libblas.so .*FLAXPP_BLAS' -- env FLAXPP_CPU_GEMM=blas FLAXPP_BLAS=/nonexistent/libblas.so "$flaxpp" bench --steps 1 --width 64 --device cpu --out "$dir/no_blas.jsonl"
