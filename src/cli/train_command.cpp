@@ -12,9 +12,11 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <sstream>
+#include <tuple>
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
@@ -29,6 +31,7 @@
 #include "flaxpp/core/host_memory.hpp"
 #include "flaxpp/data/dataset.hpp"
 #include "flaxpp/dist/process_group.hpp"
+#include "flaxpp/dist/replicated.hpp"
 #include "flaxpp/io/checkpoint.hpp"
 #include "flaxpp/io/train_config.hpp"
 #include "flaxpp/train/train_state.hpp"
@@ -121,6 +124,23 @@ bool g_speaks = true;
 // A line on stdout, flushed at once so that it keeps its place among stderr's lines in a log.
 void say(const std::string& line) {
   if (g_speaks) std::cout << line << std::endl;
+}
+
+// Remat by budget: the step planned for a full batch (this process's shard of it) before the
+// first step, and its choice said.
+void plan_memory_budget(train::ClassifierStep& step, const train::TrainState& state,
+                        const TrainData& data, std::int64_t batch_rows, dist::Communicator* comm,
+                        std::int64_t budget) {
+  step.set_memory_budget(budget);
+  std::int64_t begin = 0, end = batch_rows;
+  if (comm != nullptr && comm->size() > 1)
+    std::tie(begin, end) = dist::shard_bounds(batch_rows, comm->rank(), comm->size());
+  std::vector<std::int64_t> positions(static_cast<std::size_t>(end - begin));
+  std::iota(positions.begin(), positions.end(), begin);
+  const data::Dataset batch = data.training_rows(positions);
+  std::istringstream plan(step.lower(state, batch.x, batch.y).remat_plan()->str());
+  for (std::string line; std::getline(plan, line);)
+    say(line);
 }
 
 // The same on stderr.
@@ -274,6 +294,9 @@ int train_command(const std::vector<std::string>& args) {
       model.init(random::key(c.seed), data.training_rows(std::vector<std::int64_t>{0}).x);
   train::TrainState state = step.init(
       variables["params"], variables.contains("batch_stats") ? variables["batch_stats"] : Tree());
+  if (c.memory_budget > 0)
+    plan_memory_budget(step, state, data, std::min(c.batch_size, plan.train_rows),
+                       job.communicator(), c.memory_budget);
 
   const std::int64_t spe = plan.steps_per_epoch;
   std::int64_t saved_step = -1;  // the step of the checkpoint on disk (-1: none of this run)

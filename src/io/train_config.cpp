@@ -6,6 +6,7 @@
 #include <limits>
 #include <set>
 
+#include "flaxpp/io/byte_size.hpp"
 #include "flaxpp/io/optimizer_spec.hpp"
 #include "flaxpp/io/policy_spec.hpp"
 
@@ -212,7 +213,7 @@ TrainConfig::Model read_model(const Section& top) {
 TrainConfig from_json(const Json& j) {
   const Section top(j, "$",
                     {"data", "model", "optimizer", "epochs", "batch_size", "seed", "device",
-                     "output_dir", "checkpoint_format", "resume", "on_nonfinite"});
+                     "output_dir", "checkpoint_format", "resume", "on_nonfinite", "memory_budget"});
   TrainConfig c;
   c.data = read_data(top);
   c.model = read_model(top);
@@ -242,6 +243,20 @@ TrainConfig from_json(const Json& j) {
                         : format == "safetensors" ? CheckpointFormat::safetensors
                                                   : CheckpointFormat::msgpack;
   c.resume = top.boolean("resume", true);
+  // A size ("48MiB") or a number of bytes.
+  if (const Json* budget = top.get("memory_budget")) {
+    if (budget->is_string()) {
+      c.memory_budget = parse_byte_size(budget->get<std::string>(), "$.memory_budget");
+    } else {
+      const auto bytes = integer_value(*budget, true);
+      if (!bytes || *bytes < 1)
+        throw ParseError(
+            detail::str("$.memory_budget: expected a size such as \"48MiB\" or a "
+                        "positive number of bytes, got ",
+                        describe_json(*budget)));
+      c.memory_budget = *bytes;
+    }
+  }
   c.on_nonfinite = top.choice("on_nonfinite", {"stop", "continue"}) == "stop"
                        ? OnNonfinite::stop
                        : OnNonfinite::keep_going;

@@ -176,7 +176,17 @@ Jitted ClassifierStep::make_step() const {
         return std::vector<Tree>{std::move(params), std::move(opt_state), std::move(r.aux),
                                  Tree(across_shards(r.value, weight))};
       },
-      {.donate_argnums = {0, 1}});
+      {.donate_argnums = {0, 1}, .memory_budget = memory_budget_});
+}
+
+void ClassifierStep::set_memory_budget(std::int64_t bytes) {
+  if (bytes < 0)
+    throw ValueError(
+        detail::str("ClassifierStep::set_memory_budget: expected a number of bytes "
+                    "(0: no budget), got ",
+                    bytes));
+  memory_budget_ = bytes;
+  step_ = make_step();
 }
 
 void ClassifierStep::set_communicator(dist::Communicator* comm) {

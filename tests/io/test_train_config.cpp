@@ -68,6 +68,9 @@ TEST_CASE("parse_train_config: defaults, and the keys that change them") {
         "runs/train/checkpoint.msgpack");
   CHECK(parse(with("device", "\"cpu\"")).device == Device::cpu());
   CHECK(parse(with("seed", "-3")).seed == -3);
+  CHECK(c.memory_budget == 0);
+  CHECK(parse(with("memory_budget", "\"48MiB\"")).memory_budget == 48 * 1024 * 1024);
+  CHECK(parse(with("memory_budget", "1000000")).memory_budget == 1000000);
   CHECK(parse(with("batch_size", "9223372036854775807")).batch_size ==
         std::numeric_limits<std::int64_t>::max());
 }
@@ -100,6 +103,11 @@ TEST_CASE("parse_train_config: a bad value names its key, what was expected and 
   const std::vector<std::pair<std::string, std::string>> cases = {
       {with("resume", "\"yes\""), "$.resume: expected true or false, got the string \"yes\""},
       {with("on_nonfinite", "\"skip\""), "$.on_nonfinite: \"skip\" is not one of stop, continue"},
+      {with("memory_budget", "\"48 mb\""),
+       "$.memory_budget: expected a positive number of bytes such as 48MiB"},
+      {with("memory_budget", "0"),
+       "$.memory_budget: expected a size such as \"48MiB\" or a positive number of bytes, got "
+       "the number 0"},
       {with("epochs", "0"), "$.epochs: expected an integer >= 1, got the number 0"},
       {with("epochs", "2.5"), "$.epochs: expected an integer >= 1"},
       {with("batch_size", "-1"), "$.batch_size: expected an integer >= 1"},

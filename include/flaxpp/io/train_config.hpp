@@ -67,13 +67,16 @@ struct TrainConfig {
   CheckpointFormat checkpoint_format = CheckpointFormat::json;
   bool resume = true;  // continue from the checkpoint in output_dir when there is one
   OnNonfinite on_nonfinite = OnNonfinite::stop;
+  // Remat by budget (JitOptions::memory_budget): the step's planned peak, in bytes, at most
+  // this; the model's checkpoint regions (its policy) choose what to keep within it. 0: none.
+  std::int64_t memory_budget = 0;
 
   // output_dir/checkpoint.<format>
   std::string checkpoint_path() const;
   // The settings a checkpoint's meaning depends on, as JSON keyed like the config
   // ($.data.*, $.model.* but the policy, $.optimizer, $.batch_size, $.seed,
   // $.checkpoint_format): a run may only resume from a checkpoint made with the same ones.
-  // epochs, device, policy, resume and on_nonfinite may change between runs.
+  // epochs, device, policy, memory_budget, resume and on_nonfinite may change between runs.
   Json run_identity() const;
 };
 

@@ -119,6 +119,10 @@ class ClassifierStep {
   // Without a key (the default) the model is applied without rngs, and a module that drops
   // says it needs a "dropout" key.
   void set_dropout_key(const random::Key& key);
+  // Remat by budget (JitOptions::memory_budget): every signature's planned peak at most
+  // `bytes`, the model's checkpoint regions choosing what to keep (lower(...).remat_plan() says
+  // what); 0: none. The step is traced anew.
+  void set_memory_budget(std::int64_t bytes);
   // Steps that replayed a CUDA graph.
   std::int64_t replays() const { return step_.replays(); }
 
@@ -130,6 +134,7 @@ class ClassifierStep {
   optim::GradientTransformation tx_;
   dist::Communicator* comm_ = nullptr;
   std::optional<random::Key> dropout_key_;
+  std::int64_t memory_budget_ = 0;
   Jitted step_;
 };
 
