@@ -23,7 +23,10 @@ PolicyPtr RegionPolicies::policy_of(const ir::Eqn& e) {
   RegionPolicies* scope = active;
   if (scope == nullptr) return own;
   const auto [it, first] = scope->ordinal_.emplace(&body_of(e.params), scope->own_.size());
-  if (first) scope->own_.push_back(own);
+  if (first) {
+    scope->own_.push_back(own);
+    scope->bodies_.push_back(e.params.get<std::shared_ptr<const ir::Graph>>("jaxpr"));
+  }
   const std::size_t i = it->second;
   return i < scope->chosen_.size() && scope->chosen_[i] != nullptr ? scope->chosen_[i] : own;
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstddef>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -24,8 +25,9 @@ class RegionPolicies {
   RegionPolicies(const RegionPolicies&) = delete;
   RegionPolicies& operator=(const RegionPolicies&) = delete;
 
-  // The regions seen so far, in order: each's own policy.
+  // The regions seen so far, in order: each's own policy, and its body.
   const std::vector<PolicyPtr>& own() const { return own_; }
+  const std::vector<std::shared_ptr<const ir::Graph>>& bodies() const { return bodies_; }
 
   // The policy region `e` (a checkpoint equation) is differentiated with: the active scope's
   // choice, or its own policy where there is no scope.
@@ -34,6 +36,7 @@ class RegionPolicies {
  private:
   std::vector<PolicyPtr> chosen_;
   std::vector<PolicyPtr> own_;
+  std::vector<std::shared_ptr<const ir::Graph>> bodies_;
   std::unordered_map<const ir::Graph*, std::size_t> ordinal_;  // by the region's body
   RegionPolicies* outer_;
 };

@@ -1,12 +1,17 @@
 #include "transforms/remat_budget.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <utility>
 
 #include "flaxpp/ir/flops.hpp"
+#include "flaxpp/ir/primitive_rules.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "transforms/region_policies.hpp"
 
@@ -22,7 +27,8 @@ std::string RematPlan::str() const {
     os << "\n";
   }
   os << "planned peak: " << planned_peak_bytes << " bytes" << (exact ? "" : " (at least)")
-     << " (keeping everything: " << keep_all_peak_bytes << " bytes)\n"
+     << " (keeping everything: " << keep_all_peak_bytes << " bytes, the least: " << least_peak_bytes
+     << " bytes)\n"
      << "recomputed: " << recompute_flops << " FLOPs per step\n"
      << "search: " << candidates << " candidates planned in "
      << static_cast<std::int64_t>(search_seconds * 1000.0) << " ms";
@@ -62,6 +68,77 @@ std::vector<Policies> candidates(std::size_t regions) {
   return out;
 }
 
+// The primitives of a region's body (inside the calls it flattens), ordered by the FLOPs that
+// recomputing their results costs per byte those results hold, highest first: keeping the
+// first k of them is a knapsack's greedy order (the most recomputation saved per byte first).
+std::vector<std::string> kinds_by_value(const ir::Graph& body) {
+  struct Kind {
+    std::int64_t bytes = 0, flops = 0;
+  };
+  std::map<std::string, Kind> kinds;
+  const std::function<void(const ir::Graph&)> visit = [&](const ir::Graph& g) {
+    for (const ir::Eqn& e : g.eqns) {
+      if (ir::call_body(*e.prim) != nullptr) {
+        visit(ir::call_graph(e));
+        continue;
+      }
+      Kind& k = kinds[e.prim->name()];
+      for (const ir::VarId v : e.outputs)
+        k.bytes += g.aval(v).nbytes();
+      k.flops += ir::eqn_flops(g, e);
+    }
+  };
+  visit(body);
+  std::vector<std::pair<double, std::string>> ranked;
+  for (const auto& [name, k] : kinds)
+    if (k.bytes > 0)
+      ranked.emplace_back(-static_cast<double>(k.flops) / static_cast<double>(k.bytes), name);
+  std::sort(ranked.begin(), ranked.end());
+  std::vector<std::string> out;
+  for (const auto& [value, name] : ranked)
+    out.push_back(name);
+  return out;
+}
+
+// Saves the results of the primitives named, recomputes the rest; spelled as the lambda a JAX
+// program would pass as its policy.
+PolicyPtr save_kinds(std::vector<std::string> names) {
+  std::string tuple;
+  for (const std::string& n : names)
+    tuple += (tuple.empty() ? "'" : ", '") + n + "'";
+  if (names.size() == 1) tuple += ",";
+  std::set<std::string> kept(names.begin(), names.end());
+  return checkpoint_policies::custom(
+      detail::str("lambda prim, *_, **__: prim.name in (", tuple, ")"),
+      [kept = std::move(kept)](const ir::Primitive& p, std::span<const AVal>, const ir::Params&) {
+        return kept.count(p.name()) != 0 ? ir::Decision::save() : ir::Decision::recompute();
+      });
+}
+
+// Per region, keeping its k most valuable primitives' results, for every k between keeping
+// nothing and keeping everything; regions alike at each step (a shorter chain at its last).
+std::vector<Policies> kind_candidates(const std::vector<std::shared_ptr<const ir::Graph>>& bodies) {
+  std::vector<std::vector<PolicyPtr>> chains;
+  std::size_t longest = 0;
+  for (const auto& body : bodies) {
+    const std::vector<std::string> kinds = kinds_by_value(*body);
+    std::vector<PolicyPtr> chain;
+    for (std::size_t k = 1; k < kinds.size(); ++k)
+      chain.push_back(save_kinds({kinds.begin(), kinds.begin() + static_cast<std::ptrdiff_t>(k)}));
+    longest = std::max(longest, chain.size());
+    chains.push_back(std::move(chain));
+  }
+  std::vector<Policies> out;
+  for (std::size_t j = 0; j < longest; ++j) {
+    Policies c;
+    for (const auto& chain : chains)
+      c.push_back(chain.empty() ? checkpoint_policies::nothing_saveable()
+                                : chain[std::min(j, chain.size() - 1)]);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 struct Candidate {
   Policies policies;
   LoweredStep step;
@@ -83,10 +160,12 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, RematPlan& p
         detail::str("jit: memory_budget must be a positive number of bytes, got ", budget));
   // The step as declared: its regions and their own policies.
   Candidate declared;
+  std::vector<std::shared_ptr<const ir::Graph>> bodies;
   {
     RegionPolicies scope({});
     declared.step = lower();
     declared.policies = scope.own();
+    bodies = scope.bodies();
   }
   declared.flops = ir::flops(declared.step.graph);
   const Policies own = declared.policies;
@@ -106,7 +185,10 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, RematPlan& p
     if (c.step.memory.peak_bytes <= budget && (!best || cheaper(c, *best))) best = std::move(c);
   };
   consider(std::move(declared));
-  for (Policies& policies : candidates(regions)) {
+  std::vector<Policies> all = candidates(regions);
+  for (Policies& c : kind_candidates(bodies))
+    all.push_back(std::move(c));
+  for (Policies& policies : all) {
     Candidate c;
     {
       RegionPolicies scope(policies);
@@ -148,6 +230,7 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, RematPlan& p
   plan.exact = best->step.memory.exact;
   plan.recompute_flops = best->flops - base_flops;
   plan.keep_all_peak_bytes = keep_all ? keep_all->step.memory.peak_bytes : 0;
+  plan.least_peak_bytes = least->step.memory.peak_bytes;
   plan.candidates = planned;
   plan.search_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

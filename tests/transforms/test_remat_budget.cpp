@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "flaxpp/ir/flops.hpp"
 #include "flaxpp/nn/language_model.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/transform.hpp"
@@ -110,6 +111,7 @@ TEST_CASE(
   // Below the least planned peak: an error naming it; at it, a plan.
   const std::int64_t least = least_peak_named(mlp_step(x, cp::nothing_saveable(), 1), args);
   CHECK(least < top->keep_all_peak_bytes);
+  CHECK(top->least_peak_bytes == least);
 
   std::int64_t last_peak = top->keep_all_peak_bytes;
   std::int64_t last_flops = 0;
@@ -158,6 +160,23 @@ TEST_CASE("remat by budget: a scanned body is one region, its choice planned exa
   CHECK(tight.remat_plan()->planned_peak_bytes == least);
   CHECK(tight.remat_plan()->recompute_flops > 0);
   testing::check_planned_peak(tight, args, {0, 1});
+
+  // A named policy's own planned peak as the budget: a choice that fits it and recomputes no
+  // more than that policy does (the named policies are candidates).
+  const std::int64_t keep_all_flops = ir::flops(roomy.graph());
+  for (const PolicyPtr& named :
+       {cp::dots_saveable(), cp::dots_with_no_batch_dims_saveable(), cp::nothing_saveable()}) {
+    CAPTURE(named->str());
+    nn::TransformerStack declared = config;
+    declared.policy = named;
+    // Fresh arguments: the check above donated these.
+    const std::vector<Tree> fresh = testing::stack_train_step(config, x).args;
+    const CompiledStep own = testing::stack_train_step(declared, x).step.lower(fresh);
+    const CompiledStep chosen = step_with(own.memory_analysis().peak_bytes).lower(fresh);
+    CAPTURE(chosen.remat_plan()->str());
+    CHECK(chosen.remat_plan()->planned_peak_bytes <= own.memory_analysis().peak_bytes);
+    CHECK(chosen.remat_plan()->recompute_flops <= ir::flops(own.graph()) - keep_all_flops);
+  }
 }
 
 TEST_CASE("remat by budget: a step without checkpoint regions has nothing to choose") {

@@ -14,5 +14,7 @@ namespace flaxpp::ir {
 // A call's body counts once, a loop's body once per iteration (ir::loop_trips), and once for a
 // loop whose length is only known as it runs (the figure is then a lower bound).
 std::int64_t flops(const Graph& graph);
+// The same for one equation `e` of `graph`.
+std::int64_t eqn_flops(const Graph& graph, const Eqn& e);
 
 }  // namespace flaxpp::ir

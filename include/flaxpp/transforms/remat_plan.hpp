@@ -4,15 +4,19 @@
 //
 // The choice is the least recomputation whose planned peak (memory_analysis(), which counts the
 // whole step: parameters, gradients, optimiser state, the batch, temporaries) is at most the
-// budget. The candidates are, per region, the policies from keeping everything to keeping
-// nothing (everything_saveable, dots_saveable, dots_with_no_batch_dims_saveable,
-// nothing_saveable), all regions alike, the first k regions one step further down that list
-// than the rest, and the regions' own policies; the step is traced and planned exactly for
-// each. A region inside a scanned body is one region: its choice holds for every layer.
+// budget. The candidates, each traced and planned exactly:
+// - per region, the policies from keeping everything to keeping nothing (everything_saveable,
+//   dots_saveable, dots_with_no_batch_dims_saveable, nothing_saveable): all regions alike, and
+//   the first k regions one step further down that list than the rest;
+// - per region, the results of its k most valuable primitives kept, for every k (a primitive's
+//   value: the FLOPs that recomputing its results costs per byte they hold), spelled as the
+//   lambda a JAX program would pass: `lambda prim, *_, **__: prim.name in ('dot_general',)`;
+// - the regions' own policies.
+// A region inside a scanned body is one region: its choice holds for every layer.
 // Recomputation is counted as the step's FLOPs (ir::flops: products 2·M·N·K, other work one per
 // element written) beyond those of the candidate that keeps everything: a count, not a
-// measured cost model. Among candidates of equal cost, the smaller peak wins:
-// so a smaller budget never gives a larger planned peak, nor less recomputation.
+// measured cost model. Among candidates of equal cost the smaller peak wins, so a smaller
+// budget never gives a larger planned peak, nor less recomputation.
 #pragma once
 
 #include <cstddef>
@@ -34,8 +38,9 @@ struct RematPlan {
   bool exact = true;  // the plan is exact (memory_analysis().exact), so the peak is a guarantee
   std::int64_t recompute_flops = 0;      // FLOPs beyond the keep-everything candidate's
   std::int64_t keep_all_peak_bytes = 0;  // the planned peak when every region keeps everything
-  std::size_t candidates = 0;            // candidates traced and planned
-  double search_seconds = 0;             // their tracing and planning
+  std::int64_t least_peak_bytes = 0;  // the least planned peak of the candidates: the least budget
+  std::size_t candidates = 0;         // candidates traced and planned
+  double search_seconds = 0;          // their tracing and planning
 
   // Several lines: the budget, the policy per region, the peak, the recomputation, the search.
   std::string str() const;
