@@ -12,6 +12,7 @@
 #include <random>
 
 #include "cli/args.hpp"
+#include "cli/bench_budget.hpp"
 #include "cli/bench_common.hpp"
 #include "cli/bench_data_parallel.hpp"
 #include "cli/bench_gemm_peak.hpp"
@@ -39,6 +40,8 @@ constexpr const char* kBenchUsage =
     "       flaxpp bench --processes 1,2 [--width W] [--batch B] [--steps N] [--device D]\n"
     "                    [--out FILE.jsonl]\n"
     "       flaxpp bench --model lm [--steps N] [--device D] [--out FILE.jsonl]\n"
+    "       flaxpp bench --budget-sweep [--width W] [--points P] [--steps N] [--device D]\n"
+    "                    [--out FILE.jsonl]\n"
     "  Times MLP classifier training steps (SGD) on the device (default: the default device,\n"
     "  FLAXPP_DEVICE, else the GPU if present, else the CPU) for each width, depth, batch and\n"
     "  remat policy of the grid (--width: only that width) and writes one JSON line per\n"
@@ -52,6 +55,11 @@ constexpr const char* kBenchUsage =
     "  and comm_share (the step time spent in collectives).\n"
     "  --model lm: the language model of examples/lm.json (batch 32 of 64 tokens, SGD) under\n"
     "  each remat policy of its Blocks; python_compat/lm_speed.py compares it with JAX.\n"
+    "  --budget-sweep: the memory/time frontier of remat for the MLP (depth 4, batch 128, width\n"
+    "  W, default 1024) and the LM with 8 scanned Blocks: each named policy, then P memory\n"
+    "  budgets (default 8) from the least feasible planned peak to the keep-everything one; per\n"
+    "  step its median time, measured and planned peak and, for a budget, what it chose.\n"
+    "  python_compat/budget_frontier.py draws the frontier and writes its table.\n"
     "  On the CPU, FLAXPP_CPU_GEMM=blas|onednn picks the engine of the float32 products; each\n"
     "  line names it (python_compat/bench_compare.py --engines compares runs of both).\n";
 
@@ -115,13 +123,13 @@ GemmFloor gemm_floor(const Config& c, std::int64_t repeats) {
 // GEMM peak (nullopt on a GPU).
 io::Json run(const Config& c, std::int64_t steps, GemmFloor& floor,
              const std::optional<GemmPeak>& peak) {
-  const nn::MLP mlp = bench_mlp(c.width, c.depth, c.dtype);
-  const Array x = bench_inputs(Shape{c.batch, c.width}, 1);
-  const Array y = bench_labels(c.batch, 2);
   const PolicyPtr policy = checkpoint_policies::from_name(c.policy);
-  const train::ApplyFn apply = train::mlp_apply(mlp, policy);
-  train::ClassifierStep step(apply, optim::sgd(0.01));
-  train::TrainState state = step.init(nn::Model(mlp).init(random::key(0), x)["params"]);
+  StepBench b = mlp_bench(c.width, c.depth, c.batch, policy, c.dtype);
+  const train::ApplyFn apply = train::mlp_apply(bench_mlp(c.width, c.depth, c.dtype), policy);
+  train::ClassifierStep& step = b.step;
+  train::TrainState& state = b.state;
+  const Array& x = b.x;
+  const Array& y = b.y;
 
   // Residuals that are not arguments, from the residual report of the loss. (Scoped: its
   // copies of the initial parameters must not stay alive during the timed steps.)
@@ -225,12 +233,22 @@ nn::MLP bench_mlp(std::int64_t width, std::int64_t depth, DType dtype) {
   return {.features = features, .dtype = dtype};
 }
 
+StepBench mlp_bench(std::int64_t width, std::int64_t depth, std::int64_t batch,
+                    const PolicyPtr& policy, DType dtype) {
+  const nn::MLP mlp = bench_mlp(width, depth, dtype);
+  const Array x = bench_inputs(Shape{batch, width}, 1);
+  train::ClassifierStep step(train::mlp_apply(mlp, policy), optim::sgd(0.01));
+  train::TrainState state = step.init(nn::Model(mlp).init(random::key(0), x)["params"]);
+  return {std::move(step), std::move(state), x, bench_labels(batch, 2)};
+}
+
 int bench_command(const std::vector<std::string>& args) {
   std::string grid = "default", out_path, model = "mlp";
   std::int64_t steps = 20, only_width = 0;
   DType dtype = DType::f32;
   DataParallelBench data_parallel;
-  bool worker = false;
+  bool worker = false, budget_sweep = false;
+  std::int64_t points = 8;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
       std::cout << kBenchUsage;
@@ -257,6 +275,10 @@ int bench_command(const std::vector<std::string>& args) {
         std::cerr << "flaxpp bench: --model is mlp or lm, got " << model << "\n";
         return 2;
       }
+    } else if (args[i] == "--budget-sweep") {
+      budget_sweep = true;
+    } else if (args[i] == "--points") {
+      points = parse_int_option("--points", option_value(args, i), 2, 1000);
     } else if (args[i] == "--processes") {
       data_parallel.processes = parse_process_counts(option_value(args, i));
     } else if (args[i] == "--batch") {
@@ -277,6 +299,12 @@ int bench_command(const std::vector<std::string>& args) {
     std::ofstream file;
     if (!out_path.empty()) file.open(out_path);
     return bench_processes(data_parallel, out_path.empty() ? std::cout : file);
+  }
+  if (budget_sweep) {
+    std::ofstream file;
+    if (!out_path.empty()) file.open(out_path);
+    return bench_budget_sweep(only_width != 0 ? only_width : 1024, steps, points,
+                              out_path.empty() ? std::cout : file);
   }
   if (model == "lm") {
     std::ofstream file;

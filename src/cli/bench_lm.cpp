@@ -27,21 +27,11 @@ Array bench_tokens(std::uint32_t seed) {
 }
 
 io::Json run(const std::string& policy_name, std::int64_t steps) {
-  const PolicyPtr policy = checkpoint_policies::from_name(policy_name);
-  const nn::Model lm(nn::LanguageModel{.vocab = kVocab,
-                                       .features = kWidth,
-                                       .num_layers = kLayers,
-                                       .num_heads = kHeads,
-                                       .mlp_dim = kMlp,
-                                       .max_len = kSeq,
-                                       .policy = policy});
-  const Array x = bench_tokens(1), y = bench_tokens(2);
-  train::ClassifierStep step(
-      [lm](const Tree& p, const Array& in) {
-        return lm.apply(nn::Variables{{"params", p}}, in);
-      },
-      optim::sgd(0.01));
-  train::TrainState state = step.init(lm.init(random::key(0), x)["params"]);
+  StepBench b = lm_bench(checkpoint_policies::from_name(policy_name), kLayers);
+  train::ClassifierStep& step = b.step;
+  train::TrainState& state = b.state;
+  const Array& x = b.x;
+  const Array& y = b.y;
   // The step returns the loss as a float: the step has finished.
   const double ms = median_step_ms(steps, [&] { (void)step(state, x, y); });
   const std::int64_t peak_bytes = backend(default_device()).memory_stats().peak_bytes;
@@ -59,6 +49,24 @@ io::Json run(const std::string& policy_name, std::int64_t steps) {
 }
 
 }  // namespace
+
+StepBench lm_bench(const PolicyPtr& policy, std::int64_t layers) {
+  const nn::Model lm(nn::LanguageModel{.vocab = kVocab,
+                                       .features = kWidth,
+                                       .num_layers = layers,
+                                       .num_heads = kHeads,
+                                       .mlp_dim = kMlp,
+                                       .max_len = kSeq,
+                                       .policy = policy});
+  const Array x = bench_tokens(1);
+  train::ClassifierStep step(
+      [lm](const Tree& p, const Array& in) {
+        return lm.apply(nn::Variables{{"params", p}}, in);
+      },
+      optim::sgd(0.01));
+  train::TrainState state = step.init(lm.init(random::key(0), x)["params"]);
+  return {std::move(step), std::move(state), x, bench_tokens(2)};
+}
 
 int bench_lm(std::int64_t steps, std::ostream& out) {
   for (const char* policy : {"none", "everything_saveable", "dots_saveable",

@@ -1,0 +1,105 @@
+#include "cli/bench_budget.hpp"
+
+#include <functional>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/bench_common.hpp"
+#include "flaxpp/core/backend.hpp"
+#include "flaxpp/io/json.hpp"
+#include "flaxpp/transforms/checkpoint.hpp"
+
+namespace flaxpp::cli {
+namespace {
+
+using MakeBench = std::function<StepBench(const PolicyPtr& policy)>;
+
+// The step's constants and literals (scalars such as the learning rate), in its graph and
+// its loop bodies: allocated when it was traced and held with it, live during its runs and not
+// part of its planned peak.
+std::int64_t constant_bytes(const ir::Graph& g) {
+  std::int64_t bytes = 0;
+  for (const Array& c : g.consts)
+    bytes += c.nbytes();
+  for (const ir::Eqn& e : g.eqns) {
+    for (const ir::Atom& a : e.inputs)
+      if (a.is_literal()) bytes += a.literal.nbytes();
+    ir::for_each_subgraph(e, [&](const std::string&, const ir::Graph& sub) {
+      bytes += constant_bytes(sub);
+    });
+  }
+  return bytes;
+}
+
+// One line: the step timed (only its state and batch alive, so that the device's peak is the
+// step's), with its plan.
+io::Json measure(const std::string& model, StepBench b, std::int64_t budget, std::int64_t steps) {
+  if (budget > 0) b.step.set_memory_budget(budget);
+  const CompiledStep compiled = b.step.lower(b.state, b.x, b.y);
+  const double ms = median_step_ms(steps, [&] { (void)b.step(b.state, b.x, b.y); });
+  io::Json line{{"framework", "flaxpp"},
+                {"backend", default_device().kind == DeviceKind::cpu ? "cpu" : "cuda"},
+                {"model", model},
+                {"steps", steps},
+                {"step_ms", ms},
+                {"peak_bytes", backend(default_device()).memory_stats().peak_bytes},
+                {"planned_peak_bytes", compiled.memory_analysis().peak_bytes},
+                {"constant_bytes", constant_bytes(compiled.graph())}};
+  if (const RematPlan* plan = compiled.remat_plan()) {
+    line["budget_bytes"] = budget;
+    io::Json chosen = io::Json::array();
+    for (const RematPlan::Region& r : plan->regions)
+      chosen.push_back(r.policy);
+    line["chosen"] = chosen;
+    line["recompute_flops"] = plan->recompute_flops;
+    line["candidates"] = static_cast<std::int64_t>(plan->candidates);
+    line["search_ms"] = plan->search_seconds * 1000.0;
+  }
+  return line;
+}
+
+void sweep(const std::string& model, const MakeBench& make, std::int64_t steps, std::int64_t points,
+           std::ostream& out) {
+  namespace cp = checkpoint_policies;
+  for (const char* name : {"none", "everything_saveable", "dots_saveable",
+                           "dots_with_no_batch_dims_saveable", "nothing_saveable"}) {
+    std::cerr << "bench: " << model << ", policy " << name << "\n";
+    io::Json line = measure(model, make(cp::from_name(name)), 0, steps);
+    line["policy"] = name;
+    out << line.dump() << std::endl;
+  }
+  // The search space's ends, from a plan under a budget nothing exceeds.
+  RematPlan ends;
+  {
+    StepBench b = make(cp::nothing_saveable());
+    b.step.set_memory_budget(std::int64_t{1} << 60);
+    ends = *b.step.lower(b.state, b.x, b.y).remat_plan();
+  }
+  std::int64_t last = -1;
+  for (std::int64_t i = 0; i < points; ++i) {
+    const std::int64_t budget =
+        ends.least_peak_bytes + (ends.keep_all_peak_bytes - ends.least_peak_bytes) * i /
+                                    std::max<std::int64_t>(points - 1, 1);
+    if (budget == last) continue;  // a search space of one peak: one budget
+    last = budget;
+    std::cerr << "bench: " << model << ", budget " << budget << " bytes\n";
+    io::Json line = measure(model, make(cp::nothing_saveable()), budget, steps);
+    line["policy"] = "budget";
+    out << line.dump() << std::endl;
+  }
+}
+
+}  // namespace
+
+int bench_budget_sweep(std::int64_t width, std::int64_t steps, std::int64_t points,
+                       std::ostream& out) {
+  sweep(
+      "mlp", [width](const PolicyPtr& p) { return mlp_bench(width, 4, 128, p); }, steps, points,
+      out);
+  sweep(
+      "lm8", [](const PolicyPtr& p) { return lm_bench(p, 8); }, steps, points, out);
+  return 0;
+}
+
+}  // namespace flaxpp::cli
