@@ -7,6 +7,7 @@
 // (scan over Blocks, the policy applied per Block as nn.remat(Block, policy)), whose residuals
 // show what a policy keeps per layer; cnn_loss is the contract's CNN (ConvBlocks remat'd by the
 // policy), for the same table on convolutions.
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <numeric>
@@ -81,6 +82,16 @@ Problem stack_problem(const PolicyPtr& policy, std::int64_t n, std::int64_t d, s
   return model_problem(stack, random::normal(random::key(1), Shape{n, t, d}));
 }
 
+// The default device's peak while `run` runs, counted from what was live before it, plus
+// `argument_bytes` (the arguments were live already; a plan counts them once).
+std::int64_t measured_peak(std::int64_t argument_bytes, const std::function<void()>& run) {
+  Backend& dev = backend(default_device());
+  const std::int64_t live0 = dev.memory_stats().live_bytes;
+  dev.reset_peak_memory();
+  run();
+  return dev.memory_stats().peak_bytes - live0 + argument_bytes;
+}
+
 // The jitted value_and_grad of `p` planned under `budget`: the choice, then the planned and
 // measured peak.
 void print_budget_plan(const Problem& p, std::int64_t budget) {
@@ -104,12 +115,8 @@ void print_budget_plan(const Problem& p, std::int64_t budget) {
   const std::vector<Tree> args(p.inputs.begin(), p.inputs.end());
   const CompiledStep compiled = step.lower(args);
   std::cout << compiled.remat_plan()->str() << "\n";
-  Backend& dev = backend(default_device());
-  const std::int64_t live0 = dev.memory_stats().live_bytes;
-  dev.reset_peak_memory();
-  (void)compiled(args);
   const std::int64_t measured =
-      dev.memory_stats().peak_bytes - live0 + compiled.memory_analysis().argument_bytes;
+      measured_peak(compiled.memory_analysis().argument_bytes, [&] { (void)compiled(args); });
   std::cout << "peak: planned " << compiled.memory_analysis().peak_bytes << " bytes, measured "
             << measured << " bytes, budget " << budget << " bytes\n";
 }
@@ -195,15 +202,11 @@ int residuals_command(const std::vector<std::string>& args) {
     std::cout << "  " << std::left << std::setw(44) << r.str(p.names) << std::right << std::setw(12)
               << b << " bytes\n";
   }
-  Backend& dev = backend(default_device());
-  const std::int64_t live0 = dev.memory_stats().live_bytes;
-  dev.reset_peak_memory();
-  {
+  const std::int64_t measured = measured_peak(args_bytes, [&] {
     const VjpResult r = vjp(p.fn, p.inputs);
     const Array one = Array::full(Shape{}, 1.0, DType::f32);
     (void)r.backward(std::span<const Array>(&one, 1));
-  }
-  const std::int64_t measured = dev.memory_stats().peak_bytes - live0 + args_bytes;
+  });
   std::cout << "saved residuals: " << total << " bytes (" << new_bytes
             << " bytes besides the arguments)\n"
             << "peak during value_and_grad: predicted >= " << args_bytes + new_bytes + grads

@@ -1,8 +1,7 @@
 #include "transforms/region_policies.hpp"
 
+#include <memory>
 #include <utility>
-
-#include "flaxpp/transforms/tape.hpp"
 
 namespace flaxpp::transforms {
 namespace {
@@ -22,10 +21,11 @@ PolicyPtr RegionPolicies::policy_of(const ir::Eqn& e) {
   PolicyPtr own = e.params.get<PolicyPtr>("policy");
   RegionPolicies* scope = active;
   if (scope == nullptr) return own;
-  const auto [it, first] = scope->ordinal_.emplace(&body_of(e.params), scope->own_.size());
+  const auto& body = e.params.get<std::shared_ptr<const ir::Graph>>("jaxpr");
+  const auto [it, first] = scope->ordinal_.emplace(body.get(), scope->own_.size());
   if (first) {
     scope->own_.push_back(own);
-    scope->bodies_.push_back(e.params.get<std::shared_ptr<const ir::Graph>>("jaxpr"));
+    scope->bodies_.push_back(body);
   }
   const std::size_t i = it->second;
   return i < scope->chosen_.size() && scope->chosen_[i] != nullptr ? scope->chosen_[i] : own;

@@ -171,24 +171,38 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, RematPlan& p
   const Policies own = declared.policies;
   const std::size_t regions = own.size();
 
-  std::optional<Candidate> best, least, keep_all;
-  std::set<std::vector<std::string>> seen;
-  std::size_t planned = 0;
-  const auto consider = [&](Candidate c) {
+  // The best candidate that fits; of all, the least peak's plan and the keep-everything one's
+  // cost and peak (what the report and the error need, not their graphs).
+  std::optional<Candidate> best;
+  std::optional<MemoryAnalysis> least;
+  std::optional<std::int64_t> keep_all_flops;
+  std::int64_t keep_all_peak = 0;
+  std::set<std::vector<std::string>> seen;  // candidates by their policies' spellings
+  const auto fresh = [&](const Policies& policies) {
     std::vector<std::string> names;
-    for (const PolicyPtr& p : c.policies)
+    for (const PolicyPtr& p : policies)
       names.push_back(spelling(p));
-    if (!seen.insert(names).second) return;
-    ++planned;
-    if (c.policies == Policies(regions, ladder().front())) keep_all = c;
-    if (!least || c.step.memory.peak_bytes < least->step.memory.peak_bytes) least = c;
-    if (c.step.memory.peak_bytes <= budget && (!best || cheaper(c, *best))) best = std::move(c);
+    return seen.insert(std::move(names)).second;
   };
+  const auto consider = [&](Candidate c) {
+    const MemoryAnalysis& m = c.step.memory;
+    const bool keeps_all =
+        std::all_of(c.policies.begin(), c.policies.end(),
+                    [](const PolicyPtr& p) { return spelling(p) == ladder().front()->str(); });
+    if (keeps_all) {
+      keep_all_flops = c.flops;
+      keep_all_peak = m.peak_bytes;
+    }
+    if (!least || m.peak_bytes < least->peak_bytes) least = m;
+    if (m.peak_bytes <= budget && (!best || cheaper(c, *best))) best = std::move(c);
+  };
+  fresh(declared.policies);
   consider(std::move(declared));
   std::vector<Policies> all = candidates(regions);
   for (Policies& c : kind_candidates(bodies))
     all.push_back(std::move(c));
   for (Policies& policies : all) {
+    if (!fresh(policies)) continue;  // the same decisions as one planned already
     Candidate c;
     {
       RegionPolicies scope(policies);
@@ -206,9 +220,8 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, RematPlan& p
     consider(std::move(c));
   }
 
-  const std::int64_t base_flops = keep_all ? keep_all->flops : least->flops;
   if (!best) {
-    const MemoryAnalysis& m = least->step.memory;
+    const MemoryAnalysis& m = *least;
     throw ValueError(detail::str(
         "jit: no remat choice fits the memory budget of ", budget,
         " bytes: the least planned "
@@ -228,10 +241,10 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, RematPlan& p
     plan.regions.push_back({spelling(best->policies[i]), spelling(own[i])});
   plan.planned_peak_bytes = best->step.memory.peak_bytes;
   plan.exact = best->step.memory.exact;
-  plan.recompute_flops = best->flops - base_flops;
-  plan.keep_all_peak_bytes = keep_all ? keep_all->step.memory.peak_bytes : 0;
-  plan.least_peak_bytes = least->step.memory.peak_bytes;
-  plan.candidates = planned;
+  plan.recompute_flops = best->flops - keep_all_flops.value_or(best->flops);
+  plan.keep_all_peak_bytes = keep_all_peak;
+  plan.least_peak_bytes = least->peak_bytes;
+  plan.candidates = seen.size();
   plan.search_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return std::move(best->step);
