@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -15,7 +16,19 @@ namespace {
   throw ParseError(detail::str(path, ": expected ", expected, ", got ", describe_json(got)));
 }
 
-double parse_float(const Json& v, const std::string& path) {
+// A value's path for a message: a string, or a callable that spells it (so that a large array's
+// elements spell theirs only when they fail).
+template <class Path>
+std::string spelled(const Path& path) {
+  if constexpr (std::is_invocable_v<const Path&>) {
+    return path();
+  } else {
+    return path;
+  }
+}
+
+template <class Path>
+double parse_float(const Json& v, const Path& path) {
   if (v.is_number()) return v.get<double>();
   if (v.is_string()) {
     const auto& s = v.get_ref<const std::string&>();
@@ -23,13 +36,13 @@ double parse_float(const Json& v, const std::string& path) {
     if (s == "Infinity") return std::numeric_limits<double>::infinity();
     if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
   }
-  fail(path, "a number or one of \"NaN\", \"Infinity\", \"-Infinity\"", v);
+  fail(spelled(path), "a number or one of \"NaN\", \"Infinity\", \"-Infinity\"", v);
 }
 
-template <class T>
-T parse_integer(const Json& v, const std::string& path) {
+template <class T, class Path>
+T parse_integer(const Json& v, const Path& path) {
   if (const auto i = integer_value(v); i && std::in_range<T>(*i)) return static_cast<T>(*i);
-  fail(path,
+  fail(spelled(path),
        detail::str("an integer in [", +std::numeric_limits<T>::min(), ", ",
                    +std::numeric_limits<T>::max(), "]"),
        v);
@@ -136,19 +149,21 @@ Array array_from_json(const Json& j, const std::string& path) {
   return visit_host_dtype(dtype, "array_from_json", [&]<class T>(TypeTag<T>) {
     std::vector<T> values(data.size());
     for (std::size_t i = 0; i < data.size(); ++i) {
-      const std::string at = detail::str(path, ".data[", i, "]");
+      const Json& v = data[i];
+      // The element's path, spelled only for a value that is not plainly one of T.
+      const auto at = [&] { return detail::str(path, ".data[", i, "]"); };
       if constexpr (std::is_floating_point_v<T>) {
         // Rounded to the declared dtype, as the refs format says.
         if constexpr (std::is_same_v<T, float>) {
-          values[i] = round_to_float32(parse_float(data[i], at));
+          values[i] = round_to_float32(parse_float(v, at));
         } else {
-          values[i] = parse_float(data[i], at);
+          values[i] = parse_float(v, at);
         }
       } else if constexpr (std::is_same_v<T, std::uint8_t>) {
-        if (!data[i].is_boolean()) fail(at, "true or false", data[i]);
-        values[i] = data[i].get<bool>() ? 1 : 0;
+        if (!v.is_boolean()) fail(at(), "true or false", v);
+        values[i] = v.get<bool>() ? 1 : 0;
       } else {
-        values[i] = parse_integer<T>(data[i], at);
+        values[i] = parse_integer<T>(v, at);
       }
     }
     return Array::from_host_bytes(values.data(), shape, dtype, Device::cpu());
