@@ -1,9 +1,11 @@
-// `flaxpp generate CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--seed S]`: samples
+// `flaxpp generate CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--seed S] ...`: samples
 // text from a language model `flaxpp train` trained (kind "lm"): the model and its characters
 // come from the run.json and vocab.json beside the checkpoint. Character i is
 // jax.random.categorical(fold_in(key(seed), i), logits / T) of the last position's logits, drawn
 // on the model's device, the model reading at most the last seq_len characters; temperature 0
-// takes the most likely one.
+// takes the most likely one. While the text fits seq_len, the model's autoregressive cache
+// (cli/lm_sampler.hpp) makes each character one position's work.
+#include <chrono>
 #include <cmath>
 #include <iostream>
 #include <limits>
@@ -11,12 +13,12 @@
 
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
+#include "cli/lm_sampler.hpp"
 #include "cli/train_model.hpp"
 #include "cli/train_run.hpp"
 #include "flaxpp/io/checkpoint.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/ops/sampling.hpp"
-#include "flaxpp/ops/slicing.hpp"
 #include "flaxpp/random/key.hpp"
 #include "flaxpp/train/fit.hpp"
 
@@ -25,13 +27,20 @@ namespace {
 
 constexpr const char* kGenerateUsage =
     "usage: flaxpp generate CHECKPOINT --prompt TEXT [--tokens N] [--temperature T] [--seed S]\n"
+    "                       [--no-kv-cache] [--timing]\n"
     "  Samples N characters (default 200) following TEXT from the language model whose\n"
     "  checkpoint `flaxpp train` wrote (a config with \"kind\": \"lm\", e.g. examples/lm.json);\n"
     "  run.json and vocab.json must sit beside the checkpoint. Prints TEXT and the sample.\n"
     "  --temperature T  divides the logits before sampling (default 1; 0: the most likely\n"
     "                   character each time)\n"
     "  --seed S         the sampling key, jax.random.key(S) (default 0); the same seed gives\n"
-    "                   the same text\n";
+    "                   the same text\n"
+    "  --no-kv-cache    run the model over the whole window for every character instead of\n"
+    "                   keeping its keys and values (the same text, slower; the cache only\n"
+    "                   holds while the text fits the model's seq_len positions: beyond, every\n"
+    "                   character runs the last seq_len characters again either way)\n"
+    "  --timing         print on stderr how long the sampling took (after loading), and its\n"
+    "                   characters per second\n";
 
 struct Options {
   std::string checkpoint, prompt;
@@ -39,6 +48,8 @@ struct Options {
   std::int64_t tokens = 200;
   double temperature = 1.0;
   std::int64_t seed = 0;
+  bool kv_cache = true;
+  bool timing = false;
 };
 
 double parse_temperature(const std::string& value) {
@@ -72,6 +83,10 @@ std::optional<Options> parse_options(const std::vector<std::string>& args) {
       o.seed = parse_int_option("--seed", option_value(args, i),
                                 std::numeric_limits<std::int64_t>::min(),
                                 std::numeric_limits<std::int64_t>::max());
+    } else if (a == "--no-kv-cache") {
+      o.kv_cache = false;
+    } else if (a == "--timing") {
+      o.timing = true;
     } else if (a.starts_with("-")) {
       throw UsageError(detail::str("unknown option ", a));
     } else if (o.checkpoint.empty()) {
@@ -133,13 +148,16 @@ int generate_command(const std::vector<std::string>& args) {
   io::TrainConfig::Model lm = run.config.model;
   if (state.params.find(std::vector<std::string>{"Stack_0", "ScanCheckpointBlock_0"}) != nullptr)
     lm.policy = checkpoint_policies::nothing_saveable();
-  const TrainModel model =
-      train_model(lm, run.config.data.seq_len, static_cast<std::int64_t>(run.vocab.size()));
+  nn::LanguageModel model =
+      language_model(lm, run.config.data.seq_len, static_cast<std::int64_t>(run.vocab.size()));
+  model.decode = o->kv_cache;
+  // One init gives the parameters' structure, which the checkpoint must have, and with the
+  // cache, the empty cache of a full-length row.
+  nn::Variables made =
+      nn::Model(model).init(random::key(0), zeros(Shape{1, model.max_len}, DType::i32));
   // What cannot be sampled from is refused, naming the file: parameters of another model (a
   // vocab.json of another size, a checkpoint of another run) or that are not finite.
-  const Tree expected =
-      model.init(random::key(0), Array::full(Shape{1, 1}, 0.0, DType::i32))["params"];
-  if (const auto why = tree_difference(expected, state.params, "params",
+  if (const auto why = tree_difference(made["params"], state.params, "params",
                                        "the language model of its run.json and vocab.json"))
     throw ParseError(
         detail::str(o->checkpoint, ": not the model its run.json and vocab.json describe: ", *why,
@@ -149,17 +167,15 @@ int generate_command(const std::vector<std::string>& args) {
                                  " holds a NaN or an infinity, so the model samples nothing "
                                  "meaningful; use an earlier checkpoint, or train again with a "
                                  "lower learning rate"));
-  const Tree params = tree_map(state.params, [](const Array& a) { return a.to(default_device()); });
+  LmSampler sampler(model,
+                    tree_map(state.params, [](const Array& a) { return a.to(default_device()); }),
+                    model.decode ? made["cache"] : Tree());
   const random::Key key = random::key(o->seed);
   std::string text = o->prompt;
+  const auto start = std::chrono::steady_clock::now();
   for (std::int64_t k = 0; k < o->tokens; ++k) {
-    const auto window = static_cast<std::ptrdiff_t>(
-        std::min<std::size_t>(tokens.size(), static_cast<std::size_t>(run.config.data.seq_len)));
-    const std::vector<std::int32_t> last(tokens.end() - window, tokens.end());
-    const Array x = Array::from_vector(last, Shape{1, window});
     // The last position's logits, sampled where they are: one int32 comes back to the host.
-    const Array logits =
-        slice(model.apply(params, Tree(), x, train::ApplyMode{}).first, {{}, {-1, {}}});
+    const Array logits = sampler.next_logits(tokens);
     const Array drawn =
         o->temperature == 0
             ? argmax(logits, -1)
@@ -168,6 +184,14 @@ int generate_command(const std::vector<std::string>& args) {
     const auto next = static_cast<std::size_t>(drawn.item<std::int32_t>());
     tokens.push_back(static_cast<std::int32_t>(next));
     text.push_back(run.vocab[next]);
+  }
+  if (o->timing) {
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::cerr << detail::str("sampled ", o->tokens, " characters in ", seconds, " s (",
+                             seconds > 0 ? static_cast<double>(o->tokens) / seconds : 0.0,
+                             " characters/s, ", o->kv_cache ? "with" : "without",
+                             " the key-value cache)\n");
   }
   std::cout << text << std::endl;
   return 0;

@@ -2,7 +2,6 @@
 #include "cli/train_model.hpp"
 
 #include "flaxpp/nn/cnn.hpp"
-#include "flaxpp/nn/language_model.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/ops/activations.hpp"
 #include "flaxpp/ops/numpy.hpp"
@@ -52,16 +51,21 @@ TrainModel cnn_model(const io::TrainConfig::Model& m, bool data_parallel) {
 
 }  // namespace
 
+nn::LanguageModel language_model(const io::TrainConfig::Model& m, std::int64_t seq_len,
+                                 std::int64_t vocab_size) {
+  return {.vocab = vocab_size,
+          .features = m.width,
+          .num_layers = m.num_layers,
+          .num_heads = m.num_heads,
+          .mlp_dim = m.mlp_dim,
+          .max_len = seq_len,
+          .policy = m.policy};
+}
+
 TrainModel train_model(const io::TrainConfig::Model& m, std::int64_t seq_len,
                        std::int64_t vocab_size, bool data_parallel) {
   if (m.kind == io::TrainConfig::Kind::lm) {
-    const nn::Model lm(nn::LanguageModel{.vocab = vocab_size,
-                                         .features = m.width,
-                                         .num_layers = m.num_layers,
-                                         .num_heads = m.num_heads,
-                                         .mlp_dim = m.mlp_dim,
-                                         .max_len = seq_len,
-                                         .policy = m.policy});
+    const nn::Model lm(language_model(m, seq_len, vocab_size));
     return {stateless([lm](const Tree& params, const Array& x) {
               return lm.apply(nn::Variables{{"params", params}}, x);
             }),

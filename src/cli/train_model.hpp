@@ -9,6 +9,7 @@
 #include <functional>
 
 #include "flaxpp/io/train_config.hpp"
+#include "flaxpp/nn/language_model.hpp"
 #include "flaxpp/random/key.hpp"
 #include "flaxpp/train/train_state.hpp"
 
@@ -19,6 +20,10 @@ struct TrainModel {
   // {"params": ...} and, with batch norm, {"batch_stats": ...}.
   std::function<Tree(const random::Key& key, const Array& x)> init;
 };
+
+// The language model of a config with "kind": "lm" (nn::LanguageModel, max_len = seq_len).
+nn::LanguageModel language_model(const io::TrainConfig::Model& model, std::int64_t seq_len,
+                                 std::int64_t vocab_size);
 
 // `vocab_size`: the number of characters of a language model's text (unused for the MLP).
 // `data_parallel`: the job has several processes, over which the CNN's batch norm averages its

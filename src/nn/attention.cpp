@@ -173,4 +173,15 @@ Array make_causal_mask(const Array& x, std::int64_t extra_batch_dims, DType dtyp
   return make_attention_mask(idxs, idxs, greater_equal, extra_batch_dims, dtype);
 }
 
+Array combine_masks(std::span<const Array> masks, DType dtype) {
+  Array combined;
+  for (const Array& m : masks) {
+    if (!m.valid()) continue;
+    const Array b = astype(m, DType::bool_);
+    // jnp.logical_and(combined, b): where combined holds, b; elsewhere false (combined).
+    combined = combined.valid() ? where(combined, b, combined) : b;
+  }
+  return combined.valid() ? astype(combined, dtype) : combined;
+}
+
 }  // namespace flaxpp::nn

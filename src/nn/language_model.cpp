@@ -1,6 +1,7 @@
 // The reference problems' Stack and LM, line for line as their Flax definitions.
 #include "flaxpp/nn/language_model.hpp"
 
+#include "flaxpp/ir/lax.hpp"
 #include "flaxpp/nn/dense.hpp"
 #include "flaxpp/nn/embed.hpp"
 #include "flaxpp/nn/layer_norm.hpp"
@@ -13,8 +14,10 @@
 namespace flaxpp::nn {
 
 Array TransformerStack::operator()(Scope& s, const Array& x) const {
-  const TransformerBlock block{.num_heads = num_heads, .mlp_dim = mlp_dim};
-  return s(scan(remat<TransformerBlock>(policy, {}, false)(block), {.length = num_layers}), x);
+  const TransformerBlock block{.num_heads = num_heads, .mlp_dim = mlp_dim, .decode = decode};
+  ScanOptions options{.length = num_layers};
+  if (decode) options.variable_axes.push_back("cache");
+  return s(scan(remat<TransformerBlock>(policy, {}, false)(block), options), x);
 }
 
 Array LanguageModel::operator()(Scope& s, const Array& tokens) const {
@@ -29,8 +32,23 @@ Array LanguageModel::operator()(Scope& s, const Array& tokens) const {
                                  max_len, " tokens or make a model with a larger max_len"));
   Array x = s(Embed{.num_embeddings = vocab, .features = features}, tokens);
   const Array pos = s.param("pos_embedding", initializers::normal(0.02), Shape{max_len, features});
-  x = x + slice(pos, {{0, T}});  // pos[:T]
-  x = s(TransformerStack{num_layers, num_heads, mlp_dim, policy}, x);
+  // Decoding after init: the one token's position is the cache's index.
+  const bool decoding = decode && s.has_variable("cache", "cache_index");
+  if (decode) {
+    const Array index = s.variable("cache", "cache_index", [] { return zeros({}, DType::i32); });
+    if (decoding) {
+      if (T != 1)
+        throw ValueError(detail::str("LM at ", s.path_str(),
+                                     ": with decode, apply takes one token "
+                                     "per sequence (B, 1) after init, got tokens ",
+                                     tokens.aval(), "; feed a sequence one token at a time"));
+      s.put_variable("cache", "cache_index", index + 1.0);
+      const Array starts[] = {index, zeros({}, DType::i32)};
+      x = x + lax::dynamic_slice(pos, starts, {1, features});  // pos[index]
+    }
+  }
+  if (!decoding) x = x + slice(pos, {{0, T}});  // pos[:T]
+  x = s(TransformerStack{num_layers, num_heads, mlp_dim, policy, decode}, x);
   return s(Dense{.features = vocab}, s(LayerNorm{}, x));
 }
 

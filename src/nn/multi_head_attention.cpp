@@ -1,10 +1,12 @@
 // nn.MultiHeadDotProductAttention, as flax/linen/attention.py: the projections, the dropout key
 // drawn after them (make_rng("dropout") in this module's scope), dot_product_attention, the
-// output projection.
+// output projection; with decode, the autoregressive cache.
 #include "flaxpp/nn/multi_head_attention.hpp"
 
+#include "flaxpp/ir/lax.hpp"
 #include "flaxpp/nn/dense_general.hpp"
 #include "flaxpp/nn/layer_norm.hpp"
+#include "flaxpp/ops/numpy.hpp"
 
 namespace flaxpp::nn {
 
@@ -36,14 +38,53 @@ Array MultiHeadDotProductAttention::operator()(Scope& s, const Array& inputs_q,
                            .bias_init = bias_init};
   Array query = s.call("query", dense, inputs_q);
   Array key = s.call("key", dense, inputs_k);
-  const Array value = s.call("value", dense, inputs_v);
+  Array value = s.call("value", dense, inputs_v);
   if (normalize_qk) {
     const LayerNorm ln{.use_bias = false, .param_dtype = param_dtype};
     query = s.call("query_ln", ln, query);
     key = s.call("key_ln", ln, key);
   }
 
-  AttentionOptions options{.mask = args.mask,
+  Array mask = args.mask;
+  if (decode) {
+    // Flax: the cache exists once init has made it (from the full-length keys); after that,
+    // every call feeds one position.
+    const bool initialized = s.has_variable("cache", "cached_key");
+    const Array cached_key =
+        s.variable("cache", "cached_key", [&] { return zeros(key.shape(), key.dtype()); });
+    const Array cached_value =
+        s.variable("cache", "cached_value", [&] { return zeros(value.shape(), value.dtype()); });
+    const Array cache_index =
+        s.variable("cache", "cache_index", [] { return zeros({}, DType::i32); });
+    if (initialized) {
+      // (batch..., max_length, heads, head_dim)
+      std::vector<std::int64_t> expected = cached_key.shape().dims();
+      const std::size_t length_axis = expected.size() - 3;
+      const std::int64_t max_length = expected[length_axis];
+      expected[length_axis] = 1;
+      if (query.shape() != Shape(expected))
+        fail(detail::str("Autoregressive cache shape error, expected query shape ", Shape(expected),
+                         " instead got ", query.shape(),
+                         "; with decode, init with inputs of the full length (the cache's) and "
+                         "then apply one position at a time"));
+      std::vector<Array> indices(expected.size(), zeros({}, DType::i32));
+      indices[length_axis] = cache_index;
+      key = lax::dynamic_update_slice(cached_key, key, indices);
+      value = lax::dynamic_update_slice(cached_value, value, indices);
+      s.put_variable("cache", "cached_key", key);
+      s.put_variable("cache", "cached_value", value);
+      s.put_variable("cache", "cache_index", cache_index + 1.0);
+      // The one query position attends to the positions cached so far, not the zeros after.
+      std::vector<std::int64_t> mask_dims(expected.begin(), expected.begin() + length_axis);
+      mask_dims.insert(mask_dims.end(), {1, 1, max_length});
+      const Array cached = broadcast_to(
+          greater_equal(cache_index, lax::iota(DType::i32, Shape{max_length})), Shape(mask_dims));
+      const Array masks[] = {mask, cached};
+      mask = combine_masks(masks);
+    }
+  }
+
+  AttentionOptions options{.mask = mask,
                            .broadcast_dropout = broadcast_dropout,
                            .dropout_rng = args.dropout_rng,
                            .dropout_rate = dropout_rate,

@@ -143,14 +143,20 @@ Array Scope::param_once(const std::string& name, const initializers::Initializer
   return param(name, init, shape, dtype);
 }
 
+std::vector<std::string> Scope::variable_path(const std::string& collection,
+                                              const std::string& name) const {
+  std::vector<std::string> key_path{collection};
+  key_path.insert(key_path.end(), path_.begin(), path_.end());
+  key_path.push_back(name);
+  return key_path;
+}
+
 Array Scope::variable(const std::string& collection, const std::string& name,
                       const std::function<Array()>& init) {
   if (collection == "params")
     throw ValueError(detail::str(
         "module ", path_str(), ": create parameters with param(), not variable(\"params\", ...)"));
-  std::vector<std::string> key_path{collection};
-  key_path.insert(key_path.end(), path_.begin(), path_.end());
-  key_path.push_back(name);
+  const std::vector<std::string> key_path = variable_path(collection, name);
   const Tree* existing = state_->variables.find(key_path);
   if (state_->initializing && existing != nullptr)
     throw ValueError(
@@ -170,6 +176,10 @@ Array Scope::variable(const std::string& collection, const std::string& name,
   return existing->array();
 }
 
+bool Scope::has_variable(const std::string& collection, const std::string& name) const {
+  return state_->variables.find(variable_path(collection, name)) != nullptr;
+}
+
 bool Scope::is_mutable_collection(const std::string& collection) const {
   return collection != "params" &&
          (state_->initializing || state_->mutable_collections.count(collection) != 0);
@@ -177,9 +187,7 @@ bool Scope::is_mutable_collection(const std::string& collection) const {
 
 void Scope::put_variable(const std::string& collection, const std::string& name,
                          const Array& value) {
-  std::vector<std::string> key_path{collection};
-  key_path.insert(key_path.end(), path_.begin(), path_.end());
-  key_path.push_back(name);
+  const std::vector<std::string> key_path = variable_path(collection, name);
   if (collection == "params")
     throw ValueError(detail::str("module ", path_str(), " writes parameter ", join(key_path),
                                  "; parameters change through gradients, not put_variable"));

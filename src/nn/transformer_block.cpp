@@ -19,7 +19,8 @@ Array TransformerBlock::operator()(Scope& s, const Array& x) const {
   // nn.make_causal_mask(jnp.ones(x.shape[:-1], jnp.int32)): only the shape is read.
   const Array mask = make_causal_mask(zeros(Shape{x.shape()[0], x.shape()[1]}, DType::i32));
   Array h = s(LayerNorm{}, x);
-  h = s(MultiHeadDotProductAttention{.num_heads = num_heads}, h, AttentionArgs{.mask = mask});
+  h = s(MultiHeadDotProductAttention{.num_heads = num_heads, .decode = decode}, h,
+        AttentionArgs{.mask = mask});
   const Array y = x + h;
   h = s(LayerNorm{}, y);
   h = gelu(s(Dense{.features = mlp_dim}, h));

@@ -377,6 +377,14 @@ expect "generate continues the prompt" 0 '^In the beginning' -- "$flaxpp" genera
 a=$("$flaxpp" generate "$dir/lm/checkpoint.json" --prompt "God" --tokens 30 --seed 7 2>&1)
 b=$("$flaxpp" generate "$dir/lm/checkpoint.json" --prompt "God" --tokens 30 --seed 7 2>&1)
 check "generate: the same seed gives the same text" test "$a" = "$b" -a "${#a}" -eq 33
+# The key-value cache samples what the window sampler does (issue 29): the prompt and 30
+# characters fill the model's 16 positions and run past them, at temperature 1 and 0.
+for t in 1 0; do
+  a=$("$flaxpp" generate "$dir/lm/checkpoint.json" --prompt "In the" --tokens 30 --seed 5 --temperature $t 2>&1)
+  b=$("$flaxpp" generate "$dir/lm/checkpoint.json" --prompt "In the" --tokens 30 --seed 5 --temperature $t --no-kv-cache 2>&1)
+  check "generate: the cache gives the window's text (temperature $t)" test "$a" = "$b" -a "${#a}" -eq 36
+done
+expect "generate --timing says the characters per second" 0 '^sampled 4 characters in [0-9.e-]+ s \([0-9.e+]+ characters/s, with the key-value cache\)$' -- "$flaxpp" generate "$dir/lm/checkpoint.json" --prompt "In" --tokens 4 --timing
 expect "generate: a character the text never had" 2 "the character 'Q' \(byte 81\) is not in the model's vocabulary of [0-9]+ characters" -- "$flaxpp" generate "$dir/lm/checkpoint.json" --prompt "Q"
 expect "generate: no prompt" 2 'expected --prompt TEXT' -- "$flaxpp" generate "$dir/lm/checkpoint.json"
 expect "generate: a negative temperature" 2 '--temperature: expected a number >= 0, got "-1"' -- "$flaxpp" generate "$dir/lm/checkpoint.json" --prompt G --temperature -1

@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <optional>
+#include <span>
 
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/random/key.hpp"
@@ -53,5 +54,8 @@ Array make_attention_mask(const Array& query_input, const Array& key_input,
 // batch..., 1, len, len); only x's shape is read. Built from iota, so that inside a checkpoint
 // the mask is recomputed as JAX recomputes it, never saved.
 Array make_causal_mask(const Array& x, std::int64_t extra_batch_dims = 0, DType dtype = DType::f32);
+// combine_masks(masks..., dtype): the logical and of the given masks (invalid Arrays, Python's
+// None, are skipped), broadcast together, as `dtype`; an invalid Array when none is given.
+Array combine_masks(std::span<const Array> masks, DType dtype = DType::f32);
 
 }  // namespace flaxpp::nn

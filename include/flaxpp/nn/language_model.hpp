@@ -21,6 +21,9 @@ struct TransformerStack {
   std::int64_t num_heads = 0;
   std::int64_t mlp_dim = 0;
   PolicyPtr policy = checkpoint_policies::none();  // none(): the plain Block
+  // The Blocks' autoregressive caches, stacked per layer (variable_axes {"params": 0,
+  // "cache": 0}).
+  bool decode = false;
 
   // x (B, T, D) -> (B, T, D).
   Array operator()(Scope& s, const Array& x) const;
@@ -35,6 +38,12 @@ struct LanguageModel {
   std::int64_t mlp_dim = 0;
   std::int64_t max_len = 0;
   PolicyPtr policy = checkpoint_policies::none();
+  // Autoregressive decoding, as Flax's decode=True (lm1b's AddPositionEmbs and attention
+  // caches): init on tokens (B, max_len) makes the "cache" collection (the Blocks' keys and
+  // values, and the next position, cache_index); each apply with "cache" mutable then takes
+  // one token per sequence (B, 1) at the next position and gives its logits, as the full
+  // sequence's apply gives them at that position. At most max_len tokens fit.
+  bool decode = false;
 
   // tokens int32 (B, T), T <= max_len, ids in [0, vocab) -> logits (B, T, vocab).
   Array operator()(Scope& s, const Array& tokens) const;

@@ -1,8 +1,8 @@
 // flaxpp/nn/multi_head_attention.hpp — nn.MultiHeadDotProductAttention: query, key and value
 // projections (DenseGeneral to (heads, head_dim), children "query", "key", "value"),
 // dot_product_attention, and the output projection (DenseGeneral over the last two axes,
-// child "out"), as flax/linen/attention.py. Not supported: decode (the autoregressive cache),
-// custom attention_fn, dot_general and einsum overrides.
+// child "out"), as flax/linen/attention.py, with its autoregressive cache (decode). Not
+// supported: custom attention_fn, dot_general and einsum overrides.
 #pragma once
 
 #include <optional>
@@ -39,6 +39,14 @@ struct MultiHeadDotProductAttention {
   bool use_bias = true;
   bool normalize_qk = false;  // LayerNorm (no bias) "query_ln" / "key_ln" on query and key
   bool force_fp32_for_softmax = false;
+  // Flax's decode: an autoregressive cache in the "cache" collection. Init (inputs of the full
+  // length, max_length) makes cached_key and cached_value (batch..., max_length, heads,
+  // head_dim) of zeros and cache_index 0; each later apply, with "cache" mutable, takes one
+  // position (inputs_q (batch..., 1, features)), writes its key and value at cache_index,
+  // attends to the positions cached so far (the given mask combined with
+  // arange(max_length) <= cache_index) and advances the index. The caller stops at
+  // max_length: a further position would overwrite the last (lax.dynamic_update_slice clamps).
+  bool decode = false;
 
   // inputs_q (batch..., q_length, features) -> (batch..., q_length, out_features).
   Array operator()(Scope& s, const Array& inputs_q, const AttentionArgs& args = {}) const;

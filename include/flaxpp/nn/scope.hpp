@@ -32,7 +32,12 @@ using RngStreams = std::map<std::string, random::Key>;
 // (Dense_0), with `static constexpr const char* name = "Dense";` (or, for lifted modules,
 // `static std::string class_name()`), and runs as operator()(nn::Scope&, inputs...).
 template <class M>
-concept NamedModule = requires { std::string(M::name); } || requires { std::string(M::class_name()); };
+concept NamedModule = requires {
+  std::string(M::name);
+}
+|| requires {
+  std::string(M::class_name());
+};
 
 // A module's class name, which names its auto-named instances: M::class_name() when M
 // defines it (lifted modules do), else M::name.
@@ -97,6 +102,9 @@ class Scope {
   // Its value is the latest put_variable's.
   Array variable(const std::string& collection, const std::string& name,
                  const std::function<Array()>& init);
+  // Flax's Module.has_variable: whether the variables hold `collection`/`name` at this module's
+  // path (e.g. an autoregressive cache that init made).
+  bool has_variable(const std::string& collection, const std::string& name) const;
   // Flax's Module.put_variable (and `variable(...).value = v`): the new value of a variable of
   // another collection. Every collection is mutable during init; during apply only those
   // Model::apply_mutable names, else a ValueError naming the module, the variable and what to
@@ -139,6 +147,9 @@ class Scope {
   friend const std::shared_ptr<internal::ScopeState>& internal::state_of(const Scope& scope);
   Scope(std::shared_ptr<internal::ScopeState> state, std::vector<std::string> path);
   Scope child(const std::string& name);
+  // {collection, path..., name}: where a variable of this module sits in the variables.
+  std::vector<std::string> variable_path(const std::string& collection,
+                                         const std::string& name) const;
   std::string next_name(const std::string& class_name);
 
   std::shared_ptr<internal::ScopeState> state_;

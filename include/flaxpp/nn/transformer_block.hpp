@@ -14,6 +14,7 @@ struct TransformerBlock {
   static constexpr const char* name = "Block";
   std::int64_t num_heads = 0;
   std::int64_t mlp_dim = 0;
+  bool decode = false;  // the attention's autoregressive cache (MultiHeadDotProductAttention)
 
   // x (B, T, D) -> (B, T, D), causal self-attention. (Flax's Block returns (x, None) for
   // nn.scan; this returns x.)
