@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "flaxpp/ir/elementwise_program.hpp"
 #include "flaxpp/ir/lax.hpp"
@@ -11,13 +12,21 @@
 namespace flaxpp::ir {
 
 std::int64_t eqn_flops(const Graph& graph, const Eqn& e) {
+  std::vector<AVal> inputs, outputs;
+  for (const Atom& a : e.inputs)
+    inputs.push_back(a.is_literal() ? a.literal.aval() : graph.aval(a.var));
+  for (const VarId v : e.outputs)
+    outputs.push_back(graph.aval(v));
+  return eqn_flops(e, inputs, outputs);
+}
+
+std::int64_t eqn_flops(const Eqn& e, std::span<const AVal> inputs, std::span<const AVal> outputs) {
   if (e.prim == &lax::dot_general_p || e.prim == &lax::dot_general_bias_p) {
     const auto& d = e.params.get<DotDimensionNumbers>("dimension_numbers");
-    const AVal lhs = graph.aval(e.inputs.at(0));
     std::int64_t contracted = 1;
     for (const std::int64_t axis : d.lhs_contracting)
-      contracted *= lhs.shape[axis];
-    return 2 * graph.aval(e.outputs.at(0)).shape.size() * contracted;
+      contracted *= inputs[0].shape[axis];
+    return 2 * outputs[0].shape.size() * contracted;
   }
   bool holds_graph = false;
   std::int64_t total = 0;
@@ -27,8 +36,8 @@ std::int64_t eqn_flops(const Graph& graph, const Eqn& e) {
     total += trips * flops(sub);
   });
   if (holds_graph) return total;
-  for (const VarId v : e.outputs)
-    total += graph.aval(v).shape.size();
+  for (const AVal& out : outputs)
+    total += out.shape.size();
   if (e.prim == &lax::fused_elementwise_p) {
     const auto& program = e.params.get<std::shared_ptr<const ElementwiseProgram>>("program");
     total = total / static_cast<std::int64_t>(std::max<std::size_t>(e.outputs.size(), 1)) *

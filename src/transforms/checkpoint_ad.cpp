@@ -5,8 +5,10 @@
 // was not saved and applies the VJP rules. Regions nested inside a region are flattened into
 // it: the outermost policy decides what crosses from the forward to the backward pass.
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
 
+#include "flaxpp/ir/flops.hpp"
 #include "flaxpp/ir/passes.hpp"
 #include "flaxpp/ir/primitive_rules.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
@@ -21,6 +23,7 @@ namespace {
 // A checkpointed region replayed inline: its (flattened) equations and its policy.
 struct Region final : TapeEntry {
   PolicyPtr policy;
+  const ir::Graph* declared_body = nullptr;  // the region's body as traced, before the split
   ir::Params params;
   std::vector<Array> inputs, results;
   std::vector<bool> input_has_tangent;  // which inputs derive from the differentiated primals
@@ -77,6 +80,7 @@ std::unique_ptr<TapeEntry> replay_region(const ir::Eqn& e, std::vector<Array> in
                                          TangentSet& tangents) {
   auto region = std::make_unique<Region>();
   region->policy = RegionPolicies::policy_of(e);
+  region->declared_body = &body_of(e.params);
   region->params = e.params;
   if (auto split = split_for_policy(body_of(e.params), region->policy))
     region->params.set("jaxpr", std::move(split));
@@ -90,6 +94,56 @@ std::unique_ptr<TapeEntry> replay_region(const ir::Eqn& e, std::vector<Array> in
 // The region inputs and saved values it needs (the residuals, once partial evaluation splits
 // the joint graph) and the output cotangents go in.
 namespace {
+
+// Tells the budget search (RegionPolicies) which saved values the backward body reads: the
+// outputs of equation i sit in operand slots first_saved[i]..., read where `read(slot)`. Each
+// with what recomputing it alone would cost: its equation and those it depends on inside the
+// region.
+template <class Read>
+void note_kept(const Region& r, const std::vector<ir::Decision>& decisions,
+               const std::vector<std::size_t>& first_saved, const Read& read) {
+  const std::size_t n = r.eqns.size();
+  std::unordered_map<const Tracer*, std::size_t> producer;
+  std::vector<std::int64_t> own_flops(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const TapeEqn& t = r.eqns[i];
+    std::vector<AVal> ins, outs;
+    for (const Array& x : t.ins)
+      ins.push_back(x.aval());
+    for (const Array& y : t.outs) {
+      outs.push_back(y.aval());
+      if (y.is_traced()) producer.emplace(y.tracer(), i);
+    }
+    own_flops[i] = ir::eqn_flops(*t.eqn, ins, outs);
+  }
+  const auto recompute_flops = [&](std::size_t i) {
+    std::vector<bool> in_cone(n, false);
+    std::vector<std::size_t> stack{i};
+    std::int64_t total = 0;
+    while (!stack.empty()) {
+      const std::size_t j = stack.back();
+      stack.pop_back();
+      if (in_cone[j]) continue;
+      in_cone[j] = true;
+      total += own_flops[j];
+      for (const Array& x : r.eqns[j].ins)
+        if (x.is_traced())
+          if (const auto it = producer.find(x.tracer()); it != producer.end())
+            stack.push_back(it->second);
+    }
+    return total;
+  };
+  std::vector<RematPlan::Kept> kept;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (decisions[i].kind == ir::Decision::Kind::recompute) continue;
+    const std::vector<Array>& outs = r.eqns[i].outs;
+    for (std::size_t j = 0; j < outs.size(); ++j)
+      if (read(first_saved[i] + j))
+        kept.push_back({r.eqns[i].eqn->prim->name(), outs[j].aval().str(), outs[j].aval().nbytes(),
+                        recompute_flops(i)});
+  }
+  RegionPolicies::note_kept(r.declared_body, std::move(kept));
+}
 
 void backward_region(const Region& r, Cotangents& cts) {
   // An output that is one of the region's inputs, or repeats an earlier output, is the same
@@ -190,6 +244,8 @@ void backward_region(const Region& r, Cotangents& cts) {
     if (decisions[i].kind != ir::Decision::Kind::recompute)
       for (std::size_t k = 0; k < r.eqns[i].outs.size(); ++k)
         slot_eqn[first_saved[i] + k] = static_cast<std::ptrdiff_t>(i);
+  note_kept(r, decisions, first_saved,
+            [&](std::size_t k) { return used[static_cast<std::size_t>(bwd.invars[k])]; });
   for (std::size_t k = 0; k < operands.size(); ++k) {
     if (!used[static_cast<std::size_t>(bwd.invars[k])]) continue;
     invars.push_back(bwd.invars[k]);

@@ -26,9 +26,17 @@ PolicyPtr RegionPolicies::policy_of(const ir::Eqn& e) {
   if (first) {
     scope->own_.push_back(own);
     scope->bodies_.push_back(body);
+    scope->kept_.emplace_back();
   }
   const std::size_t i = it->second;
   return i < scope->chosen_.size() && scope->chosen_[i] != nullptr ? scope->chosen_[i] : own;
+}
+
+void RegionPolicies::note_kept(const ir::Graph* body, std::vector<RematPlan::Kept> kept) {
+  RegionPolicies* scope = active;
+  if (scope == nullptr) return;
+  if (const auto it = scope->ordinal_.find(body); it != scope->ordinal_.end())
+    scope->kept_[it->second] = std::move(kept);
 }
 
 }  // namespace flaxpp::transforms

@@ -13,6 +13,7 @@
 
 #include "flaxpp/ir/graph.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
+#include "flaxpp/transforms/remat_plan.hpp"
 
 namespace flaxpp::transforms {
 
@@ -25,18 +26,24 @@ class RegionPolicies {
   RegionPolicies(const RegionPolicies&) = delete;
   RegionPolicies& operator=(const RegionPolicies&) = delete;
 
-  // The regions seen so far, in order: each's own policy, and its body.
+  // The regions seen so far, in order: each's own policy, its body, and what its backward
+  // pass keeps (empty until it is differentiated).
   const std::vector<PolicyPtr>& own() const { return own_; }
   const std::vector<std::shared_ptr<const ir::Graph>>& bodies() const { return bodies_; }
+  const std::vector<std::vector<RematPlan::Kept>>& kept() const { return kept_; }
 
   // The policy region `e` (a checkpoint equation) is differentiated with: the active scope's
   // choice, or its own policy where there is no scope.
   static PolicyPtr policy_of(const ir::Eqn& e);
+  // Records, in the active scope (if any), what the backward pass of the region with this
+  // body keeps.
+  static void note_kept(const ir::Graph* body, std::vector<RematPlan::Kept> kept);
 
  private:
   std::vector<PolicyPtr> chosen_;
   std::vector<PolicyPtr> own_;
   std::vector<std::shared_ptr<const ir::Graph>> bodies_;
+  std::vector<std::vector<RematPlan::Kept>> kept_;
   std::unordered_map<const ir::Graph*, std::size_t> ordinal_;  // by the region's body
   RegionPolicies* outer_;
 };

@@ -24,7 +24,15 @@ std::string RematPlan::str() const {
     os << "  region " << i << ": " << regions[i].policy;
     if (regions[i].own_policy != regions[i].policy)
       os << " (declared: " << regions[i].own_policy << ")";
-    os << "\n";
+    std::int64_t bytes = 0;
+    for (const RematPlan::Kept& k : regions[i].kept)
+      bytes += k.bytes;
+    os << "\n    keeps " << regions[i].kept.size() << " values besides its inputs, " << bytes
+       << " bytes per run" << (regions[i].kept.empty() ? "" : " (each: what recomputing it costs)")
+       << "\n";
+    for (const RematPlan::Kept& k : regions[i].kept)
+      os << "      " << k.primitive << " " << k.aval << ": " << k.bytes << " bytes, " << k.flops
+         << " FLOPs\n";
   }
   os << "planned peak: " << planned_peak_bytes << " bytes" << (exact ? "" : " (at least)")
      << " (keeping everything: " << keep_all_peak_bytes << " bytes, the least: " << least_peak_bytes
@@ -143,6 +151,7 @@ struct Candidate {
   Policies policies;
   LoweredStep step;
   std::int64_t flops = 0;
+  std::vector<std::vector<RematPlan::Kept>> kept;  // per region
 };
 
 // Whether `a` costs less than `b`: less recomputation, then a smaller peak.
@@ -165,6 +174,7 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, RematPlan& p
     RegionPolicies scope({});
     declared.step = lower();
     declared.policies = scope.own();
+    declared.kept = scope.kept();
     bodies = scope.bodies();
   }
   declared.flops = ir::flops(declared.step.graph);
@@ -214,6 +224,7 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, RematPlan& p
                                      scope.own().size(),
                                      " in another; a budget needs a function that traces the "
                                      "same way every time"));
+      c.kept = scope.kept();
     }
     c.flops = ir::flops(c.step.graph);
     c.policies = std::move(policies);
@@ -238,7 +249,7 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, RematPlan& p
   plan.budget_bytes = budget;
   plan.regions.clear();
   for (std::size_t i = 0; i < regions; ++i)
-    plan.regions.push_back({spelling(best->policies[i]), spelling(own[i])});
+    plan.regions.push_back({spelling(best->policies[i]), spelling(own[i]), best->kept[i]});
   plan.planned_peak_bytes = best->step.memory.peak_bytes;
   plan.exact = best->step.memory.exact;
   plan.recompute_flops = best->flops - keep_all_flops.value_or(best->flops);

@@ -51,6 +51,8 @@ expect "residuals of the CNN: dots_saveable keeps each convolution's output" 0 '
 expect "residuals of a scan over remat'd Blocks: one carry per layer" 0 'f32\[3,2,4,8\] output of scan +768 bytes' -- "$flaxpp" residuals stack_loss -N 2 -d 8 -T 4 -L 3 --policy nothing_saveable
 expect "residuals --budget: the planned peak is the measured one, within the budget" 0 'peak: planned ([0-9]+) bytes, measured \1 bytes, budget 1300000 bytes' -- "$flaxpp" residuals stack_loss -N 8 -d 32 -T 16 -L 4 --budget 1300000
 expect "residuals --budget: a roomy budget keeps everything" 0 'region 0: everything_saveable \(declared: nothing_saveable\)' -- "$flaxpp" residuals stack_loss -N 8 -d 32 -T 16 -L 4 --budget 1GiB
+expect "residuals --budget: what a region keeps" 0 '^    keeps 15 values besides its inputs, 483328 bytes per run' -- "$flaxpp" residuals stack_loss -N 8 -d 32 -T 16 -L 4 --budget 1GiB
+expect "residuals --budget: each kept value with its cost" 0 '^      layer_norm f32\[8,16,32\]: 16384 bytes, 4096 FLOPs$' -- "$flaxpp" residuals stack_loss -N 8 -d 32 -T 16 -L 4 --budget 1GiB
 expect "residuals --budget: too small names the least peak" 2 'no remat choice fits the memory budget of 1000 bytes: the least planned peak is [0-9]+ bytes' -- "$flaxpp" residuals stack_loss -N 8 -d 32 -T 16 -L 4 --budget 1kB
 expect "residuals --budget: a bad size" 2 '--budget: expected a positive number of bytes such as 48MiB' -- "$flaxpp" residuals stack_loss --budget 12mb
 expect "residuals, bad policy" 2 'unknown checkpoint policy' -- "$flaxpp" residuals checkpoint_dot_policy --policy dots_savable

@@ -6,6 +6,7 @@
 // keep-everything peak keeps everything.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <regex>
 #include <string>
@@ -62,6 +63,13 @@ std::vector<Tree> mlp_args(const Array& x) {
   return {params, optim::adam(1e-3).init(params), Tree(x)};
 }
 
+std::int64_t kept_bytes(const RematPlan::Region& r) {
+  std::int64_t bytes = 0;
+  for (const RematPlan::Kept& k : r.kept)
+    bytes += k.bytes;
+  return bytes;
+}
+
 std::vector<Array> leaves_of(const std::vector<Tree>& trees) {
   std::vector<Array> out;
   for (const Tree& t : trees)
@@ -103,7 +111,16 @@ TEST_CASE(
   for (const RematPlan::Region& r : top->regions) {
     CHECK(r.policy == "everything_saveable");
     CHECK(r.own_policy == "nothing_saveable");
+    // The report names what is kept: a layer's product and activation, each with its size
+    // and what recomputing it would cost.
+    REQUIRE(!r.kept.empty());
+    for (const RematPlan::Kept& k : r.kept) {
+      CHECK(k.bytes > 0);
+      CHECK(k.flops > 0);
+      CHECK(k.aval.starts_with("f32[64,48]"));
+    }
   }
+  CHECK(top->str().find("keeps ") != std::string::npos);
   CHECK(top->recompute_flops == 0);
   CHECK(top->planned_peak_bytes == top->keep_all_peak_bytes);
   CHECK(top->candidates > 4);
@@ -138,6 +155,10 @@ TEST_CASE(
   }
   CHECK(last_peak == least);
   CHECK(last_flops > 0);
+  // At the least peak every layer keeps less than when it keeps everything.
+  const CompiledStep tightest = mlp_step(x, cp::nothing_saveable(), least).lower(args);
+  for (std::size_t i = 0; i < kLayers; ++i)
+    CHECK(kept_bytes(tightest.remat_plan()->regions[i]) < kept_bytes(top->regions[i]));
 }
 
 TEST_CASE("remat by budget: a scanned body is one region, its choice planned exactly") {
@@ -159,6 +180,12 @@ TEST_CASE("remat by budget: a scanned body is one region, its choice planned exa
   CAPTURE(tight.remat_plan()->str());
   CHECK(tight.remat_plan()->planned_peak_bytes == least);
   CHECK(tight.remat_plan()->recompute_flops > 0);
+  // The one region's report: what each layer keeps, less at the least peak; the products
+  // among what keeping everything keeps.
+  const RematPlan::Region& all = roomy.remat_plan()->regions[0];
+  CHECK(kept_bytes(tight.remat_plan()->regions[0]) < kept_bytes(all));
+  CHECK(std::any_of(all.kept.begin(), all.kept.end(),
+                    [](const RematPlan::Kept& k) { return k.primitive == "tanh"; }));
   testing::check_planned_peak(tight, args, {0, 1});
 
   // A named policy's own planned peak as the budget: a choice that fits it and recomputes no

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 
 #include "flaxpp/ir/graph.hpp"
 
@@ -16,5 +17,7 @@ namespace flaxpp::ir {
 std::int64_t flops(const Graph& graph);
 // The same for one equation `e` of `graph`.
 std::int64_t eqn_flops(const Graph& graph, const Eqn& e);
+// The same for an equation whose operands and results have these avals (as traced).
+std::int64_t eqn_flops(const Eqn& e, std::span<const AVal> inputs, std::span<const AVal> outputs);
 
 }  // namespace flaxpp::ir

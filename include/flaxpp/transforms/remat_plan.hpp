@@ -28,10 +28,23 @@ namespace flaxpp {
 
 struct RematPlan {
   std::int64_t budget_bytes = 0;
+  // A value the backward pass reads saved instead of recomputing it (besides the region's
+  // inputs, which it always reads): the equation that made it, and what keeping it saves.
+  struct Kept {
+    std::string primitive;  // e.g. "dot_general"
+    std::string aval;       // e.g. "f32[64,48]"
+    std::int64_t bytes = 0;
+    // What recomputing it alone would cost (ir::eqn_flops of its equation and of those it
+    // depends on inside the region); values that share work share it in their figures.
+    std::int64_t flops = 0;
+  };
   // Per checkpoint region, in the order the regions are differentiated.
   struct Region {
     std::string policy;      // chosen, as JAX spells it: what a JAX program would pass
     std::string own_policy;  // the one the model declared
+    // What the chosen policy keeps, per run of the region (per layer in a scan), in the
+    // body's order.
+    std::vector<Kept> kept{};
   };
   std::vector<Region> regions;
   std::int64_t planned_peak_bytes = 0;
@@ -42,7 +55,8 @@ struct RematPlan {
   std::size_t candidates = 0;         // candidates traced and planned
   double search_seconds = 0;          // their tracing and planning
 
-  // Several lines: the budget, the policy per region, the peak, the recomputation, the search.
+  // Several lines: the budget, the policy per region and what it keeps, the peak, the
+  // recomputation, the search.
   std::string str() const;
 };
 
