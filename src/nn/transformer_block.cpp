@@ -16,8 +16,12 @@ Array TransformerBlock::operator()(Scope& s, const Array& x) const {
   if (mlp_dim <= 0)
     throw ValueError(
         detail::str("Block at ", s.path_str(), ": mlp_dim must be > 0, got ", mlp_dim));
-  // nn.make_causal_mask(jnp.ones(x.shape[:-1], jnp.int32)): only the shape is read.
-  const Array mask = make_causal_mask(zeros(Shape{x.shape()[0], x.shape()[1]}, DType::i32));
+  // nn.make_causal_mask(jnp.ones(x.shape[:-1], jnp.int32)): only the shape is read. Decoding
+  // one position, it is all ones, and the attention's cache masks the positions (Flax's lm1b
+  // passes no mask when decoding).
+  const Array mask = decode && x.shape()[1] == 1
+                         ? Array()
+                         : make_causal_mask(zeros(Shape{x.shape()[0], x.shape()[1]}, DType::i32));
   Array h = s(LayerNorm{}, x);
   h = s(MultiHeadDotProductAttention{.num_heads = num_heads, .decode = decode}, h,
         AttentionArgs{.mask = mask});
