@@ -32,12 +32,7 @@ using RngStreams = std::map<std::string, random::Key>;
 // (Dense_0), with `static constexpr const char* name = "Dense";` (or, for lifted modules,
 // `static std::string class_name()`), and runs as operator()(nn::Scope&, inputs...).
 template <class M>
-concept NamedModule = requires {
-  std::string(M::name);
-}
-|| requires {
-  std::string(M::class_name());
-};
+concept NamedModule = requires { std::string(M::name); } || requires { std::string(M::class_name()); };
 
 // A module's class name, which names its auto-named instances: M::class_name() when M
 // defines it (lifted modules do), else M::name.

@@ -14,7 +14,9 @@ struct TransformerBlock {
   static constexpr const char* name = "Block";
   std::int64_t num_heads = 0;
   std::int64_t mlp_dim = 0;
-  bool decode = false;  // the attention's autoregressive cache (MultiHeadDotProductAttention)
+  // The attention's autoregressive cache (MultiHeadDotProductAttention::decode); decoding one
+  // position, no causal mask (the cache masks the positions).
+  bool decode = false;
 
   // x (B, T, D) -> (B, T, D), causal self-attention. (Flax's Block returns (x, None) for
   // nn.scan; this returns x.)
