@@ -102,6 +102,7 @@ namespace {
 template <class Read>
 void note_kept(const Region& r, const std::vector<ir::Decision>& decisions,
                const std::vector<std::size_t>& first_saved, const Read& read) {
+  if (!RegionPolicies::active()) return;
   const std::size_t n = r.eqns.size();
   std::unordered_map<const Tracer*, std::size_t> producer;
   std::vector<std::int64_t> own_flops(n);

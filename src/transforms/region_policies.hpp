@@ -35,6 +35,9 @@ class RegionPolicies {
   // The policy region `e` (a checkpoint equation) is differentiated with: the active scope's
   // choice, or its own policy where there is no scope.
   static PolicyPtr policy_of(const ir::Eqn& e);
+  // Whether a scope is active on this thread: only then is what a region keeps worth working
+  // out (a plain differentiation skips it).
+  static bool active();
   // Records, in the active scope (if any), what the backward pass of the region with this
   // body keeps.
   static void note_kept(const ir::Graph* body, std::vector<RematPlan::Kept> kept);

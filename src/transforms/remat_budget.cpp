@@ -17,6 +17,13 @@
 
 namespace flaxpp {
 
+std::int64_t RematPlan::Region::kept_bytes() const {
+  std::int64_t bytes = 0;
+  for (const Kept& k : kept)
+    bytes += k.bytes;
+  return bytes;
+}
+
 std::string RematPlan::str() const {
   std::ostringstream os;
   os << "memory budget: " << budget_bytes << " bytes\n";
@@ -24,12 +31,9 @@ std::string RematPlan::str() const {
     os << "  region " << i << ": " << regions[i].policy;
     if (regions[i].own_policy != regions[i].policy)
       os << " (declared: " << regions[i].own_policy << ")";
-    std::int64_t bytes = 0;
-    for (const RematPlan::Kept& k : regions[i].kept)
-      bytes += k.bytes;
-    os << "\n    keeps " << regions[i].kept.size() << " values besides its inputs, " << bytes
-       << " bytes per run" << (regions[i].kept.empty() ? "" : " (each: what recomputing it costs)")
-       << "\n";
+    os << "\n    keeps " << regions[i].kept.size() << " values besides its inputs, "
+       << regions[i].kept_bytes() << " bytes per run"
+       << (regions[i].kept.empty() ? "" : " (each: what recomputing it costs)") << "\n";
     for (const RematPlan::Kept& k : regions[i].kept)
       os << "      " << k.primitive << " " << k.aval << ": " << k.bytes << " bytes, " << k.flops
          << " FLOPs\n";

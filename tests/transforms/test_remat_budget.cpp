@@ -63,13 +63,6 @@ std::vector<Tree> mlp_args(const Array& x) {
   return {params, optim::adam(1e-3).init(params), Tree(x)};
 }
 
-std::int64_t kept_bytes(const RematPlan::Region& r) {
-  std::int64_t bytes = 0;
-  for (const RematPlan::Kept& k : r.kept)
-    bytes += k.bytes;
-  return bytes;
-}
-
 std::vector<Array> leaves_of(const std::vector<Tree>& trees) {
   std::vector<Array> out;
   for (const Tree& t : trees)
@@ -158,7 +151,7 @@ TEST_CASE(
   // At the least peak every layer keeps less than when it keeps everything.
   const CompiledStep tightest = mlp_step(x, cp::nothing_saveable(), least).lower(args);
   for (std::size_t i = 0; i < kLayers; ++i)
-    CHECK(kept_bytes(tightest.remat_plan()->regions[i]) < kept_bytes(top->regions[i]));
+    CHECK(tightest.remat_plan()->regions[i].kept_bytes() < top->regions[i].kept_bytes());
 }
 
 TEST_CASE("remat by budget: a scanned body is one region, its choice planned exactly") {
@@ -183,7 +176,7 @@ TEST_CASE("remat by budget: a scanned body is one region, its choice planned exa
   // The one region's report: what each layer keeps, less at the least peak; the products
   // among what keeping everything keeps.
   const RematPlan::Region& all = roomy.remat_plan()->regions[0];
-  CHECK(kept_bytes(tight.remat_plan()->regions[0]) < kept_bytes(all));
+  CHECK(tight.remat_plan()->regions[0].kept_bytes() < all.kept_bytes());
   CHECK(std::any_of(all.kept.begin(), all.kept.end(),
                     [](const RematPlan::Kept& k) { return k.primitive == "tanh"; }));
   testing::check_planned_peak(tight, args, {0, 1});

@@ -45,6 +45,7 @@ struct RematPlan {
     // What the chosen policy keeps, per run of the region (per layer in a scan), in the
     // body's order.
     std::vector<Kept> kept{};
+    std::int64_t kept_bytes() const;  // the sum of kept's bytes
   };
   std::vector<Region> regions;
   std::int64_t planned_peak_bytes = 0;
