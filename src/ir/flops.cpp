@@ -21,13 +21,7 @@ std::int64_t eqn_flops(const Graph& graph, const Eqn& e) {
 }
 
 std::int64_t eqn_flops(const Eqn& e, std::span<const AVal> inputs, std::span<const AVal> outputs) {
-  if (e.prim == &lax::dot_general_p || e.prim == &lax::dot_general_bias_p) {
-    const auto& d = e.params.get<DotDimensionNumbers>("dimension_numbers");
-    std::int64_t contracted = 1;
-    for (const std::int64_t axis : d.lhs_contracting)
-      contracted *= inputs[0].shape[axis];
-    return 2 * outputs[0].shape.size() * contracted;
-  }
+  if (const FlopsRule* rule = flops_rule(*e.prim)) return (*rule)(inputs, outputs, e.params);
   bool holds_graph = false;
   std::int64_t total = 0;
   const std::int64_t trips = loop_trips(e).value_or(1);

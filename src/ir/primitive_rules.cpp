@@ -1,5 +1,5 @@
-// The registries of flaxpp/ir/primitive_rules.hpp: effects, calls, loops and batching rules,
-// keyed by primitive.
+// The registries of flaxpp/ir/primitive_rules.hpp: effects, calls, loops, batching and FLOPs
+// rules, keyed by primitive.
 #include "flaxpp/ir/primitive_rules.hpp"
 
 #include "flaxpp/ir/lax.hpp"
@@ -18,6 +18,7 @@ struct Registry {
   std::unordered_map<const Primitive*, std::string> calls, loops;
   std::unordered_map<const Primitive*, LoopTrips> trips;
   std::unordered_map<const Primitive*, BatchRule> batching;
+  std::unordered_map<const Primitive*, FlopsRule> flops;
 };
 
 Registry& registry() {
@@ -43,15 +44,18 @@ const Effects& effects_of(const Primitive& prim) {
 
 namespace {
 
-void register_body(std::unordered_map<const Primitive*, std::string> Registry::*table,
-                   const Primitive& prim, std::string body) {
+// One registry's table: the rule of `prim` set, and found (nullptr where it has none).
+template <class Rule>
+void register_rule(std::unordered_map<const Primitive*, Rule> Registry::*table,
+                   const Primitive& prim, Rule rule) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  (r.*table)[&prim] = std::move(body);
+  (r.*table)[&prim] = std::move(rule);
 }
 
-const std::string* body_param(std::unordered_map<const Primitive*, std::string> Registry::*table,
-                              const Primitive& prim) {
+template <class Rule>
+const Rule* find_rule(std::unordered_map<const Primitive*, Rule> Registry::*table,
+                      const Primitive& prim) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   const auto it = (r.*table).find(&prim);
@@ -61,23 +65,20 @@ const std::string* body_param(std::unordered_map<const Primitive*, std::string> 
 }  // namespace
 
 void register_call(const Primitive& prim, std::string body) {
-  register_body(&Registry::calls, prim, std::move(body));
+  register_rule(&Registry::calls, prim, std::move(body));
 }
 
 const std::string* call_body(const Primitive& prim) {
-  return body_param(&Registry::calls, prim);
+  return find_rule(&Registry::calls, prim);
 }
 
 void register_loop(const Primitive& prim, std::string body, LoopTrips trips) {
-  register_body(&Registry::loops, prim, std::move(body));
-  if (!trips) return;
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  r.trips[&prim] = std::move(trips);
+  register_rule(&Registry::loops, prim, std::move(body));
+  if (trips) register_rule(&Registry::trips, prim, std::move(trips));
 }
 
 const std::string* loop_body(const Primitive& prim) {
-  return body_param(&Registry::loops, prim);
+  return find_rule(&Registry::loops, prim);
 }
 
 std::optional<std::int64_t> loop_trips(const Eqn& e) {
@@ -93,16 +94,19 @@ std::optional<std::int64_t> loop_trips(const Eqn& e) {
 }
 
 void register_batching(const Primitive& prim, BatchRule rule) {
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  r.batching[&prim] = std::move(rule);
+  register_rule(&Registry::batching, prim, std::move(rule));
 }
 
 const BatchRule* batching_rule(const Primitive& prim) {
-  Registry& r = registry();
-  std::lock_guard lock(r.mutex);
-  const auto it = r.batching.find(&prim);
-  return it == r.batching.end() ? nullptr : &it->second;
+  return find_rule(&Registry::batching, prim);
+}
+
+void register_flops(const Primitive& prim, FlopsRule rule) {
+  register_rule(&Registry::flops, prim, std::move(rule));
+}
+
+const FlopsRule* flops_rule(const Primitive& prim) {
+  return find_rule(&Registry::flops, prim);
 }
 
 Array with_batch_axis(const Array& x, bool batched, std::int64_t size) {

@@ -9,9 +9,9 @@
 
 namespace flaxpp::ir {
 
-// The graph's floating-point operations: 2·M·N·K per product (dot_general, dot_general_bias),
-// one per element written for every other equation (a fused elementwise program: per
-// instruction), so that data movement and elementwise work count by the elements they touch.
+// The graph's floating-point operations: what a primitive's FLOPs rule says (ir::register_flops:
+// 2·M·N·K per product, a fused attention's products), one per element written for every other
+// equation (a fused elementwise program: per instruction), so that data movement and elementwise work count by the elements they touch.
 // A call's body counts once, a loop's body once per iteration (ir::loop_trips), and once for a
 // loop whose length is only known as it runs (the figure is then a lower bound).
 std::int64_t flops(const Graph& graph);

@@ -4,7 +4,9 @@
 //   - effects: what an equation does besides computing its results from its operands;
 //   - calls and loops: a primitive whose equation runs a graph it holds on its operands, once
 //     or once per iteration;
-//   - batching: how an equation runs on a batch of examples at once (jax.vmap's rules).
+//   - batching: how an equation runs on a batch of examples at once (jax.vmap's rules);
+//   - flops: the arithmetic of an equation whose work is not one operation per element it
+//     writes (flaxpp/ir/flops.hpp's default).
 // The transforms layer keeps its reverse-mode rules beside these
 // (flaxpp/transforms/tape.hpp). Register before first use: from a static initialiser of the
 // primitive's own file.
@@ -97,5 +99,13 @@ const BatchRule* batching_rule(const Primitive& prim);
 // (jnp.moveaxis: a result's batch axis must end up first).
 Array with_batch_axis(const Array& x, bool batched, std::int64_t size);
 Array move_axis(const Array& x, std::int64_t from, std::int64_t to);
+
+// The floating-point operations of one equation of a primitive, from its operands' and
+// results' avals and its params: what recomputing it costs (a product's 2·M·N·K).
+using FlopsRule = std::function<std::int64_t(std::span<const AVal> inputs,
+                                             std::span<const AVal> outputs, const Params& params)>;
+void register_flops(const Primitive& prim, FlopsRule rule);
+// The FLOPs rule of `prim`, or nullptr where it has none.
+const FlopsRule* flops_rule(const Primitive& prim);
 
 }  // namespace flaxpp::ir

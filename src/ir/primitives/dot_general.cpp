@@ -210,8 +210,21 @@ ir::BatchedResults dot_general_batched(const ir::BatchArgs& a) {
   return {{ir::move_axis(out, at, 0)}, {true}};
 }
 
-const bool dot_general_batching_registered =
-    (ir::register_batching(dot_general_p, dot_general_batched), true);
+// 2·M·N·K: the result's elements times the contracted length, a multiply and an add each.
+std::int64_t dot_flops(std::span<const AVal> in, std::span<const AVal> out, const ir::Params& p) {
+  const auto& d = p.get<DotDimensionNumbers>("dimension_numbers");
+  std::int64_t contracted = 1;
+  for (const std::int64_t axis : d.lhs_contracting)
+    contracted *= in[0].shape[axis];
+  return 2 * out[0].shape.size() * contracted;
+}
+
+const bool dot_general_rules_registered = [] {
+  ir::register_batching(dot_general_p, dot_general_batched);
+  ir::register_flops(dot_general_p, dot_flops);
+  ir::register_flops(dot_general_bias_p, dot_flops);
+  return true;
+}();
 
 }  // namespace
 
