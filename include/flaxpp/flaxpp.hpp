@@ -46,6 +46,7 @@
 #include "flaxpp/nn/transformer_block.hpp"
 #include "flaxpp/nn/vmap.hpp"
 #include "flaxpp/ops/activations.hpp"
+#include "flaxpp/ops/dot_product_attention.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/ops/sampling.hpp"
 #include "flaxpp/ops/slicing.hpp"

@@ -19,6 +19,7 @@ Backend& the_cpu(int /*index*/) {
 [[gnu::constructor(FLAXPP_REGISTRATION_PRIORITY)]] void register_cpu() {
   register_backend_provider(DeviceKind::cpu, {[] { return 1; }, the_cpu});
   ir::register_evaluator(DeviceKind::cpu, eval);
+  register_attention();
 }
 
 }  // namespace

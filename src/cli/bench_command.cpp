@@ -39,7 +39,8 @@ constexpr const char* kBenchUsage =
     "                    [--device D] [--dtype float32|bfloat16]\n"
     "       flaxpp bench --processes 1,2 [--width W] [--batch B] [--steps N] [--device D]\n"
     "                    [--out FILE.jsonl]\n"
-    "       flaxpp bench --model lm [--steps N] [--device D] [--out FILE.jsonl]\n"
+    "       flaxpp bench --model lm [--attention flax|fused|xla] [--steps N] [--device D]\n"
+    "                    [--out FILE.jsonl]\n"
     "       flaxpp bench --budget-sweep [--width W] [--points P] [--steps N] [--device D]\n"
     "                    [--out FILE.jsonl]\n"
     "  Times MLP classifier training steps (SGD) on the device (default: the default device,\n"
@@ -55,6 +56,7 @@ constexpr const char* kBenchUsage =
     "  and comm_share (the step time spent in collectives).\n"
     "  --model lm: the language model of examples/lm.json (batch 32 of 64 tokens, SGD) under\n"
     "  each remat policy of its Blocks; python_compat/lm_speed.py compares it with JAX.\n"
+    "  --attention: the Blocks' attention (model.attention of a train config; default flax).\n"
     "  --budget-sweep: the memory/time frontier of remat for the MLP (depth 4, batch 128, width\n"
     "  W, default 1024) and the LM with 8 scanned Blocks: each named policy, then P memory\n"
     "  budgets (default 8) from the least feasible planned peak to the keep-everything one; per\n"
@@ -243,7 +245,7 @@ StepBench mlp_bench(std::int64_t width, std::int64_t depth, std::int64_t batch,
 }
 
 int bench_command(const std::vector<std::string>& args) {
-  std::string grid = "default", out_path, model = "mlp";
+  std::string grid = "default", out_path, model = "mlp", attention = "flax";
   std::int64_t steps = 20, only_width = 0;
   DType dtype = DType::f32;
   DataParallelBench data_parallel;
@@ -273,6 +275,12 @@ int bench_command(const std::vector<std::string>& args) {
       model = option_value(args, i);
       if (model != "mlp" && model != "lm") {
         std::cerr << "flaxpp bench: --model is mlp or lm, got " << model << "\n";
+        return 2;
+      }
+    } else if (args[i] == "--attention") {
+      attention = option_value(args, i);
+      if (attention != "flax" && attention != "fused" && attention != "xla") {
+        std::cerr << "flaxpp bench: --attention is flax, fused or xla, got " << attention << "\n";
         return 2;
       }
     } else if (args[i] == "--budget-sweep") {
@@ -309,7 +317,7 @@ int bench_command(const std::vector<std::string>& args) {
   if (model == "lm") {
     std::ofstream file;
     if (!out_path.empty()) file.open(out_path);
-    return bench_lm(steps, out_path.empty() ? std::cout : file);
+    return bench_lm(steps, attention, out_path.empty() ? std::cout : file);
   }
   if (dtype == DType::bf16 && default_device().kind == DeviceKind::cpu) {
     std::cerr << "flaxpp bench: --dtype bfloat16 needs a GPU (the CPU backend computes in "

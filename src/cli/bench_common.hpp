@@ -31,8 +31,9 @@ struct StepBench {
 StepBench mlp_bench(std::int64_t width, std::int64_t depth, std::int64_t batch,
                     const PolicyPtr& policy, DType dtype = DType::f32);
 // The language model of `flaxpp bench --model lm` (bench_lm.hpp) with `layers` Blocks, each
-// remat'd under `policy`, scanned.
-StepBench lm_bench(const PolicyPtr& policy, std::int64_t layers);
+// remat'd under `policy`, scanned, attending with nn::attention_fn_named(attention).
+StepBench lm_bench(const PolicyPtr& policy, std::int64_t layers,
+                   const std::string& attention = "flax");
 double median(std::vector<double> v);
 // The median time of `steps` calls of `step` (which must finish its work before returning),
 // after three warm-up calls; the device's peak memory is reset before the timed calls.

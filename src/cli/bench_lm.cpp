@@ -26,8 +26,8 @@ Array bench_tokens(std::uint32_t seed) {
   return Array::from_vector(ids, Shape{kBatch, kSeq});
 }
 
-io::Json run(const std::string& policy_name, std::int64_t steps) {
-  StepBench b = lm_bench(checkpoint_policies::from_name(policy_name), kLayers);
+io::Json run(const std::string& policy_name, const std::string& attention, std::int64_t steps) {
+  StepBench b = lm_bench(checkpoint_policies::from_name(policy_name), kLayers, attention);
   train::ClassifierStep& step = b.step;
   train::TrainState& state = b.state;
   const Array& x = b.x;
@@ -40,6 +40,7 @@ io::Json run(const std::string& policy_name, std::int64_t steps) {
                   {"backend", default_device().kind == DeviceKind::cpu ? "cpu" : "cuda"},
                   {"model", "lm"},
                   {"policy", policy_name},
+                  {"attention", attention},
                   {"steps", steps},
                   {"step_ms", ms},
                   {"tokens_per_s", static_cast<double>(kBatch * kSeq) / (ms / 1000.0)},
@@ -50,14 +51,15 @@ io::Json run(const std::string& policy_name, std::int64_t steps) {
 
 }  // namespace
 
-StepBench lm_bench(const PolicyPtr& policy, std::int64_t layers) {
+StepBench lm_bench(const PolicyPtr& policy, std::int64_t layers, const std::string& attention) {
   const nn::Model lm(nn::LanguageModel{.vocab = kVocab,
                                        .features = kWidth,
                                        .num_layers = layers,
                                        .num_heads = kHeads,
                                        .mlp_dim = kMlp,
                                        .max_len = kSeq,
-                                       .policy = policy});
+                                       .policy = policy,
+                                       .attention_fn = nn::attention_fn_named(attention)});
   const Array x = bench_tokens(1);
   train::ClassifierStep step(
       [lm](const Tree& p, const Array& in) {
@@ -68,11 +70,11 @@ StepBench lm_bench(const PolicyPtr& policy, std::int64_t layers) {
   return {std::move(step), std::move(state), x, bench_tokens(2)};
 }
 
-int bench_lm(std::int64_t steps, std::ostream& out) {
+int bench_lm(std::int64_t steps, const std::string& attention, std::ostream& out) {
   for (const char* policy : {"none", "everything_saveable", "dots_saveable",
                              "dots_with_no_batch_dims_saveable", "nothing_saveable"}) {
     std::cerr << "bench: lm, policy " << policy << "\n";
-    out << run(policy, steps).dump() << std::endl;
+    out << run(policy, attention, steps).dump() << std::endl;
   }
   return 0;
 }

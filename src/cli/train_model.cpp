@@ -59,7 +59,8 @@ nn::LanguageModel language_model(const io::TrainConfig::Model& m, std::int64_t s
           .num_heads = m.num_heads,
           .mlp_dim = m.mlp_dim,
           .max_len = seq_len,
-          .policy = m.policy};
+          .policy = m.policy,
+          .attention_fn = nn::attention_fn_named(m.attention)};
 }
 
 TrainModel train_model(const io::TrainConfig::Model& m, std::int64_t seq_len,

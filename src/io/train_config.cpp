@@ -132,6 +132,7 @@ void read_lm(const Section& model, TrainConfig::Model& m) {
   m.num_layers = model.integer("num_layers", 4, 1);
   m.num_heads = model.integer("num_heads", 4, 1);
   m.mlp_dim = model.integer("mlp_dim", 4 * m.width, 1);
+  m.attention = model.choice("attention", {"flax", "fused", "xla"});
   if (m.width % m.num_heads != 0)
     throw ParseError(detail::str("$.model.num_heads: ", m.num_heads,
                                  " heads do not divide the width $.model.features ", m.width,
@@ -157,7 +158,7 @@ std::vector<std::int64_t> positive_list(const Json& list, const std::string& key
 
 // The CNN's settings ($.model with "kind": "cnn").
 void read_cnn(const Section& model, TrainConfig::Model& m) {
-  for (const char* other : {"activation", "num_layers", "num_heads", "mlp_dim"})
+  for (const char* other : {"activation", "num_layers", "num_heads", "mlp_dim", "attention"})
     if (model.get(other))
       throw ParseError(detail::str("$.model.", other, ": not a setting of kind cnn; drop it"));
   m.features = positive_list(model.need("features"), "features", "ConvBlock widths");
@@ -176,9 +177,10 @@ void read_cnn(const Section& model, TrainConfig::Model& m) {
 }
 
 TrainConfig::Model read_model(const Section& top) {
-  const Section model(top.need("model"), "$.model",
-                      {"kind", "features", "activation", "num_layers", "num_heads", "mlp_dim",
-                       "policy", "dtype", "image_shape", "classes", "use_batchnorm", "dropout"});
+  const Section model(
+      top.need("model"), "$.model",
+      {"kind", "features", "activation", "num_layers", "num_heads", "mlp_dim", "attention",
+       "policy", "dtype", "image_shape", "classes", "use_batchnorm", "dropout"});
   TrainConfig::Model m;
   const std::string kind = model.choice("kind", {"mlp", "lm", "cnn"});
   m.kind = kind == "lm"    ? TrainConfig::Kind::lm
@@ -200,7 +202,7 @@ TrainConfig::Model read_model(const Section& top) {
     if (model.get(cnn_key))
       throw ParseError(
           detail::str("$.model.", cnn_key, ": a CNN setting; add \"kind\": \"cnn\" or drop it"));
-  for (const char* lm_key : {"num_layers", "num_heads", "mlp_dim"})
+  for (const char* lm_key : {"num_layers", "num_heads", "mlp_dim", "attention"})
     if (model.get(lm_key))
       throw ParseError(detail::str("$.model.", lm_key,
                                    ": a language-model setting; add \"kind\": \"lm\" or drop it"));

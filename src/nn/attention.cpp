@@ -8,6 +8,7 @@
 
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ops/activations.hpp"
+#include "flaxpp/ops/dot_product_attention.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "nn/dropout_mask.hpp"
 
@@ -171,6 +172,35 @@ Array make_causal_mask(const Array& x, std::int64_t extra_batch_dims, DType dtyp
   // jnp.broadcast_to(jnp.arange(length, dtype=int32), x.shape)
   const Array idxs = broadcast_to(lax::iota(DType::i32, Shape{x.shape()[-1]}), x.shape());
   return make_attention_mask(idxs, idxs, greater_equal, extra_batch_dims, dtype);
+}
+
+AttentionFn jax_attention_fn(std::optional<std::string> implementation) {
+  return [implementation](const Array& query, const Array& key, const Array& value,
+                          const AttentionOptions& options) {
+    const auto fail = [](const std::string& message) {
+      throw ValueError("jax_attention_fn: " + message);
+    };
+    if (query.rank() != 4)
+      fail(detail::str("takes one batch axis, query (batch, length, heads, depth); got ",
+                       query.aval(), " (reshape the batch axes into one)"));
+    if (options.dropout_rate > 0.0 && !options.deterministic)
+      fail(detail::str("jax.nn.dot_product_attention has no dropout, but dropout_rate is ",
+                       options.dropout_rate, " and deterministic is false; use Flax's ",
+                       "attention (an empty attention_fn) or drop the dropout"));
+    const auto cast = [&](const Array& x) { return options.dtype ? astype(x, *options.dtype) : x; };
+    DotProductAttentionOptions jax{.bias = options.bias, .implementation = implementation};
+    if (options.mask.valid()) jax.mask = astype(options.mask, DType::bool_);
+    return flaxpp::dot_product_attention(cast(query), cast(key), cast(value), jax);
+  };
+}
+
+AttentionFn attention_fn_named(const std::string& name) {
+  if (name == "flax") return {};
+  if (name == "fused") return jax_attention_fn();
+  if (name == "xla") return jax_attention_fn("xla");
+  throw ValueError(detail::str("attention \"", name,
+                               "\": expected flax (Flax's arithmetic), fused or xla "
+                               "(jax.nn.dot_product_attention's)"));
 }
 
 Array combine_masks(std::span<const Array> masks, DType dtype) {

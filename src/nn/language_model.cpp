@@ -14,7 +14,8 @@
 namespace flaxpp::nn {
 
 Array TransformerStack::operator()(Scope& s, const Array& x) const {
-  const TransformerBlock block{.num_heads = num_heads, .mlp_dim = mlp_dim, .decode = decode};
+  const TransformerBlock block{
+      .num_heads = num_heads, .mlp_dim = mlp_dim, .decode = decode, .attention_fn = attention_fn};
   ScanOptions options{.length = num_layers};
   if (decode) options.variable_axes.push_back("cache");
   return s(scan(remat<TransformerBlock>(policy, {}, false)(block), options), x);
@@ -48,7 +49,7 @@ Array LanguageModel::operator()(Scope& s, const Array& tokens) const {
     }
   }
   if (!decoding) x = x + slice(pos, {{0, T}});  // pos[:T]
-  x = s(TransformerStack{num_layers, num_heads, mlp_dim, policy, decode}, x);
+  x = s(TransformerStack{num_layers, num_heads, mlp_dim, policy, decode, attention_fn}, x);
   return s(Dense{.features = vocab}, s(LayerNorm{}, x));
 }
 

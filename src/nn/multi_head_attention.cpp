@@ -98,7 +98,8 @@ Array MultiHeadDotProductAttention::operator()(Scope& s, const Array& inputs_q,
     options.deterministic = deterministic.value_or(*args.deterministic);
     if (!options.deterministic && !options.dropout_rng) options.dropout_rng = s.make_rng("dropout");
   }
-  const Array x = dot_product_attention(query, key, value, options);
+  const Array x = attention_fn ? attention_fn(query, key, value, options)
+                               : dot_product_attention(query, key, value, options);
   return s.call("out",
                 DenseGeneral{.features = {features},
                              .axis = {-2, -1},

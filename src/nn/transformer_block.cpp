@@ -23,8 +23,10 @@ Array TransformerBlock::operator()(Scope& s, const Array& x) const {
                          ? Array()
                          : make_causal_mask(zeros(Shape{x.shape()[0], x.shape()[1]}, DType::i32));
   Array h = s(LayerNorm{}, x);
-  h = s(MultiHeadDotProductAttention{.num_heads = num_heads, .decode = decode}, h,
-        AttentionArgs{.mask = mask});
+  h = s(
+      MultiHeadDotProductAttention{
+          .num_heads = num_heads, .decode = decode, .attention_fn = attention_fn},
+      h, AttentionArgs{.mask = mask});
   const Array y = x + h;
   h = s(LayerNorm{}, y);
   h = gelu(s(Dense{.features = mlp_dim}, h));

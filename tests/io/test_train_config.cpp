@@ -193,6 +193,9 @@ TEST_CASE("parse_train_config: language-model keys are checked against the model
   CHECK(c.data.seq_len == 64);
   CHECK(c.model.num_layers == 4);
   CHECK(c.model.mlp_dim == 32);  // 4 x the width
+  CHECK(c.model.attention == "flax");
+  CHECK(has(error_of(with("model.attention", "\"fused\"")),
+            "$.model.attention: a language-model setting"));
   CHECK(has(error_of(with("model.num_layers", "2")),
             "$.model.num_layers: a language-model setting; add \"kind\": \"lm\""));
   CHECK(has(error_of(with("data.text", "\"t.txt\"")), "give \"path\""));
@@ -200,6 +203,11 @@ TEST_CASE("parse_train_config: language-model keys are checked against the model
   io::Json j = io::Json::parse(lm);
   j["model"]["num_heads"] = 3;
   CHECK(has(error_of(j.dump()), "$.model.num_heads: 3 heads do not divide the width"));
+  j = io::Json::parse(lm);
+  j["model"]["attention"] = "fused";
+  CHECK(parse(j.dump()).model.attention == "fused");
+  j["model"]["attention"] = "flash";
+  CHECK(has(error_of(j.dump()), "$.model.attention: \"flash\" is not one of flax, fused, xla"));
   j = io::Json::parse(lm);
   j["data"]["scale"] = 2;
   CHECK(has(error_of(j.dump()), "$.data.scale: a CSV setting"));

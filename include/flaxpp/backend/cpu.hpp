@@ -46,7 +46,8 @@ class GemmEngineGuard {
   GemmEngine engine_;
 };
 
-// The threads products are asked to use (0: the libraries' defaults).
+// The threads products and the fused attention kernel are asked to use (0: the libraries'
+// defaults). The attention's sums do not depend on it.
 int num_threads();
 
 // Sets them for every later product (0 restores the libraries' defaults). Throws ValueError

@@ -44,6 +44,9 @@ struct TrainConfig {
     // lm: the GPT-style model of nn::LanguageModel (width, depth, heads, MLP width); its
     // vocabulary is the text's characters and its max_len data.seq_len.
     std::int64_t width = 0, num_layers = 0, num_heads = 0, mlp_dim = 0;
+    // lm: the Blocks' attention: "flax" (Flax's arithmetic, the reference cases'), "fused"
+    // (jax.nn.dot_product_attention's fused kernel) or "xla" (its composed arithmetic).
+    std::string attention = "flax";
     // cnn: the reference problems' CNN (nn::CNN): features are its ConvBlocks' widths; each row
     // of the CSV is an image of image_shape (H, W, C; H * W * C features, row-major).
     std::vector<std::int64_t> image_shape;

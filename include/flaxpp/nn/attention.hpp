@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <span>
+#include <string>
 
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/random/key.hpp"
@@ -41,6 +42,23 @@ Array dot_product_attention_weights(const Array& query, const Array& key,
 // q_length), transposed to (batch..., q_length, heads, depth).
 Array dot_product_attention(const Array& query, const Array& key, const Array& value,
                             const AttentionOptions& options = {});
+
+// What nn::MultiHeadDotProductAttention calls to attend (Flax's attention_fn): query, key,
+// value (batch..., length, heads, depth) and Flax's keyword arguments. Empty: Flax's own
+// dot_product_attention above.
+using AttentionFn = std::function<Array(const Array& query, const Array& key, const Array& value,
+                                        const AttentionOptions& options)>;
+// An attention_fn running jax.nn.dot_product_attention (flaxpp/ops/dot_product_attention.hpp)
+// with `implementation` (none: flaxpp's fused attention; "xla"): the same softmax(query . key /
+// sqrt(depth), masked) . value as Flax's arithmetic, the query scaled after the product
+// instead of before and masked logits -0.7 * float32's max instead of the dtype's lowest, so
+// values agree to rounding. Takes one batch axis; a Flax mask (any dtype, nonzero: attend) and
+// bias of rank 4; no dropout (a ValueError where dropout would apply); `dtype` converts the
+// inputs first, the softmax is float32 either way.
+AttentionFn jax_attention_fn(std::optional<std::string> implementation = std::nullopt);
+// By name, as a train config's model.attention says: "flax" (empty: Flax's arithmetic), "fused"
+// (jax_attention_fn()) or "xla" (jax_attention_fn("xla")); a ValueError for another name.
+AttentionFn attention_fn_named(const std::string& name);
 
 // make_attention_mask(query_input (batch..., q_len), key_input (batch..., kv_len)):
 // pairwise_fn(query_input[..., :, None], key_input[..., None, :]) with a heads axis of size 1

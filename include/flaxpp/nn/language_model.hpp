@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 
+#include "flaxpp/nn/attention.hpp"
 #include "flaxpp/nn/scope.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 
@@ -24,6 +25,7 @@ struct TransformerStack {
   // The Blocks' autoregressive caches, stacked per layer (variable_axes {"params": 0,
   // "cache": 0}).
   bool decode = false;
+  AttentionFn attention_fn{};  // the Blocks' attention (empty: Flax's arithmetic)
 
   // x (B, T, D) -> (B, T, D).
   Array operator()(Scope& s, const Array& x) const;
@@ -44,6 +46,7 @@ struct LanguageModel {
   // one token per sequence (B, 1) at the next position and gives its logits, as the full
   // sequence's apply gives them at that position. At most max_len tokens fit.
   bool decode = false;
+  AttentionFn attention_fn{};  // the Blocks' attention (empty: Flax's arithmetic)
 
   // tokens int32 (B, T), T <= max_len, ids in [0, vocab) -> logits (B, T, vocab).
   Array operator()(Scope& s, const Array& tokens) const;

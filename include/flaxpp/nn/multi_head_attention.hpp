@@ -1,8 +1,8 @@
 // flaxpp/nn/multi_head_attention.hpp — nn.MultiHeadDotProductAttention: query, key and value
 // projections (DenseGeneral to (heads, head_dim), children "query", "key", "value"),
 // dot_product_attention, and the output projection (DenseGeneral over the last two axes,
-// child "out"), as flax/linen/attention.py, with its autoregressive cache (decode). Not
-// supported: custom attention_fn, dot_general and einsum overrides.
+// child "out"), as flax/linen/attention.py, with its autoregressive cache (decode) and
+// attention_fn. Not supported: dot_general and einsum overrides.
 #pragma once
 
 #include <optional>
@@ -47,6 +47,7 @@ struct MultiHeadDotProductAttention {
   // arange(max_length) <= cache_index) and advances the index. The caller stops at
   // max_length: a further position would overwrite the last (lax.dynamic_update_slice clamps).
   bool decode = false;
+  AttentionFn attention_fn{};  // empty: Flax's dot_product_attention (jax_attention_fn: fused)
 
   // inputs_q (batch..., q_length, features) -> (batch..., q_length, out_features).
   Array operator()(Scope& s, const Array& inputs_q, const AttentionArgs& args = {}) const;

@@ -6,6 +6,7 @@
 // Children LayerNorm_0, MultiHeadDotProductAttention_0, LayerNorm_1, Dense_0, Dense_1.
 #pragma once
 
+#include "flaxpp/nn/attention.hpp"
 #include "flaxpp/nn/scope.hpp"
 
 namespace flaxpp::nn {
@@ -17,6 +18,7 @@ struct TransformerBlock {
   // The attention's autoregressive cache (MultiHeadDotProductAttention::decode); decoding one
   // position, no causal mask (the cache masks the positions).
   bool decode = false;
+  AttentionFn attention_fn{};  // the attention's (empty: Flax's arithmetic)
 
   // x (B, T, D) -> (B, T, D), causal self-attention. (Flax's Block returns (x, None) for
   // nn.scan; this returns x.)

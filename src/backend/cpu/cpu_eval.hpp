@@ -18,4 +18,8 @@ namespace flaxpp::cpu {
 std::vector<Array> eval(const ir::Primitive& prim, std::span<const Array> inputs,
                         const ir::Params& params, std::span<const AVal> out_avals);
 
+// Registers the CPU kernels of the fused attention primitives (flaxpp/ir/lax_attention.hpp),
+// whose several results are outside eval's table (cpu_attention.cpp).
+void register_attention();
+
 }  // namespace flaxpp::cpu

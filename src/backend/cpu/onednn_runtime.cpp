@@ -3,6 +3,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+
 namespace flaxpp::cpu::onednn {
 namespace {
 
@@ -11,6 +13,11 @@ namespace {
 struct OpenMp {
   void (*set)(int) = nullptr;
   int (*get)() = nullptr;
+  // A parallel region as GCC compiles `#pragma omp parallel` (libgomp's ABI), and the thread's
+  // place in it.
+  void (*parallel)(void (*fn)(void*), void* data, unsigned threads, unsigned flags) = nullptr;
+  int (*thread_num)() = nullptr;
+  int (*team_size)() = nullptr;
   int initial = 0;  // the default, before flaxpp set anything
 };
 
@@ -20,7 +27,12 @@ const OpenMp& open_mp() {
     if (dnnl::version()->cpu_runtime != DNNL_RUNTIME_OMP) return o;
     o.set = reinterpret_cast<void (*)(int)>(dlsym(RTLD_DEFAULT, "omp_set_num_threads"));
     o.get = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"));
-    if (o.set == nullptr || o.get == nullptr) return OpenMp{};
+    o.parallel = reinterpret_cast<decltype(o.parallel)>(dlsym(RTLD_DEFAULT, "GOMP_parallel"));
+    o.thread_num = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_thread_num"));
+    o.team_size = reinterpret_cast<int (*)()>(dlsym(RTLD_DEFAULT, "omp_get_num_threads"));
+    if (o.set == nullptr || o.get == nullptr || o.parallel == nullptr || o.thread_num == nullptr ||
+        o.team_size == nullptr)
+      return OpenMp{};
     o.initial = o.get();
     return o;
   }();
@@ -37,6 +49,29 @@ const dnnl::engine& engine() {
 dnnl::stream& stream() {
   thread_local dnnl::stream s(engine());
   return s;
+}
+
+void parallel_for(std::int64_t units, int threads,
+                  const std::function<void(std::int64_t begin, std::int64_t end)>& body) {
+  const OpenMp& omp = open_mp();
+  if (omp.parallel == nullptr || units < 2) {
+    body(0, units);
+    return;
+  }
+  struct Region {
+    const OpenMp& omp;
+    std::int64_t units;
+    const std::function<void(std::int64_t, std::int64_t)>& body;
+  } region{omp, units, body};
+  const int wanted = threads > 0 ? threads : omp.initial;
+  omp.parallel(
+      [](void* data) {
+        const Region& r = *static_cast<const Region*>(data);
+        const std::int64_t team = r.omp.team_size(), me = r.omp.thread_num();
+        const std::int64_t begin = r.units * me / team, end = r.units * (me + 1) / team;
+        if (begin < end) r.body(begin, end);
+      },
+      &region, static_cast<unsigned>(std::max(1, wanted)), 0);
 }
 
 int use_threads(int threads) {

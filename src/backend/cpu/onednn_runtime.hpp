@@ -1,6 +1,7 @@
-// Private to the CPU backend's oneDNN files (cpu_onednn.cpp, cpu_onednn_conv.cpp): the CPU
-// engine, the OpenMP thread count set before each primitive runs, and the table of primitives
-// kept by what they were made for.
+// Private to the CPU backend's oneDNN files (cpu_onednn.cpp, cpu_onednn_conv.cpp) and the
+// kernels that run on oneDNN's threads (cpu_attention.cpp): the CPU engine, the OpenMP thread
+// count set before each primitive runs, a parallel loop on those threads, and the table of
+// primitives kept by what they were made for.
 //
 // flaxpp keeps the primitives it made. oneDNN caches primitives too (1024 by default), but
 // finding one there still costs a full primitive descriptor: the walk over its implementations
@@ -9,9 +10,13 @@
 //
 // Threads: Debian's oneDNN runs on OpenMP (libgomp). A primitive asks OpenMP for the threads of
 // cpu::num_threads() (0: OpenMP's default, one per core or OMP_NUM_THREADS), on the calling
-// thread, before it runs.
+// thread, before it runs. flaxpp's own parallel kernels run on the same OpenMP team
+// (parallel_for), found in the process as oneDNN's runtime, so that no second set of threads
+// spins beside it.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <unordered_map>
@@ -27,6 +32,13 @@ dnnl::stream& stream();
 // oneDNN does not run on OpenMP). A primitive's split over threads is fixed when it is made,
 // so the result belongs in its key.
 int use_threads(int threads);
+
+// body(begin, end) over consecutive shares of [0, units), one per thread of an OpenMP parallel
+// region of `threads` (0: OpenMP's default) on the runtime oneDNN runs on, so that the CPU's
+// own kernels and oneDNN's share one set of threads; all of [0, units) on the calling thread
+// where that runtime is not OpenMP. A unit always runs whole on one thread. body must not throw.
+void parallel_for(std::int64_t units, int threads,
+                  const std::function<void(std::int64_t begin, std::int64_t end)>& body);
 
 // The primitives made so far, by key. A program runs a few shapes again and again; one that
 // keeps making new shapes (a growing sequence) starts over past kCapacity.
