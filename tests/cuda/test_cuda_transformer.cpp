@@ -2,7 +2,8 @@
 // them on the GPU: the index kernels (take, scatter_add, iota) against the CPU bit for bit in
 // every storage type and past 65536 blocks, and attention, the remat'd Block and a scan over
 // remat'd Blocks (rows read and written by offset copies) on the GPU against the CPU (cuBLAS
-// sums in another order: within 1e-4).
+// sums in another order: within 1e-4), and the fused attention primitive on the GPU against
+// the CPU's kernel.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include "flaxpp/nn/remat.hpp"
 #include "flaxpp/nn/scan.hpp"
 #include "flaxpp/nn/transformer_block.hpp"
+#include "flaxpp/ops/dot_product_attention.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "harness/cuda_parity.hpp"
@@ -137,4 +139,31 @@ TEST_CASE("CUDA scan: scan(remat(Block)) over 4 layers, its gradients on the GPU
   const Tree params = stack.init(random::key(3), x)["params"];
   check_grads_close(grads_on(stack, params, x, Device::cuda(0)),
                     grads_on(stack, params, x, Device::cpu()));
+}
+
+TEST_CASE("CUDA fused attention: dot_product_attention on the GPU matches the CPU's kernel" *
+          doctest::skip(kNoGpu)) {
+  // The GPU runs the primitive's unfused arithmetic (cuDNN's fused attention is not wired in);
+  // the CPU its tiled kernel. Grouped heads, a bias, a mask and causality; the output and the
+  // gradients of sum(out * out) for query, key, value and bias.
+  const Array q = testing::random_f32(Shape{2, 5, 4, 8}, 401);
+  const Array k = testing::random_f32(Shape{2, 7, 2, 8}, 402);
+  const Array v = testing::random_f32(Shape{2, 7, 2, 8}, 403);
+  const Array bias = testing::random_f32(Shape{1, 4, 5, 7}, 404);
+  const Array mask = greater(testing::random_f32(Shape{2, 1, 5, 7}, 405),
+                             Array::full(Shape{}, -0.5, DType::f32, Device::cpu()));
+  for (int result = 0; result < 5; ++result) {
+    INFO("result " << result);
+    testing::check_parity(
+        [result](auto a) {
+          const auto f = [&](std::span<const Array> x) {
+            return std::vector<Array>{dot_product_attention(
+                x[0], x[1], x[2], {.bias = x[3], .mask = a[4], .is_causal = true})};
+          };
+          const VjpResult r = vjp(f, a.first(4));
+          if (result == 0) return r.outputs[0];
+          return r.backward(std::vector<Array>{r.outputs[0]})[static_cast<std::size_t>(result - 1)];
+        },
+        {q, k, v, bias, mask}, 1e-4);
+  }
 }

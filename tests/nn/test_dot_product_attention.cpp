@@ -44,10 +44,11 @@ struct Inputs {
   Array q, k, v, bias, mask;
 };
 
-Inputs inputs(const Case& c, std::uint32_t seed = 0) {
+// The case's operands, on `device` (the default device: the GPU where the suite reruns there).
+Inputs inputs(const Case& c, std::uint32_t seed = 0, Device device = default_device()) {
   const random::Key key = random::key(seed);
   const auto part = [&](std::uint32_t i, const Shape& shape) {
-    return astype(random::normal(random::fold_in(key, i), shape), c.dtype);
+    return astype(random::normal(random::fold_in(key, i), shape), c.dtype).to(device);
   };
   Inputs in{part(0, Shape{c.B, c.T, c.N, c.H}),
             part(1, Shape{c.B, c.S, c.K, c.H}),
@@ -60,7 +61,7 @@ Inputs inputs(const Case& c, std::uint32_t seed = 0) {
     const Array draw = random::uniform(random::fold_in(key, 4), c.mask_shape);
     const Array key_position = lax::iota(DType::i32, c.mask_shape, 3);
     const Array first = equal(key_position, lax::zeros_like(key_position));
-    in.mask = where(first, first, greater(draw, lax::full_like(draw, 0.25)));
+    in.mask = where(first, first, greater(draw, lax::full_like(draw, 0.25))).to(device);
   }
   return in;
 }
@@ -107,7 +108,8 @@ DotProductAttentionOptions options(const Case& c, const Inputs& in,
 // query, key, value and the bias of sum(out * weights).
 std::vector<Array> value_and_grads(const Case& c, const Inputs& in,
                                    std::optional<std::string> implementation) {
-  const Array weights = astype(random::normal(random::key(7), Shape{c.B, c.T, c.N, c.H}), c.dtype);
+  const Array weights =
+      astype(random::normal(random::key(7), Shape{c.B, c.T, c.N, c.H}), c.dtype).to(in.q.device());
   std::vector<Array> primals{in.q, in.k, in.v};
   if (in.bias.valid()) primals.push_back(in.bias);
   const VjpResult r = vjp(
@@ -222,10 +224,10 @@ TEST_CASE("dot_product_attention: rank-3 inputs, a given scale, jit and remat ag
   CHECK(loss(true).to_vector<float>() == loss(false).to_vector<float>());
 }
 
-TEST_CASE("dot_product_attention: the fused kernel holds no (B, N, T, S) scores") {
+TEST_CASE("dot_product_attention: the CPU's fused kernel holds no (B, N, T, S) scores") {
   const Case c{
       .name = "memory", .B = 1, .T = 256, .S = 256, .N = 2, .K = 2, .H = 8, .is_causal = true};
-  const Inputs in = inputs(c);
+  const Inputs in = inputs(c, 0, Device::cpu());
   Backend& be = backend(Device::cpu());
   const std::int64_t out_bytes = c.B * c.T * c.N * c.H * 4, lse_bytes = c.B * c.N * c.T * 4;
   const std::int64_t scores_bytes = c.B * c.N * c.T * c.S * 4;
@@ -319,7 +321,7 @@ TEST_CASE("MultiHeadDotProductAttention and the LM with the fused attention_fn: 
                        doctest::Contains("has no dropout"), ValueError);
 }
 
-TEST_CASE("dot_product_attention: the fused kernel's bits do not depend on the thread count") {
+TEST_CASE("dot_product_attention: the CPU kernel's bits do not depend on the thread count") {
   const Case c{.name = "threads",
                .T = 9,
                .S = 9,
@@ -327,7 +329,7 @@ TEST_CASE("dot_product_attention: the fused kernel's bits do not depend on the t
                .K = 2,
                .bias_shape = Shape{2, 4, 9, 9},
                .is_causal = true};
-  const Inputs in = inputs(c);
+  const Inputs in = inputs(c, 0, Device::cpu());
   const auto run = [&](int threads) {
     const int before = cpu::num_threads();
     cpu::set_num_threads(threads);
