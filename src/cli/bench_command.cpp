@@ -23,6 +23,7 @@
 #include "flaxpp/io/json.hpp"
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ir/passes.hpp"
+#include "flaxpp/nn/attention.hpp"
 #include "flaxpp/nn/mlp.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/losses.hpp"
@@ -279,8 +280,10 @@ int bench_command(const std::vector<std::string>& args) {
       }
     } else if (args[i] == "--attention") {
       attention = option_value(args, i);
-      if (attention != "flax" && attention != "fused" && attention != "xla") {
-        std::cerr << "flaxpp bench: --attention is flax, fused or xla, got " << attention << "\n";
+      try {
+        (void)nn::attention_fn_named(attention);
+      } catch (const ValueError& e) {
+        std::cerr << "flaxpp bench: --attention: " << e.what() << "\n";
         return 2;
       }
     } else if (args[i] == "--budget-sweep") {

@@ -93,10 +93,7 @@ struct Operands {
 };
 
 Operands operands(std::span<const Array> in, const ir::Params& params) {
-  std::vector<AVal> avals;
-  for (const Array& a : in)
-    avals.push_back(a.aval());
-  Operands o{lax::attention_dims(avals, params), in[0], {}, {}, {}, {}};
+  Operands o{lax::attention_dims(in, params), in[0], {}, {}, {}, {}};
   o.key_heads = repeat_heads(in[1], o.dims.heads);
   o.value_heads = repeat_heads(in[2], o.dims.heads);
   if (o.dims.has_bias) o.bias = in[o.dims.bias_index()];
@@ -113,8 +110,7 @@ Array logits_of(const Operands& o) {
 std::vector<Array> unfused_forward(std::span<const Array> in, const ir::Params& params) {
   const Operands o = operands(in, params);
   const Array logits = logits_of(o);
-  const Array m = max(logits, Axes{3}, true);
-  const Array lse = m + log(sum(exp(logits - m), Axes{3}, true));
+  const Array lse = logsumexp(logits, Axes{3}, true);
   const Array weights = astype(exp(logits - lse), o.value_heads.dtype());
   const auto& d = o.dims;
   return {apply_weights(weights, o.value_heads), reshape(lse, {d.batch, d.heads, d.q_len})};

@@ -65,5 +65,7 @@ struct AttentionDims {
   }
 };
 AttentionDims attention_dims(std::span<const AVal> operands, const ir::Params& params);
+// The same for concrete or traced operands (their avals).
+AttentionDims attention_dims(std::span<const Array> operands, const ir::Params& params);
 
 }  // namespace flaxpp::lax

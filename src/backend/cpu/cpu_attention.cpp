@@ -62,7 +62,6 @@ class Scores {
         scale_(static_cast<T>(d.params.scale)),
         group_(d.heads / d.kv_heads) {}
 
-  const lax::AttentionDims& dims() const { return d_; }
   // Row t of head n of example b: its query (H values), and its place in (B, T, N, H).
   std::int64_t q_offset(std::int64_t b, std::int64_t n, std::int64_t t) const {
     return ((b * d_.q_len + t) * d_.heads + n) * d_.head_dim;
@@ -83,7 +82,10 @@ class Scores {
   std::int64_t bias_at(std::int64_t b, std::int64_t n, std::int64_t t, std::int64_t j) const {
     return at(d_.bias_strides, b, n, t, j);
   }
-  bool has_bias() const { return bias_ != nullptr; }
+  // Row t of head n of example b in the (B, N, T) logsumexp.
+  std::int64_t lse_offset(std::int64_t b, std::int64_t n, std::int64_t t) const {
+    return (b * d_.heads + n) * d_.q_len + t;
+  }
 
   // The padded float32 logit of query row `q` (of (b, n, t)) against key j.
   float logit(const T* q, std::int64_t b, std::int64_t n, std::int64_t t, std::int64_t j) const {
@@ -186,7 +188,7 @@ std::vector<Array> forward(const lax::AttentionDims& d, std::span<const Array> i
     const T inv = static_cast<T>(1.0f / l);
     for (std::int64_t h = 0; h < H; ++h)
       o[qo + h] = acc[static_cast<std::size_t>(h)] * inv;
-    lse_data[(b * d.heads + n) * d.q_len + t] = m + std::log(l);
+    lse_data[s.lse_offset(b, n, t)] = m + std::log(l);
   });
   return {out.array(), lse.array()};
 }
@@ -222,7 +224,7 @@ std::vector<Array> backward(const lax::AttentionDims& d, std::span<const Array> 
     const std::int64_t qo = s.q_offset(b, n, t);
     const T* q = s.query(qo);
     const T* go = dout + qo;
-    const float row_lse = lse[(b * d.heads + n) * d.q_len + t];
+    const float row_lse = lse[s.lse_offset(b, n, t)];
     // The softmax's VJP: dlogit_j = p_j (dp_j - sum_i p_i dp_i), and sum_i p_i dp_i = dout . out.
     const float delta = static_cast<float>(dot(go, out + qo, H));
     for (std::int64_t j = 0; j < d.kv_len; ++j) {
@@ -248,10 +250,7 @@ std::vector<Array> backward(const lax::AttentionDims& d, std::span<const Array> 
 template <bool kBackward>
 std::vector<Array> evaluate(const ir::Primitive& prim, std::span<const Array> in,
                             const ir::Params& params, std::span<const AVal> out_avals) {
-  std::vector<AVal> avals;
-  for (const Array& a : in)
-    avals.push_back(a.aval());
-  const lax::AttentionDims d = lax::attention_dims(avals, params);
+  const lax::AttentionDims d = lax::attention_dims(in, params);
   return visit_dtype<kFloat, std::vector<Array>>(prim, in[0].dtype(), [&]<class T>(TypeTag<T>) {
     return kBackward ? backward<T>(d, in, out_avals) : forward<T>(d, in, out_avals);
   });

@@ -1,5 +1,5 @@
 // dot_product_attention and its backward primitive (flaxpp/ir/lax_attention.hpp): the shape
-// rules, the VJP, and what one equation costs (its products' FLOPs).
+// rules, the VJP, the batching rules (vmap) and what one equation costs (its products' FLOPs).
 #include "flaxpp/ir/lax_attention.hpp"
 #include "rules.hpp"
 
@@ -81,13 +81,6 @@ AVal lse_aval(const AttentionDims& d) {
   return {Shape{d.batch, d.heads, d.q_len}, DType::f32};
 }
 
-ir::Params attention_params(const AttentionDims& d) {
-  return {{"scale", d.params.scale},
-          {"is_causal", d.params.is_causal},
-          {"bias", d.has_bias},
-          {"mask", d.has_mask}};
-}
-
 // The products of one forward pass: scores and weighted values, 2·B·N·T·S·H each.
 std::int64_t forward_flops(const AttentionDims& d) {
   return 4 * d.batch * d.heads * d.q_len * d.kv_len * d.head_dim;
@@ -97,6 +90,13 @@ std::int64_t forward_flops(const AttentionDims& d) {
 
 AttentionDims attention_dims(std::span<const AVal> operands, const ir::Params& params) {
   return check_forward("dot_product_attention", operands, params);
+}
+
+AttentionDims attention_dims(std::span<const Array> operands, const ir::Params& params) {
+  std::vector<AVal> avals;
+  for (const Array& a : operands)
+    avals.push_back(a.aval());
+  return attention_dims(avals, params);
 }
 
 const ir::Primitive dot_product_attention_bwd_p(
@@ -141,11 +141,11 @@ std::vector<Array> fused_attention(const Array& query, const Array& key, const A
   std::vector<Array> in{query, key, value};
   if (bias.valid()) in.push_back(bias);
   if (mask.valid()) in.push_back(mask);
-  AttentionDims d;
-  d.params = params;
-  d.has_bias = bias.valid();
-  d.has_mask = mask.valid();
-  return ir::bind(dot_product_attention_p, in, attention_params(d));
+  return ir::bind(dot_product_attention_p, in,
+                  {{"scale", params.scale},
+                   {"is_causal", params.is_causal},
+                   {"bias", bias.valid()},
+                   {"mask", mask.valid()}});
 }
 
 namespace {
@@ -168,13 +168,11 @@ Array merged(const Array& x, bool batched, std::int64_t size) {
 Array merged_broadcast(const Array& x, bool batched, std::int64_t size, std::int64_t batch,
                        bool per_example) {
   if (!batched && !per_example && x.shape()[0] == 1) return x;
-  const Array b = ir::with_batch_axis(x, batched, size);
-  std::vector<std::int64_t> dims = b.shape().dims();
-  if (dims[1] != batch) {
+  Array b = ir::with_batch_axis(x, batched, size);
+  if (b.shape()[1] != batch) {
+    std::vector<std::int64_t> dims = b.shape().dims();
     dims[1] = batch;
-    std::vector<std::int64_t> axes{0, 1, 2, 3, 4};
-    const Array whole = broadcast_in_dim(b, Shape(dims), axes);
-    return merged(whole, true, size);
+    b = broadcast_in_dim(b, Shape(std::move(dims)), {0, 1, 2, 3, 4});
   }
   return merged(b, true, size);
 }
@@ -245,7 +243,7 @@ ir::BatchedResults attention_bwd_batched(const ir::BatchArgs& a) {
   return out;
 }
 
-const bool attention_flops_registered = [] {
+const bool attention_rules_registered = [] {
   ir::register_batching(dot_product_attention_p, attention_batched);
   ir::register_batching(dot_product_attention_bwd_p, attention_bwd_batched);
   ir::register_flops(dot_product_attention_p,
