@@ -1,6 +1,6 @@
 // jax.nn.dot_product_attention (flaxpp/ops/dot_product_attention.hpp): JAX's argument checks,
 // the fused primitive or XLA's composed arithmetic, and that arithmetic as the fused
-// primitives' evaluation on CUDA, which has no fused kernel of its own yet.
+// primitives' evaluation on CUDA where cuDNN's fused kernel does not take the operands.
 #include "flaxpp/ops/dot_product_attention.hpp"
 
 #include <atomic>
@@ -146,32 +146,32 @@ std::vector<Array> unfused_backward(std::span<const Array> in, const ir::Params&
 
 namespace {
 
-// Where a device has no fused kernel (CUDA, until cuDNN's is wired in): the unfused
-// arithmetic, said once.
+// CUDA: the device's fused kernel (cuDNN's flash attention, for float16 and bfloat16 operands
+// without a bias or mask) where it takes the operands, else the unfused arithmetic, said once.
 void say_unfused_once() {
   static std::atomic<bool> said{false};
   if (said.exchange(true)) return;
   std::fprintf(stderr,
                "flaxpp: dot_product_attention on CUDA runs the unfused arithmetic (the (B, N, T, "
-               "S) logits materialised): cuDNN's fused attention is not wired in yet, and takes "
-               "float16 and bfloat16 only\n");
+               "S) logits materialised) where cuDNN's fused attention does not take the operands "
+               "(it takes float16 and bfloat16 without a bias or mask, in builds with cuDNN's "
+               "frontend)\n");
 }
 
-std::vector<Array> cuda_forward(const ir::Primitive&, std::span<const Array> in,
-                                const ir::Params& params, std::span<const AVal>) {
+std::vector<Array> cuda_evaluate(const ir::Primitive& prim, std::span<const Array> in,
+                                 const ir::Params& params, std::span<const AVal> out) {
+  if (const lax::AttentionKernel kernel = lax::attention_kernel(DeviceKind::cuda)) {
+    std::vector<Array> fused = kernel(prim, in, params, out);
+    if (!fused.empty()) return fused;
+  }
   say_unfused_once();
-  return attention_detail::unfused_forward(in, params);
-}
-
-std::vector<Array> cuda_backward(const ir::Primitive&, std::span<const Array> in,
-                                 const ir::Params& params, std::span<const AVal>) {
-  say_unfused_once();
-  return attention_detail::unfused_backward(in, params);
+  return &prim == &lax::dot_product_attention_p ? attention_detail::unfused_forward(in, params)
+                                                : attention_detail::unfused_backward(in, params);
 }
 
 const bool cuda_attention_registered = [] {
-  ir::register_impl(lax::dot_product_attention_p, DeviceKind::cuda, cuda_forward);
-  ir::register_impl(lax::dot_product_attention_bwd_p, DeviceKind::cuda, cuda_backward);
+  ir::register_impl(lax::dot_product_attention_p, DeviceKind::cuda, cuda_evaluate);
+  ir::register_impl(lax::dot_product_attention_bwd_p, DeviceKind::cuda, cuda_evaluate);
   return true;
 }();
 
@@ -200,6 +200,29 @@ void check_shape_and_dtype(const Array& x, const std::vector<std::int64_t>& shap
   for (std::size_t i = 0; i < shape.size(); ++i)
     if (shape[i] != -1 && x.shape()[static_cast<std::int64_t>(i)] != shape[i])
       fail(detail::str(name, " shape should be ", Shape(shape), ": but got ", x.shape()));
+}
+
+// implementation "cudnn": what flaxpp's use of cuDNN's fused attention takes. A configuration
+// cuDNN itself rejects (a head size it has no kernel for, say) is reported once on stderr and
+// runs the unfused arithmetic.
+void check_cudnn_takes(const Array& q, const Array& bias, const Array& mask) {
+  const char* const instead = "; use implementation none (flaxpp's fused attention) or \"xla\"";
+  if (lax::attention_kernel(DeviceKind::cuda) == nullptr)
+    fail(
+        detail::str("implementation \"cudnn\" needs a build of flaxpp with CUDA, cuDNN and "
+                    "cuDNN's frontend, and this one has none",
+                    instead));
+  if (!attention_detail::is_half(q.dtype()))
+    fail(detail::str("implementation \"cudnn\" takes float16 or bfloat16 operands, but got ",
+                     dtype_name(q.dtype()), instead));
+  if (bias.valid() || mask.valid())
+    fail(
+        detail::str("implementation \"cudnn\" takes no bias or mask in flaxpp yet (is_causal it "
+                    "takes)",
+                    instead));
+  if (!q.is_traced() && q.device().kind != DeviceKind::cuda)
+    fail(detail::str("implementation \"cudnn\" runs on a GPU, but query is on ", q.device(),
+                     "; move the operands there with to()", instead));
 }
 
 }  // namespace
@@ -232,9 +255,8 @@ Array dot_product_attention(const Array& query, const Array& key, const Array& v
     out = attention_detail::apply_weights(astype(softmax(logits, -1), v.dtype()),
                                           attention_detail::repeat_heads(v, heads));
   } else if (*options.implementation == "cudnn") {
-    fail(
-        "implementation \"cudnn\" (cuDNN's fused attention) is not in this build of flaxpp "
-        "yet; use implementation none (flaxpp's fused attention) or \"xla\"");
+    check_cudnn_takes(q, bias, mask);
+    out = lax::fused_attention(q, k, v, bias, mask, params)[0];
   } else {
     fail(detail::str("Unsupported implementation option: ", *options.implementation,
                      " (expected none, \"xla\" or \"cudnn\")"));

@@ -11,6 +11,7 @@
 
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ir/lax_attention.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
@@ -81,13 +82,16 @@ TEST_CASE("CUDA dot_general: an empty sum is zeros, an empty result is empty" *
 TEST_CASE("CUDA cuDNN: built and running where the GPU check requires it (FLAXPP_REQUIRE_CUDNN)" *
           doctest::skip(kNoGpu)) {
   // scripts/gpu_check.sh sets FLAXPP_REQUIRE_CUDNN=1: on the GPU machine a build without cuDNN,
-  // or a cuDNN that cannot load its sub-libraries, fails here instead of quietly falling back.
+  // or a cuDNN that cannot load its sub-libraries, fails here instead of quietly falling back;
+  // so does one without cuDNN's frontend (the fused attention).
   const char* required = std::getenv("FLAXPP_REQUIRE_CUDNN");
   if (required == nullptr || std::string(required) != "1") {
     MESSAGE("cuDNN not required here (FLAXPP_REQUIRE_CUDNN unset); built: " << cuda::cudnn_built());
     return;
   }
   REQUIRE(cuda::cudnn_built());
+  const bool attention_built = lax::attention_kernel(DeviceKind::cuda) != nullptr;
+  REQUIRE_MESSAGE(attention_built, "built without cuDNN's frontend (FLAXPP_WITH_CUDNN_FRONTEND)");
   const Array x = astype(random_f32(Shape{64, 1024}, 320).to(Device::cuda(0)), DType::bf16);
   const Array scale = astype(Array::full(Shape{1024}, 1.0, DType::f32, Device::cuda(0)), DType::bf16);
   const Array bias = astype(Array::full(Shape{1024}, 0.0, DType::f32, Device::cuda(0)), DType::bf16);

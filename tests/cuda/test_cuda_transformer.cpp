@@ -3,14 +3,17 @@
 // every storage type and past 65536 blocks, and attention, the remat'd Block and a scan over
 // remat'd Blocks (rows read and written by offset copies) on the GPU against the CPU (cuBLAS
 // sums in another order: within 1e-4), and the fused attention primitive on the GPU against
-// the CPU's kernel.
+// the CPU's kernel; cuDNN's fused attention (bfloat16) against the GPU's unfused arithmetic.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/ir/lax.hpp"
+#include "flaxpp/ir/lax_attention.hpp"
 #include "flaxpp/nn/multi_head_attention.hpp"
 #include "flaxpp/nn/remat.hpp"
 #include "flaxpp/nn/scan.hpp"
@@ -19,6 +22,7 @@
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "harness/cuda_parity.hpp"
+#include "src/backend/cuda/cuda_eval.hpp"
 
 using namespace flaxpp;
 using testing::kNoGpu;
@@ -143,9 +147,9 @@ TEST_CASE("CUDA scan: scan(remat(Block)) over 4 layers, its gradients on the GPU
 
 TEST_CASE("CUDA fused attention: dot_product_attention on the GPU matches the CPU's kernel" *
           doctest::skip(kNoGpu)) {
-  // The GPU runs the primitive's unfused arithmetic (cuDNN's fused attention is not wired in);
-  // the CPU its tiled kernel. Grouped heads, a bias, a mask and causality; the output and the
-  // gradients of sum(out * out) for query, key, value and bias.
+  // float32 with a bias and a mask: the GPU runs the primitive's unfused arithmetic (cuDNN's
+  // fused attention takes neither), the CPU its tiled kernel. Grouped heads, a bias, a mask and
+  // causality; the output and the gradients of sum(out * out) for query, key, value and bias.
   const Array q = testing::random_f32(Shape{2, 5, 4, 8}, 401);
   const Array k = testing::random_f32(Shape{2, 7, 2, 8}, 402);
   const Array v = testing::random_f32(Shape{2, 7, 2, 8}, 403);
@@ -165,5 +169,54 @@ TEST_CASE("CUDA fused attention: dot_product_attention on the GPU matches the CP
           return r.backward(std::vector<Array>{r.outputs[0]})[static_cast<std::size_t>(result - 1)];
         },
         {q, k, v, bias, mask}, 1e-4);
+  }
+}
+
+TEST_CASE("CUDA cuDNN attention: bfloat16 flash attention matches the unfused arithmetic" *
+          doctest::skip(kNoGpu)) {
+  // Grouped heads (4 query heads on 2 key/value heads), S != T, H 64; with and without
+  // is_causal: the output and the gradients for query, key and value, cuDNN's (where the build
+  // has cuDNN's frontend) against the GPU's unfused arithmetic, within bfloat16's rounding.
+  const Device gpu = Device::cuda(0);
+  const auto bf16 = [&](Shape shape, unsigned seed) {
+    return astype(testing::random_f32(shape, seed), DType::bf16).to(gpu);
+  };
+  const std::vector<Array> x{bf16(Shape{2, 64, 4, 64}, 411), bf16(Shape{2, 80, 2, 64}, 412),
+                             bf16(Shape{2, 80, 2, 64}, 413)};
+  const Array cotangent = bf16(Shape{2, 64, 4, 64}, 414);
+  const bool has_kernel = lax::attention_kernel(DeviceKind::cuda) != nullptr;
+  for (const bool causal : {false, true}) {
+    INFO("is_causal: " << causal);
+    const auto run = [&](bool use_cudnn) {
+      cuda::set_use_cudnn(use_cudnn);
+      const auto f = [&](std::span<const Array> a) {
+        return std::vector<Array>{dot_product_attention(a[0], a[1], a[2], {.is_causal = causal})};
+      };
+      const VjpResult r = vjp(f, x);
+      std::vector<std::vector<float>> results{
+          astype(r.outputs[0], DType::f32).to(Device::cpu()).to_vector<float>()};
+      for (const Array& g : r.backward(std::vector<Array>{cotangent}))
+        results.push_back(astype(g, DType::f32).to(Device::cpu()).to_vector<float>());
+      return results;
+    };
+    const std::int64_t runs0 = cuda::cudnn_attention_executions();
+    const auto fused = run(true);
+    const std::int64_t runs = cuda::cudnn_attention_executions() - runs0;
+    const auto unfused = run(false);
+    cuda::set_use_cudnn(true);
+    if (has_kernel)
+      CHECK_MESSAGE(runs == 2,
+                    "cuDNN did not run the attention's forward and backward (see the "
+                    "reason flaxpp printed on stderr)");
+    else
+      CHECK(runs == 0);
+    for (std::size_t i = 0; i < fused.size(); ++i) {
+      INFO("result " << i);
+      float scale = 1;
+      for (const float u : unfused[i])
+        scale = std::max(scale, std::abs(u));
+      for (std::size_t j = 0; j < fused[i].size(); ++j)
+        REQUIRE(std::abs(fused[i][j] - unfused[i][j]) <= 2e-2f * scale);
+    }
   }
 }

@@ -266,8 +266,25 @@ TEST_CASE("dot_product_attention: bad inputs are errors in JAX's words") {
   const Inputs ok = inputs(Case{});
   CHECK_THROWS_WITH_AS(dot_product_attention(ok.q, ok.k, ok.v, {.mask = ones(Shape{1, 1, 5, 5})}),
                        doctest::Contains("mask dtype should be bool, but got float32"), ValueError);
-  CHECK_THROWS_WITH_AS(dot_product_attention(ok.q, ok.k, ok.v, {.implementation = "cudnn"}),
-                       doctest::Contains("not in this build"), ValueError);
+  // implementation "cudnn": a build without cuDNN's frontend says so; one with it refuses
+  // float32 (cuDNN's fused attention takes 16-bit operands), a bias, and operands on the CPU.
+  if (lax::attention_kernel(DeviceKind::cuda) == nullptr) {
+    CHECK_THROWS_WITH_AS(
+        dot_product_attention(ok.q, ok.k, ok.v, {.implementation = "cudnn"}),
+        doctest::Contains("needs a build of flaxpp with CUDA, cuDNN and cuDNN's frontend"),
+        ValueError);
+  } else {
+    CHECK_THROWS_WITH_AS(dot_product_attention(ok.q, ok.k, ok.v, {.implementation = "cudnn"}),
+                         doctest::Contains("takes float16 or bfloat16 operands, but got float32"),
+                         ValueError);
+    const auto on_cpu = [](const Array& x) { return astype(x, DType::bf16).to(Device::cpu()); };
+    const Array q = on_cpu(ok.q), k = on_cpu(ok.k), v = on_cpu(ok.v);
+    CHECK_THROWS_WITH_AS(dot_product_attention(
+                             q, k, v, {.bias = ones(Shape{1, 1, 5, 5}), .implementation = "cudnn"}),
+                         doctest::Contains("takes no bias or mask"), ValueError);
+    CHECK_THROWS_WITH_AS(dot_product_attention(q, k, v, {.implementation = "cudnn"}),
+                         doctest::Contains("runs on a GPU, but query is on"), ValueError);
+  }
   CHECK_THROWS_WITH_AS(dot_product_attention(ok.q, ok.k, ok.v, {.implementation = "flash"}),
                        doctest::Contains("Unsupported implementation option: flash"), ValueError);
   CHECK_THROWS_WITH_AS(dot_product_attention(ok.q, ok.k, ok.v, {.bias = ones(Shape{1, 3, 5, 5})}),

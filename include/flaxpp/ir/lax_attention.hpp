@@ -68,4 +68,12 @@ AttentionDims attention_dims(std::span<const AVal> operands, const ir::Params& p
 // The same for concrete or traced operands (their avals).
 AttentionDims attention_dims(std::span<const Array> operands, const ir::Params& params);
 
+// A device's fused kernel for either primitive (cuDNN's flash attention on CUDA), where it
+// takes the operands given: its results, or none (an empty vector) for the device's own
+// evaluation of the arithmetic to run instead. The backends register theirs as the program
+// starts; nullptr where a device kind has none.
+using AttentionKernel = ir::Evaluator;
+void register_attention_kernel(DeviceKind kind, AttentionKernel kernel);
+AttentionKernel attention_kernel(DeviceKind kind);
+
 }  // namespace flaxpp::lax

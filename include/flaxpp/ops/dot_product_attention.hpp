@@ -19,11 +19,14 @@ struct DotProductAttentionOptions {
   bool is_causal = false;         // query t attends to keys 0..t only
   // none: flaxpp's fused attention (lax::dot_product_attention_p): XLA's arithmetic, a tile of
   //   scores per head at a time on the CPU (online softmax), so its sums run in another order
-  //   than "xla"'s. On CUDA it runs the unfused arithmetic and says so once on stderr: cuDNN's
-  //   fused attention, which takes float16 and bfloat16 only, is not wired in yet.
+  //   than "xla"'s. On CUDA it is cuDNN's fused attention (flash attention, forward and
+  //   backward) for float16 and bfloat16 operands without a bias or mask, in builds with
+  //   cuDNN's frontend; other operands run the unfused arithmetic, said once on stderr.
   // "xla": XLA's arithmetic composed of primitives as JAX composes it (the (B, N, T, S) logits
   //   materialised): JAX's values and residuals.
-  // "cudnn": cuDNN's fused attention; not in this build yet (a ValueError says so).
+  // "cudnn": the same primitive, with a ValueError unless cuDNN's fused attention takes the
+  //   operands: float16 or bfloat16, no bias or mask, on a GPU, in a build with cuDNN's
+  //   frontend. A configuration cuDNN itself rejects is said once and runs unfused.
   std::optional<std::string> implementation{};
 };
 

@@ -21,7 +21,8 @@ namespace flaxpp::cuda {
 std::vector<Array> eval(const ir::Primitive& prim, std::span<const Array> inputs,
                         const ir::Params& params, std::span<const AVal> out_avals);
 
-// Whether the layer_norm primitives (bf16/f16) and the convolutions may use cuDNN (default
+// Whether the layer_norm primitives (bf16/f16), the convolutions and the attention (bf16/f16)
+// may use cuDNN (default
 // true; tests turn it off to run flaxpp's own kernels on a machine where cuDNN works).
 void set_use_cudnn(bool use);
 bool cudnn_allowed();
@@ -29,6 +30,9 @@ bool cudnn_allowed();
 std::int64_t cudnn_layer_norm_executions();
 // How many convolution plans cuDNN has executed in this process (0 in builds without cuDNN).
 std::int64_t cudnn_conv_executions();
+// How many attention graphs (forward or backward) cuDNN has executed in this process (0 in
+// builds without cuDNN's frontend).
+std::int64_t cudnn_attention_executions();
 // Whether this build has cuDNN (FLAXPP_WITH_CUDNN).
 bool cudnn_built();
 // The memory of CUDA device `device` in bytes.

@@ -1,11 +1,12 @@
 // The CUDA backend's registration (built with FLAXPP_WITH_CUDA only): one device per visible
-// GPU, each made on first use, and the CUDA evaluator.
+// GPU, each made on first use, the CUDA evaluator, and cuDNN's fused attention.
 #include <memory>
 #include <mutex>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.hpp"
 #include "backend/cuda/cuda_eval.hpp"
+#include "backend/cuda/cudnn_attention.hpp"
 #include "backend/registry.hpp"
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/ir/primitive.hpp"
@@ -34,6 +35,7 @@ Backend& gpu(int index) {
 [[gnu::constructor(FLAXPP_REGISTRATION_PRIORITY)]] void register_cuda() {
   register_backend_provider(DeviceKind::cuda, {visible_devices, gpu});
   ir::register_evaluator(DeviceKind::cuda, eval);
+  register_cudnn_attention();
 }
 
 }  // namespace

@@ -1,6 +1,10 @@
 // dot_product_attention and its backward primitive (flaxpp/ir/lax_attention.hpp): the shape
-// rules, the VJP, the batching rules (vmap) and what one equation costs (its products' FLOPs).
+// rules, the VJP, the batching rules (vmap), what one equation costs (its products' FLOPs), and
+// the devices' fused kernels.
 #include "flaxpp/ir/lax_attention.hpp"
+
+#include <array>
+
 #include "rules.hpp"
 
 namespace flaxpp::lax {
@@ -259,5 +263,21 @@ const bool attention_rules_registered = [] {
 }();
 
 }  // namespace
+
+namespace {
+// Registered as the program starts, before any evaluation (as ir's evaluators are).
+std::array<AttentionKernel, kNumDeviceKinds>& attention_kernels() {
+  static std::array<AttentionKernel, kNumDeviceKinds> kernels{};
+  return kernels;
+}
+}  // namespace
+
+void register_attention_kernel(DeviceKind kind, AttentionKernel kernel) {
+  attention_kernels()[static_cast<std::size_t>(kind)] = kernel;
+}
+
+AttentionKernel attention_kernel(DeviceKind kind) {
+  return attention_kernels()[static_cast<std::size_t>(kind)];
+}
 
 }  // namespace flaxpp::lax
