@@ -29,6 +29,10 @@ struct FusedLaunch {
   std::uint8_t outputs[kProgramRegisters];
   int num_code, num_scalars, num_inputs, num_constants, num_outputs, num_groups;
   std::uint32_t masks;  // bit k: input k is a bool array (its pointer holds bytes), read as 1 or 0
+  // Input k read as a broadcast where inner[k] > 0: element i reads its element
+  // (i / inner[k]) % size[k]. A launch with broadcasts holds one group.
+  std::int64_t inner[kProgramRegisters];
+  std::int64_t size[kProgramRegisters];
   std::int64_t offsets[kFusedMaxGroups + 1];  // group g's elements are [offsets[g], offsets[g+1])
   const S* in[kFusedMaxPointers];             // group g's inputs at g * num_inputs
   S* out[kFusedMaxPointers];                  // group g's outputs at g * num_outputs
@@ -62,9 +66,11 @@ __global__ void fused_elementwise_kernel(const __grid_constant__ FusedLaunch<S> 
     const std::int64_t i = e - p.offsets[g];
     for (int k = 0; k < p.num_inputs; ++k) {
       const S* in = p.in[g * p.num_inputs + k];
-      r[p.num_scalars + k] = (p.masks >> k & 1u) != 0
-                                 ? (reinterpret_cast<const std::uint8_t*>(in)[i] != 0 ? C(1) : C(0))
-                                 : static_cast<C>(in[i]);
+      const std::int64_t at = p.inner[k] == 0 ? i : (i / p.inner[k]) % p.size[k];
+      r[p.num_scalars + k] =
+          (p.masks >> k & 1u) != 0
+              ? (reinterpret_cast<const std::uint8_t*>(in)[at] != 0 ? C(1) : C(0))
+              : static_cast<C>(in[at]);
     }
     for (int k = 0; k < p.num_code; ++k) {
       const ProgramInstr& in = p.code[k];

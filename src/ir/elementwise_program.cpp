@@ -20,7 +20,8 @@ std::vector<int> ElementwiseProgram::donations(const std::vector<bool>& free) co
   std::vector<int> from(outputs.size(), -1);
   std::vector<bool> taken(free.size(), false);
   const auto available = [&](std::size_t j) {
-    return !taken[j] && free[j] && !is_mask(static_cast<int>(j));
+    return !taken[j] && free[j] && !is_mask(static_cast<int>(j)) &&
+           !is_broadcast(static_cast<int>(j));
   };
   for (std::size_t k = 0; k < aliases.size() && k < from.size(); ++k)
     if (const int j = aliases[k]; j >= 0 && available(static_cast<std::size_t>(j))) {
@@ -47,6 +48,16 @@ std::string ElementwiseProgram::str() const {
     for (int i = 0; i < num_inputs; ++i)
       if (is_mask(i)) {
         out += detail::str(first ? "" : ", ", i);
+        first = false;
+      }
+    out += ")";
+  }
+  if (!broadcasts.empty()) {
+    out += " broadcasts=(";
+    bool first = true;
+    for (int i = 0; i < num_inputs; ++i)
+      if (is_broadcast(i)) {
+        out += detail::str(first ? "" : ", ", i, "/", broadcast_inner(i));
         first = false;
       }
     out += ")";
@@ -84,9 +95,15 @@ void ElementwiseProgram::validate() const {
     if (r >= num_registers) fail(detail::str("output register r", int(r), " does not exist"));
   if (!masks.empty() && masks.size() != static_cast<std::size_t>(num_inputs))
     fail(detail::str(masks.size(), " mask flags for ", num_inputs, " inputs"));
+  if (!broadcasts.empty() && broadcasts.size() != static_cast<std::size_t>(num_inputs))
+    fail(detail::str(broadcasts.size(), " broadcast flags for ", num_inputs, " inputs"));
+  if (is_broadcast(0)) fail("operand 0 is read as a broadcast; it must give the group its shape");
+  for (std::size_t i = 0; i < broadcasts.size(); ++i)
+    if (broadcasts[i] < 0) fail(detail::str("operand ", i, " has broadcast inner ", broadcasts[i]));
   for (std::size_t k = 0; k < aliases.size(); ++k)
-    if (is_mask(aliases[k]))
-      fail(detail::str("output ", k, " aliases mask operand ", int(aliases[k])));
+    if (is_mask(aliases[k]) || is_broadcast(aliases[k]))
+      fail(detail::str("output ", k, " aliases ", is_mask(aliases[k]) ? "mask" : "broadcast",
+                       " operand ", int(aliases[k])));
   if (!aliases.empty() && aliases.size() != outputs.size())
     fail(detail::str(aliases.size(), " aliases for ", outputs.size(), " outputs"));
   for (std::size_t k = 0; k < aliases.size(); ++k) {
@@ -130,11 +147,24 @@ ElementwiseBuilder::Value ElementwiseBuilder::scalar() {
 
 ElementwiseBuilder::Value ElementwiseBuilder::input() {
   masks_.push_back(false);
+  broadcasts_.push_back(0);
   return add_node({.kind = Kind::input, .index = num_inputs_++});
 }
 
 ElementwiseBuilder::Value ElementwiseBuilder::mask_input() {
   masks_.push_back(true);
+  broadcasts_.push_back(0);
+  return add_node({.kind = Kind::input, .index = num_inputs_++});
+}
+
+ElementwiseBuilder::Value ElementwiseBuilder::broadcast_input(std::int64_t inner, bool mask) {
+  if (inner <= 0 || num_inputs_ == 0)
+    throw ValueError(
+        detail::str("a broadcast operand of an elementwise program needs an inner "
+                    "size > 0 (got ",
+                    inner, ") and an element-by-element operand before it"));
+  masks_.push_back(mask);
+  broadcasts_.push_back(inner);
   return add_node({.kind = Kind::input, .index = num_inputs_++});
 }
 
@@ -165,7 +195,8 @@ int ElementwiseBuilder::output(Value v, Value in_place_of) {
   std::int8_t alias = -1;
   if (in_place_of.valid()) {
     const Node& n = nodes_[static_cast<std::size_t>(check(in_place_of))];
-    if (n.kind != Kind::input || masks_[static_cast<std::size_t>(n.index)])
+    if (n.kind != Kind::input || masks_[static_cast<std::size_t>(n.index)] ||
+        broadcasts_[static_cast<std::size_t>(n.index)] > 0)
       throw ValueError("an elementwise program result can replace an input() only");
     alias = static_cast<std::int8_t>(n.index);
     if (std::find(aliases_.begin(), aliases_.end(), alias) != aliases_.end())
@@ -253,6 +284,8 @@ std::shared_ptr<const ElementwiseProgram> ElementwiseBuilder::finish() const {
   if (std::any_of(aliases_.begin(), aliases_.end(), [](std::int8_t a) { return a >= 0; }))
     program->aliases = aliases_;
   if (std::find(masks_.begin(), masks_.end(), true) != masks_.end()) program->masks = masks_;
+  if (std::any_of(broadcasts_.begin(), broadcasts_.end(), [](std::int64_t b) { return b > 0; }))
+    program->broadcasts = broadcasts_;
   program->validate();
   return program;
 }

@@ -85,6 +85,12 @@ ElementwiseStage build_stage(const ElementwiseProgram& p, const Values& v, int b
   ElementwiseStage stage;
   ElementwiseBuilder b;
   std::map<Val, ElementwiseValue> in_stage;
+  // A program with broadcast operands: its operand 0 (read element by element) comes first in
+  // every stage too, to give the stage its shape.
+  if (!p.broadcasts.empty()) {
+    stage.inputs.push_back({false, 0});
+    in_stage.emplace(Val{Val::Kind::input, 0}, p.is_mask(0) ? b.mask_input() : b.input());
+  }
   auto value_of = [&](const Val& x) -> ElementwiseValue {
     if (auto it = in_stage.find(x); it != in_stage.end()) return it->second;
     ElementwiseValue out;
@@ -95,7 +101,10 @@ ElementwiseStage build_stage(const ElementwiseProgram& p, const Values& v, int b
         break;
       case Val::Kind::input:
         stage.inputs.push_back({false, x.index});
-        out = p.is_mask(x.index) ? b.mask_input() : b.input();
+        out = p.is_broadcast(x.index)
+                  ? b.broadcast_input(p.broadcast_inner(x.index), p.is_mask(x.index))
+              : p.is_mask(x.index) ? b.mask_input()
+                                   : b.input();
         break;
       case Val::Kind::constant:
         out = b.constant(p.constants[static_cast<std::size_t>(x.index)]);
@@ -175,10 +184,10 @@ SplitProgram split_program(const ElementwiseProgram& program, const ElementwiseL
       ++end;
     }
     if (end == begin && n > 0)
-      throw ValueError(detail::str(
-          "split_program: instruction ", begin, " of ", program.str(), " needs more than ",
-          limits.max_scalars, " 0-d operands, or a stage holds no instruction (max_code ",
-          limits.max_code, ")"));
+      throw ValueError(detail::str("split_program: instruction ", begin, " of ", program.str(),
+                                   " needs more than ", limits.max_scalars,
+                                   " 0-d operands, or a stage holds no instruction (max_code ",
+                                   limits.max_code, ")"));
     // ...and fewer while the registers do not suffice.
     for (;;) {
       try {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "flaxpp/ir/lax.hpp"
@@ -25,11 +26,10 @@ std::optional<Op> op_of(const Primitive* p) {
   static const std::map<const Primitive*, Op> ops = [] {
     std::map<const Primitive*, Op> m = {
 #define FLAXPP_FUSION_OP(name, ...) {&lax::name##_p, Op::name},
-        FLAXPP_ELEMENTWISE_BINARY(FLAXPP_FUSION_OP)
-            FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_FUSION_OP)
-                FLAXPP_ELEMENTWISE_UNARY(FLAXPP_FUSION_OP)
+        FLAXPP_ELEMENTWISE_BINARY(FLAXPP_FUSION_OP) FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_FUSION_OP)
+            FLAXPP_ELEMENTWISE_UNARY(FLAXPP_FUSION_OP)
 #undef FLAXPP_FUSION_OP
-                    {&lax::integer_pow_p, Op::integer_pow}};
+                {&lax::integer_pow_p, Op::integer_pow}};
     std::erase_if(m, [](const auto& entry) {
       return *kernels::program_op_unfused_reason(entry.second) != '\0';
     });
@@ -77,9 +77,16 @@ class Fuser {
   // its shape or 0-d.
   bool operand_fits(const Atom& a, const AVal& aval) const;
   bool bool_consumers_fusible(VarId v, DType d) const;
-  // A value that is a 0-d operand broadcast to a shape (full_like, zeros_like) reads as that
-  // operand: a fused program broadcasts scalars itself.
-  Atom through_broadcast(const Atom& a) const;
+  // What a program reads for operand `a`: a 0-d operand broadcast to a shape (full_like,
+  // zeros_like) as that operand (a fused program broadcasts scalars itself); an array that
+  // broadcast_in_dim repeats along leading and trailing axes (a softmax's row maximum, a
+  // bias, a causal mask) as that array, read as a broadcast with `inner` > 0
+  // (ElementwiseProgram::broadcasts); anything else as itself.
+  struct Read {
+    Atom atom;
+    std::int64_t inner = 0;
+  };
+  Read through_broadcast(const Atom& a) const;
   void build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool>& drop);
 
   // float32 and float64 always; bfloat16 and float16 where the backend rounds each
@@ -94,15 +101,49 @@ class Fuser {
   DefUse uses_;
 };
 
-Atom Fuser::through_broadcast(const Atom& a) const {
-  if (a.is_literal()) return a;
+// The inner size with which a program reads the operand of a broadcast_in_dim of `from` into
+// `to` as a broadcast (element e of the result is the operand's (e / inner) % size): where the
+// result's axes the operand fills (of size > 1) are one run, in the operand's order, the
+// product of the axes after it; 0 where they are not (a transpose, or repeats between them).
+std::int64_t broadcast_read_inner(const Shape& from, const std::vector<std::int64_t>& dims,
+                                  const Shape& to) {
+  std::vector<bool> filled(static_cast<std::size_t>(to.rank()), false);
+  std::int64_t previous = -1;
+  for (std::int64_t i = 0; i < from.rank(); ++i) {
+    if (from[i] == 1) continue;
+    const std::int64_t k = dims[static_cast<std::size_t>(i)];
+    if (k <= previous) return 0;
+    filled[static_cast<std::size_t>(k)] = true;
+    previous = k;
+  }
+  std::int64_t first = -1, last = -1;
+  for (std::int64_t k = 0; k < to.rank(); ++k)
+    if (to[k] != 1 && filled[static_cast<std::size_t>(k)]) {
+      if (first < 0) first = k;
+      last = k;
+    }
+  for (std::int64_t k = first + 1; k < last; ++k)
+    if (to[k] != 1 && !filled[static_cast<std::size_t>(k)]) return 0;
+  std::int64_t inner = 1;
+  for (std::int64_t k = last + 1; k < to.rank(); ++k)
+    inner *= to[k];
+  return to.size() == 0 ? 0 : inner;
+}
+
+Fuser::Read Fuser::through_broadcast(const Atom& a) const {
+  if (a.is_literal()) return {a};
   const std::ptrdiff_t p = uses_.producer[static_cast<std::size_t>(a.var)];
-  if (p < 0) return a;
+  if (p < 0) return {a};
   const Eqn& e = g_.eqns[static_cast<std::size_t>(p)];
-  if (e.prim != &lax::broadcast_in_dim_p || g_.aval(e.inputs[0]).shape.rank() != 0 ||
-      g_.aval(e.inputs[0]).dtype != g_.aval(a).dtype)
-    return a;
-  return e.inputs[0];
+  if (e.prim != &lax::broadcast_in_dim_p || g_.aval(e.inputs[0]).dtype != g_.aval(a).dtype)
+    return {a};
+  const Shape& from = g_.aval(e.inputs[0]).shape;
+  if (from.rank() == 0) return {e.inputs[0]};
+  if (e.inputs[0].is_literal()) return {a};
+  const std::int64_t inner = broadcast_read_inner(
+      from, e.params.get<std::vector<std::int64_t>>("broadcast_dimensions"), g_.aval(a).shape);
+  if (inner == 0) return {a};
+  return {e.inputs[0], inner};
 }
 
 bool Fuser::operand_fits(const Atom& a, const AVal& aval) const {
@@ -121,8 +162,8 @@ bool Fuser::bool_consumers_fusible(VarId v, DType d) const {
                           std::none_of(c.inputs.begin() + 1, c.inputs.end(), [&](const Atom& a) {
                             return !a.is_literal() && a.var == v;
                           });
-    const bool as_value = c.prim == &lax::convert_element_type_p &&
-                          g_.aval(c.outputs[0]).dtype == d;
+    const bool as_value =
+        c.prim == &lax::convert_element_type_p && g_.aval(c.outputs[0]).dtype == d;
     if (!as_which && !as_value) return false;
   }
   return true;
@@ -153,8 +194,7 @@ std::optional<AVal> Fuser::fusible(const Eqn& e) const {
   if (!fusible_dtype(aval.dtype)) return std::nullopt;
   for (const Atom& a : e.inputs)
     if (!operand_fits(a, aval)) return std::nullopt;
-  if (comparison && !bool_consumers_fusible(e.outputs[0], aval.dtype))
-    return std::nullopt;
+  if (comparison && !bool_consumers_fusible(e.outputs[0], aval.dtype)) return std::nullopt;
   return aval;
 }
 
@@ -177,7 +217,7 @@ int Fuser::run() {
       const Cluster& cl = clusters[static_cast<std::size_t>(c)];
       if (cl.aval != *aval) return false;
       for (const Atom& operand : e.inputs) {
-        const Atom a = in_cluster(operand, c) ? operand : through_broadcast(operand);
+        const Atom a = in_cluster(operand, c) ? operand : through_broadcast(operand).atom;
         if (a.is_literal() || in_cluster(a, c)) continue;
         const std::ptrdiff_t p = uses_.producer[static_cast<std::size_t>(a.var)];
         if (p >= static_cast<std::ptrdiff_t>(cl.first)) return false;
@@ -265,18 +305,36 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
 
   ElementwiseBuilder b;
   std::map<VarId, EValue> value;
+  std::map<std::pair<VarId, std::int64_t>, EValue> broadcast_value;  // by (array, inner)
   std::vector<Atom> scalars, inputs;
   bool floating_input = false;
-  std::vector<VarId> absorbed;  // broadcasts of 0-d values the program reads as those values
+  std::vector<VarId> absorbed;  // broadcasts the program reads through
+  // What operand `given` is read as; a broadcast only after an operand read element by
+  // element (the program's operand 0, which gives it its shape).
+  const auto read_of = [&](const Atom& given) {
+    Read read = through_broadcast(given);
+    if (read.inner > 0 && inputs.empty()) read = {given};
+    return read;
+  };
   // An operand's value: computed in the cluster, or read (a bool from memory as a mask).
   const auto operand = [&](const Atom& given, bool bool_value = false) -> EValue {
     if (!given.is_literal())
       if (const auto it = value.find(given.var); it != value.end()) return it->second;
-    const Atom a = through_broadcast(given);
+    const Read read = read_of(given);
+    const Atom& a = read.atom;
     if (!given.is_literal() && (a.is_literal() || a.var != given.var) &&
         std::find(absorbed.begin(), absorbed.end(), given.var) == absorbed.end())
       absorbed.push_back(given.var);
     if (a.is_literal()) return b.constant(literal_value(a.literal));
+    if (read.inner > 0) {
+      const std::pair key{a.var, read.inner};
+      if (const auto it = broadcast_value.find(key); it != broadcast_value.end()) return it->second;
+      const EValue v = b.broadcast_input(read.inner, bool_value);
+      inputs.push_back(a);
+      floating_input = floating_input || !bool_value;
+      broadcast_value.emplace(key, v);
+      return v;
+    }
     if (const auto it = value.find(a.var); it != value.end()) return it->second;
     const bool scalar = g_.aval(a.var).shape.rank() == 0 && c.aval.shape.rank() != 0;
     const EValue v = scalar ? b.scalar() : bool_value ? b.mask_input() : b.input();
@@ -285,6 +343,29 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
     value.emplace(a.var, v);
     return v;
   };
+  // Whether input `j` of equation `e` is a bool the program reads as 1 or 0.
+  const auto reads_bool = [&](const Eqn& e, std::size_t j) {
+    return j == 0 && (e.prim == &lax::select_n_p || e.prim == &lax::convert_element_type_p);
+  };
+  // The first operand read element by element becomes operand 0, ahead of any broadcast.
+  std::vector<bool> made_here(g_.num_vars(), false);
+  for (const std::size_t i : c.eqns)
+    made_here[static_cast<std::size_t>(g_.eqns[i].outputs[0])] = true;
+  const auto first_elementwise = [&]() -> std::optional<std::pair<Atom, bool>> {
+    for (const std::size_t i : c.eqns) {
+      const Eqn& e = g_.eqns[i];
+      for (std::size_t j = 0; j < e.inputs.size(); ++j) {
+        const Atom& x = e.inputs[j];
+        if (x.is_literal() || made_here[static_cast<std::size_t>(x.var)]) continue;
+        const Read read = through_broadcast(x);
+        if (!read.atom.is_literal() && read.inner == 0 &&
+            g_.aval(read.atom.var).shape == c.aval.shape)
+          return std::pair{x, reads_bool(e, j)};
+      }
+    }
+    return std::nullopt;
+  }();
+  if (first_elementwise) (void)operand(first_elementwise->first, first_elementwise->second);
   for (const std::size_t i : c.eqns) {
     const Eqn& e = g_.eqns[i];
     EValue out;

@@ -117,10 +117,9 @@ namespace {
 
 // Every pair of these values (zeros of both signs, infinities, NaN, values around the
 // branches of tanh, erf and logistic, large ones) as (x, y).
-constexpr double kSpecial[] = {0.0,  -0.0,  1.0,   -1.0, 0.5,           -2.5,
-                               3.7,  1e-3,  8.5,   -9.5, 40.0,          -90.0,
-                               1e30, 1e-30, 0.125, 2.0,  testing::kInf, -testing::kInf,
-                               testing::kNaN};
+constexpr double kSpecial[] = {
+    0.0,  -0.0,  1.0,  -1.0,  0.5,   -2.5, 3.7,           1e-3,           8.5,          -9.5,
+    40.0, -90.0, 1e30, 1e-30, 0.125, 2.0,  testing::kInf, -testing::kInf, testing::kNaN};
 
 template <class T>
 bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
@@ -296,6 +295,72 @@ TEST_CASE("fused_elementwise: a mask operand (a bool array) reads as 1 or 0 and 
   const EValue mi = aliased.mask_input();
   CHECK_THROWS_WITH_AS(aliased.output(mi * 2.0, mi),
                        doctest::Contains("can replace an input() only"), ValueError);
+}
+
+TEST_CASE("fused_elementwise: broadcast operands are read repeatedly, never written") {
+  // (2, 3, 4) arrays: a per-row value (2, 3) read along the last axis (inner 4), a bias (4,)
+  // along the leading ones (inner 1), a middle run (3,) (inner 4) and a bool mask (3, 4)
+  // (inner 1): against the same arithmetic on materialised broadcasts, bit for bit.
+  ElementwiseBuilder b;
+  const EValue x = b.input(), row = b.broadcast_input(4), bias = b.broadcast_input(1),
+               middle = b.broadcast_input(4), mask = b.broadcast_input(1, /*mask=*/true);
+  b.output(ir::select(mask, ir::exp(x - row) * middle + bias, b.constant(-1.0)));
+  const auto program = b.finish();
+  CHECK(program->str().find("broadcasts=(1/4, 2/1, 3/4, 4/1)") != std::string::npos);
+  CHECK(program->donations({true, true, true, true, true}) == std::vector<int>{0});
+  const Shape full{2, 3, 4};
+  std::vector<float> xv(24), rv(6), bv(4), mv(3);
+  for (std::size_t i = 0; i < xv.size(); ++i)
+    xv[i] = 0.25f * static_cast<float>(i) - 2.0f;
+  for (std::size_t i = 0; i < rv.size(); ++i)
+    rv[i] = 0.5f * static_cast<float>(i);
+  for (std::size_t i = 0; i < bv.size(); ++i)
+    bv[i] = static_cast<float>(i) - 1.5f;
+  for (std::size_t i = 0; i < mv.size(); ++i)
+    mv[i] = 1.0f + static_cast<float>(i);
+  const std::vector<std::uint8_t> bits{1, 0, 1, 1, 0, 1, 1, 1, 0, 0, 1, 1};
+  for (const DType dtype : {DType::f32, DType::f64}) {
+    CAPTURE(dtype_name(dtype));
+    const auto arr = [&](const std::vector<float>& v, Shape shape) {
+      return astype(Array::from_vector(v, shape), dtype);
+    };
+    const Array xa = arr(xv, full), ra = arr(rv, Shape{2, 3, 1}), ba = arr(bv, Shape{4}),
+                ma = arr(mv, Shape{3});
+    const Array mask_a =
+        Array::from_host_bytes(bits.data(), Shape{3, 4}, DType::bool_, default_device());
+    const Array cases[] = {lax::full_like(xa, -1.0),
+                           lax::exp(xa - lax::broadcast_in_dim(ra, full, {0, 1, 2})) *
+                                   lax::broadcast_in_dim(ma, full, {1}) +
+                               lax::broadcast_in_dim(ba, full, {2})};
+    const Array want = lax::select_n(lax::broadcast_in_dim(mask_a, full, {1, 2}), cases);
+    const Array operands[] = {xa, ra, ba, ma, mask_a};
+    const std::vector<Array> got = lax::fused_elementwise(program, {}, operands);
+    REQUIRE(got.size() == 1);
+    CHECK(got[0].shape() == full);
+    CHECK(astype(got[0], DType::f64).to_vector<double>() ==
+          astype(want, DType::f64).to_vector<double>());
+    // Donated, the result takes operand 0's buffer, never a broadcast operand's.
+    std::vector<Array> donated{astype(xa, dtype), astype(ra, dtype), astype(ba, dtype),
+                               astype(ma, dtype), mask_a};
+    const void* row_bytes = donated[1].buffer().data();
+    const std::vector<Array> in_place =
+        lax::fused_elementwise_donated(program, {}, std::move(donated));
+    CHECK(in_place[0].buffer().data() != row_bytes);
+    CHECK(astype(in_place[0], DType::f64).to_vector<double>() ==
+          astype(want, DType::f64).to_vector<double>());
+  }
+  // An operand that does not tile the group is a clear error; operand 0 is never a broadcast.
+  const Array x6 = Array::from_vector(std::vector<float>(6, 1.0f), Shape{6});
+  const Array x4 = Array::from_vector(std::vector<float>(4, 1.0f), Shape{4});
+  ElementwiseBuilder rows;
+  const EValue e0 = rows.input();
+  rows.output(e0 + rows.broadcast_input(3));
+  const Array bad[] = {x6, x4};
+  CHECK_THROWS_WITH_AS(lax::fused_elementwise(rows.finish(), {}, bad),
+                       doctest::Contains("does not tile operand"), ValueError);
+  ElementwiseBuilder first;
+  CHECK_THROWS_WITH_AS((void)first.broadcast_input(2),
+                       doctest::Contains("element-by-element operand before it"), ValueError);
 }
 
 TEST_CASE("fused_elementwise_donated: results take the buffers of inputs nothing else holds") {

@@ -115,6 +115,37 @@ TEST_CASE("fuse_elementwise: a chain of one shape and dtype is one program; othe
   CHECK(n.unfused == n.executed + 2);
 }
 
+TEST_CASE("fuse_elementwise: programs read row values and biases through their broadcasts") {
+  // softmax's pattern (x - max, exp, / sum, each row value broadcast along the last axis) and
+  // a bias broadcast along the leading axes: no broadcast is materialised, the bits stay.
+  const std::vector<AVal> avals{AVal{Shape{2, 3}, DType::f32}, AVal{Shape{3}, DType::f32}};
+  ir::Graph g = make_graph(
+      [](std::span<const Array> v) {
+        const Shape full{2, 3};
+        const Array m = lax::broadcast_in_dim(lax::reduce_max(v[0], {1}), Shape{2, 1}, {0});
+        const Array e = exp(v[0] - lax::broadcast_in_dim(m, full, {0, 1}));
+        const Array s = lax::broadcast_in_dim(lax::reduce_sum(e, {1}), Shape{2, 1}, {0});
+        const Array y = e / lax::broadcast_in_dim(s, full, {0, 1});
+        return std::vector<Array>{y + lax::broadcast_in_dim(v[1], full, {1})};
+      },
+      avals);
+  const std::vector<Array> in{
+      Array::from_vector(std::vector<float>{0.5f, -1.0f, 2.0f, 0.0f, 3.0f, -0.25f}, Shape{2, 3}),
+      Array::from_vector(std::vector<float>{1.5f, 3.0f, -0.25f}, Shape{3})};
+  const std::vector<Array> before = eval_graph(g, in);
+  ir::fuse_elementwise(g);
+  ir::dce(g);
+  g.verify();
+  CAPTURE(g.str());
+  CHECK(eval_graph(g, in)[0].to_vector<float>() == before[0].to_vector<float>());
+  // (2, 1) -> (2, 3) and (3,) -> (2, 3) broadcasts go; the keepdims reshapes to (2, 1) stay.
+  for (const ir::Eqn& e : g.eqns)
+    if (e.prim == &lax::broadcast_in_dim_p) CHECK(g.aval(e.outputs[0]).shape != Shape{2, 3});
+  CHECK(ir::count_eqns(g, lax::fused_elementwise_p) == 2);  // before and after the sum
+  CHECK(ir::count_eqns(g, lax::exp_p) == 0);
+  CHECK(ir::count_eqns(g, lax::div_p) == 0);
+}
+
 TEST_CASE("rewrite_subgraphs: each distinct body is rewritten once, however often it appears") {
   ir::Graph body = make_graph(
       [](std::span<const Array> v) {

@@ -45,6 +45,19 @@ struct ElementwiseProgram {
   bool is_mask(int input) const {
     return static_cast<std::size_t>(input) < masks.size() && masks[static_cast<std::size_t>(input)];
   }
+  // Per per-array operand: 0 where it is read element by element (an array of the group's
+  // shape), else `inner` > 0: it is read as a broadcast, element i of the group reading its
+  // element (i / inner) % size (a per-row value along trailing axes, a bias along leading
+  // ones, a mask of fewer axes). Empty: every operand is read element by element. Operand 0
+  // always is (it gives the group its shape), and a broadcast operand never gives its buffer
+  // to a result.
+  std::vector<std::int64_t> broadcasts;
+  std::int64_t broadcast_inner(int input) const {
+    return static_cast<std::size_t>(input) < broadcasts.size()
+               ? broadcasts[static_cast<std::size_t>(input)]
+               : 0;
+  }
+  bool is_broadcast(int input) const { return broadcast_inner(input) > 0; }
 
   // For each result of one group, the group input whose buffer it takes (or -1 for a new
   // buffer), given which inputs may be given up (`free[j]`: donated and held by nothing else):
@@ -56,10 +69,12 @@ struct ElementwiseProgram {
   int first_constant() const { return num_scalars + num_inputs; }
   int first_temporary() const { return first_constant() + static_cast<int>(constants.size()); }
   // "{scalars=0 inputs=2 constants=(0.9); r3=mul(r2, r0); r3=add(r3, r1); -> r3@in1}" for
-  // printed graphs (@inN: the result takes input N's buffer when that input is donated).
+  // printed graphs (@inN: the result takes input N's buffer when that input is donated;
+  // "broadcasts=(1/64)": input 1 is read as a broadcast with inner 64).
   std::string str() const;
   // ValueError unless the registers fit: at most kMaxRegisters of them and of outputs, every
-  // register read exists, and the code writes temporaries only.
+  // register read exists, and the code writes temporaries only; and unless operand 0 is read
+  // element by element and no result takes a broadcast operand's buffer.
   void validate() const;
   bool operator==(const ElementwiseProgram&) const = default;
 };
@@ -103,6 +118,10 @@ class ElementwiseBuilder {
   // The element of the next per-array operand, a bool array read as 1 or 0
   // (ElementwiseProgram::masks).
   Value mask_input();
+  // The next per-array operand read as a broadcast (ElementwiseProgram::broadcasts): element i
+  // reads its element (i / inner) % size; a bool one as 1 or 0 where `mask`. Not the first
+  // per-array operand.
+  Value broadcast_input(std::int64_t inner, bool mask = false);
   Value constant(double value);
   Value apply(ElementwiseProgram::Op op, Value a, Value b = {}, Value c = {}, std::int32_t y = 0);
   // Adds a result; returns its index among the outputs. With `in_place_of` (an input()),
@@ -128,9 +147,10 @@ class ElementwiseBuilder {
 
   std::vector<Node> nodes_;
   std::vector<double> constants_;
-  std::vector<int> outputs_;          // node ids
-  std::vector<std::int8_t> aliases_;  // per output: an input's number, or -1
-  std::vector<bool> masks_;           // per input
+  std::vector<int> outputs_;              // node ids
+  std::vector<std::int8_t> aliases_;      // per output: an input's number, or -1
+  std::vector<bool> masks_;               // per input
+  std::vector<std::int64_t> broadcasts_;  // per input
   int num_scalars_ = 0, num_inputs_ = 0;
 };
 

@@ -19,8 +19,8 @@
 
 namespace flaxpp::lax {
 
-// The elementwise primitives, one per line of flaxpp/kernels/elementwise.hpp's lists, each as name_p
-// and its typed function name(). The line names the functor that is its math (there: div
+// The elementwise primitives, one per line of flaxpp/kernels/elementwise.hpp's lists, each as
+// name_p and its typed function name(). The line names the functor that is its math (there: div
 // truncates integers, max and min propagate NaN, sign gives NaN for NaN) and its dtypes;
 // binary ones and comparisons take two operands of one dtype, comparisons give bool.
 #define FLAXPP_LAX_DECLARE_BINARY(name, ...) \
@@ -123,7 +123,8 @@ extern const ir::Primitive cumsum_p;
 extern const ir::Primitive layer_norm_p, layer_norm_dx_p, layer_norm_dscale_p;
 // flaxpp's fused elementwise primitive (not in jax.lax: XLA's loop fusion, made explicit):
 // param "program" (ElementwiseProgram). Operands: the program's num_scalars 0-d arrays, then
-// groups of num_inputs arrays, the arrays of a group of one shape (groups may differ); all
+// groups of num_inputs arrays, the arrays of a group of one shape (groups may differ) but the
+// program's broadcast operands, which the group's elements read repeatedly; all
 // of one floating dtype but the program's masks, which are bool. Results: for each group, one
 // array per program output, of the group's shape and that dtype. A backend runs all groups in one
 // pass (on CUDA: one kernel launch). Param "donate" (optional, bool): a result may reuse the buffer

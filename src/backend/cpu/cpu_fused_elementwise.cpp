@@ -1,7 +1,8 @@
 // CPU evaluation of fused_elementwise: the program runs over chunks of each group's elements,
 // one instruction at a time across the chunk (a plain loop per instruction, which vectorises),
 // with every temporary a chunk-sized row that stays in the L1 cache; instructions read the
-// inputs in place (a bool mask is converted into its row). A chunk's results are written
+// inputs in place (a bool mask is converted into its row, a broadcast operand gathered into
+// it). A chunk's results are written
 // after its code has run, so donated inputs take results in place.
 #include <algorithm>
 #include <type_traits>
@@ -30,6 +31,21 @@ void run_instruction(F f, const T* a, const T* b, const T* c, T* d, std::int64_t
   } else {
     for (std::int64_t i = 0; i < m; ++i)
       d[i] = f(a[i], b[i], c[i]);
+  }
+}
+
+// d[k] = as(x[((start + k) / inner) % size]) for k < m: a broadcast operand's row, walked
+// without a division per element.
+template <class X, class T, class As>
+void gather_broadcast(const X* x, std::int64_t size, std::int64_t inner, std::int64_t start,
+                      std::int64_t m, T* d, As as) {
+  std::int64_t index = (start / inner) % size, within = start % inner;
+  for (std::int64_t k = 0; k < m; ++k) {
+    d[k] = as(x[index]);
+    if (++within == inner) {
+      within = 0;
+      if (++index == size) index = 0;
+    }
   }
 }
 
@@ -83,6 +99,17 @@ std::vector<Array> run(const ir::ElementwiseProgram& p, bool donate, std::span<c
       // An input that is itself a result is copied first: another result may take its buffer.
       for (int i = 0; i < p.num_inputs; ++i) {
         const int r = p.num_scalars + i;
+        if (p.is_broadcast(i)) {  // its row gathers element (e / inner) % size for each e
+          const Array& x = inputs[static_cast<std::size_t>(i)];
+          if (p.is_mask(i)) {
+            gather_broadcast(in_data<std::uint8_t>(x), x.size(), p.broadcast_inner(i), start, m,
+                             row(r), [](std::uint8_t bit) { return bit != 0 ? T(1) : T(0); });
+          } else {
+            gather_broadcast(in_data<T>(x), x.size(), p.broadcast_inner(i), start, m, row(r),
+                             [](T v) { return v; });
+          }
+          continue;
+        }
         if (p.is_mask(i)) {  // a bool array: its row holds 1 or 0
           const std::uint8_t* bits =
               in_data<std::uint8_t>(inputs[static_cast<std::size_t>(i)]) + start;
@@ -102,8 +129,7 @@ std::vector<Array> run(const ir::ElementwiseProgram& p, bool donate, std::span<c
         const T* a = reg[instr.a];
         const T* b = reg[instr.b];
         const T* c = reg[instr.c];
-        kernels::visit_instr(instr.op, instr.y,
-                             [&](auto f) { run_instruction(f, a, b, c, d, m); });
+        kernels::visit_instr(instr.op, instr.y, [&](auto f) { run_instruction(f, a, b, c, d, m); });
       }
       for (std::size_t o = 0; o < num_outputs; ++o)
         std::copy_n(reg[p.outputs[o]], m, dst[o] + start);

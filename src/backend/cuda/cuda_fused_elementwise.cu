@@ -4,8 +4,8 @@
 // A program longer than a launch carries runs in stages (backend/fused_stages.hpp).
 #include "backend/cuda/cuda_eval_impl.hpp"
 #include "backend/fused_stages.hpp"
-#include "flaxpp/ir/elementwise_split.hpp"
 #include "flaxpp/core/error.hpp"
+#include "flaxpp/ir/elementwise_split.hpp"
 #include "kernels/fused_elementwise_kernel.cuh"
 
 namespace flaxpp::cuda {
@@ -45,7 +45,8 @@ std::vector<Array> run(const ir::Primitive& prim, const ir::ElementwiseProgram& 
   // The shape rule validated the program: at most kMaxRegisters inputs and outputs, so one
   // group's pointers always fit a launch; the caller split a program over the other limits.
   static_assert(kernels::kFusedMaxPointers >= ir::ElementwiseProgram::kMaxRegisters);
-  FLAXPP_ASSERT(ir::fits(program, kLimits), "fused_elementwise: an unsplit program over the limits");
+  FLAXPP_ASSERT(ir::fits(program, kLimits),
+                "fused_elementwise: an unsplit program over the limits");
   // The parameter block (about 19 KiB) lives on the heap, not the host stack.
   auto p = std::make_unique<FusedLaunch<S>>();
   p->num_code = static_cast<int>(program.code.size());
@@ -58,6 +59,9 @@ std::vector<Array> run(const ir::Primitive& prim, const ir::ElementwiseProgram& 
   p->masks = 0;
   for (int i = 0; i < num_inputs; ++i)
     if (program.is_mask(i)) p->masks |= 1u << i;
+  const bool broadcasts = !program.broadcasts.empty();
+  for (int i = 0; i < num_inputs; ++i)
+    p->inner[i] = program.broadcast_inner(i);
   p->num_constants = static_cast<int>(program.constants.size());
   for (int c = 0; c < p->num_constants; ++c)
     p->constants[c] = constant_as<S>(program.constants[static_cast<std::size_t>(c)]);
@@ -74,10 +78,15 @@ std::vector<Array> run(const ir::Primitive& prim, const ir::ElementwiseProgram& 
   const std::span<const Array> groups = in.subspan(static_cast<std::size_t>(program.num_scalars));
   const std::size_t count = groups.size() / static_cast<std::size_t>(num_inputs);
   for (std::size_t g = 0; g < count; ++g) {
+    // A broadcast operand's size is the launch's: one group per launch then.
     if (p->num_groups == kernels::kFusedMaxGroups ||
-        (p->num_groups + 1) * std::max(num_inputs, num_outputs) > kernels::kFusedMaxPointers)
+        (p->num_groups + 1) * std::max(num_inputs, num_outputs) > kernels::kFusedMaxPointers ||
+        (broadcasts && p->num_groups > 0))
       launch();
     const int k = p->num_groups;
+    for (int i = 0; i < num_inputs; ++i)
+      p->size[i] =
+          groups[g * static_cast<std::size_t>(num_inputs) + static_cast<std::size_t>(i)].size();
     for (int i = 0; i < num_inputs; ++i)  // a mask's bytes travel as an S pointer
       p->in[k * num_inputs + i] = static_cast<const S*>(
           groups[g * static_cast<std::size_t>(num_inputs) + static_cast<std::size_t>(i)]

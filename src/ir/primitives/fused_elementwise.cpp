@@ -44,10 +44,19 @@ std::vector<AVal> shape_rule(std::span<const AVal> in, const ir::Params& params)
       rules::fail(kName, detail::str("operand ", i, " must be 0-d (a scalar), got ", in[i]));
   }
   for (std::size_t g = scalars; g < in.size(); g += per_group) {
-    for (std::size_t i = g + 1; i < g + per_group; ++i)
-      if (in[i].shape != in[g].shape)
+    const std::int64_t n = in[g].shape.size();
+    for (std::size_t i = g + 1; i < g + per_group; ++i) {
+      const std::int64_t inner = program->broadcast_inner(static_cast<int>(i - g));
+      if (inner == 0 && in[i].shape != in[g].shape)
         rules::fail(kName, detail::str("the arrays of a group must have one shape; operand ", i,
                                        " is ", in[i], ", operand ", g, " is ", in[g]));
+      // A broadcast operand: element e of the group reads its element (e / inner) % size.
+      const std::int64_t span = in[i].shape.size() * inner;
+      if (inner > 0 && (span == 0 ? n != 0 : n % span != 0))
+        rules::fail(kName, detail::str("operand ", i, " (", in[i], ") is read as a broadcast with ",
+                                       "inner size ", inner, ", which does not tile operand ", g,
+                                       "'s ", n, " elements"));
+    }
     out.insert(out.end(), program->outputs.size(), AVal{in[g].shape, dtype});
   }
   return out;
