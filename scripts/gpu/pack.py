@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bundle import (ARCHIVE, PROVIDED, TOP, RunItem, is_elf, save_runlist,  # noqa: E402
                     write_tree_record)
 
+XZ_WINDOW = "512MiB"        # xz's dictionary: the uncompressed bundle must fit it to dedupe
 GLIBC_FLOOR = (2, 34)      # Ubuntu 22.04 has 2.35, Debian 12 2.36: a floor with margin
 GPU_SKIP = re.compile(r"cuda gpu", re.IGNORECASE)
 MEMCHECK_SECONDS = 200
@@ -298,8 +299,11 @@ def pack(repo: Path, build: Path, out: Path, arch: int) -> None:
 
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / (ARCHIVE + ".tmp")
-        subprocess.run(["tar", "-C", str(stage), "-I", "xz -T0 -6", "-cf", str(tmp), TOP],
-                       check=True)
+        # Every binary links the whole library, so most of each one repeats the ones before: one
+        # xz stream with a window larger than the whole tree (about 300 MB uncompressed) stores
+        # each repeat as a reference. Half the size of multi-threaded -6, in a third of the time.
+        subprocess.run(["tar", "-C", str(stage), "-I", f"xz -T1 --lzma2=preset=1,dict={XZ_WINDOW}",
+                        "-cf", str(tmp), TOP], check=True)
         os.replace(tmp, out / ARCHIVE)          # a half-written archive never replaces one
         shutil.copy2(repo / "scripts" / "gpu_run.sh", out / "gpu_run.sh")
         for extra in out.iterdir():
