@@ -50,6 +50,9 @@ std::string_view dtype_short_name(DType dtype) {
 bool is_floating(DType dtype) {
   return info(dtype).floating;
 }
+bool is_half(DType dtype) {
+  return dtype == DType::bf16 || dtype == DType::f16;
+}
 bool is_integer(DType dtype) {
   return info(dtype).integer;
 }

@@ -19,10 +19,6 @@ namespace {
 
 using ir::DotDimensionNumbers;
 
-bool is_half(DType dtype) {
-  return dtype == DType::bf16 || dtype == DType::f16;
-}
-
 // Whether query t may see key j (B?, N?, T, S) as bool: the mask and, with is_causal, j <= t;
 // an invalid Array where neither restricts.
 Array allowed(const Array& mask, bool is_causal, std::int64_t q_len, std::int64_t kv_len) {
@@ -212,7 +208,7 @@ void check_cudnn_takes(const Array& q, const Array& bias, const Array& mask) {
         detail::str("implementation \"cudnn\" needs a build of flaxpp with CUDA, cuDNN and "
                     "cuDNN's frontend, and this one has none",
                     instead));
-  if (!attention_detail::is_half(q.dtype()))
+  if (!is_half(q.dtype()))
     fail(detail::str("implementation \"cudnn\" takes float16 or bfloat16 operands, but got ",
                      dtype_name(q.dtype()), instead));
   if (bias.valid() || mask.valid())

@@ -20,6 +20,8 @@ std::string_view dtype_short_name(DType dtype);
 DType dtype_from_name(std::string_view name);
 
 bool is_floating(DType dtype);
+// bfloat16 or float16.
+bool is_half(DType dtype);
 bool is_integer(DType dtype);
 
 // One value per dtype, looked up by DType: a table in place of a switch (a library's type code

@@ -124,10 +124,6 @@ Array Families::select_n(const ir::Primitive& prim, std::span<const Array> in,
 
 namespace {
 
-bool is_half(DType dtype) {
-  return dtype == DType::bf16 || dtype == DType::f16;
-}
-
 // A conversion from or to bfloat16 or float16, which the CPU stores (arrays of a GPU's 16-bit
 // computation brought to the host) but does not compute in: through each element's exact
 // double, rounded to nearest-even as core/dtype.hpp's conversions round; the other side is

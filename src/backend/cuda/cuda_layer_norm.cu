@@ -21,7 +21,7 @@ using kernels::compute_t;
 // Whether to try cuDNN for this configuration (16-bit storage; see above).
 bool cudnn_candidate(CudaBackend& gpu, bool forward, DType dtype, std::int64_t rows,
                      std::int64_t f) {
-  return cudnn_allowed() && (dtype == DType::bf16 || dtype == DType::f16) &&
+  return cudnn_allowed() && is_half(dtype) &&
          cudnn_layer_norm_usable(gpu, forward, dtype, rows, f);
 }
 

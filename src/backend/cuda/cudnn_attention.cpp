@@ -129,8 +129,7 @@ std::vector<Array> attention(const ir::Primitive& prim, std::span<const Array> i
   const bool forward = &prim == &lax::dot_product_attention_p;
   const lax::AttentionDims d = lax::attention_dims(in, params);
   const DType dtype = in[0].dtype();
-  if (!cudnn_allowed() || d.has_bias || d.has_mask || (dtype != DType::bf16 && dtype != DType::f16))
-    return {};
+  if (!cudnn_allowed() || d.has_bias || d.has_mask || !is_half(dtype)) return {};
   const Device device = in[0].device();
   CudaBackend& gpu = backend_of(in[0]);
   const Key key{device.index,  forward, dtype,      d.batch,    d.q_len,
