@@ -46,16 +46,23 @@ class GemmEngineGuard {
   GemmEngine engine_;
 };
 
-// The threads products and the fused attention kernel are asked to use (0: the libraries'
-// defaults). The attention's sums do not depend on it.
+// The threads products and the CPU's own kernels (fused elementwise programs, reductions along
+// the last axes, the fused attention) are asked to use (0: the libraries' defaults, one per
+// core). The CPU's own kernels share out whole chunks or rows, so their results do not depend
+// on it; they run on oneDNN's OpenMP threads, and on the calling thread alone in a build without
+// oneDNN.
 int num_threads();
 
-// Sets them for every later product (0 restores the libraries' defaults). Throws ValueError
+// Sets them for every later product and kernel loop (0 restores the defaults). Throws ValueError
 // for a negative count.
 void set_num_threads(int threads);
 
 // How many convolutions ran on oneDNN's convolution primitives in this process so far (0 in a
 // build without oneDNN).
 std::int64_t onednn_convolutions();
+
+// How many of the CPU's own kernel loops ran shared among more than one thread in this process
+// so far (0 in a build without oneDNN, or with one thread).
+std::int64_t shared_loops();
 
 }  // namespace flaxpp::cpu

@@ -11,10 +11,7 @@
 
 #include "backend/cpu/cpu_eval.hpp"
 #include "backend/cpu/cpu_eval_impl.hpp"
-#include "flaxpp/backend/cpu.hpp"
-#ifdef FLAXPP_WITH_ONEDNN
-#include "backend/cpu/onednn_runtime.hpp"
-#endif
+#include "backend/cpu/cpu_parallel.hpp"
 #include "flaxpp/ir/lax_attention.hpp"
 
 namespace flaxpp::cpu {
@@ -140,14 +137,10 @@ void for_each_row(const lax::AttentionDims& d, bool by_kv_head, bool serial, F&&
     }
   };
   const std::int64_t units = d.batch * units_per_example;
-#ifdef FLAXPP_WITH_ONEDNN
-  if (!serial) {
-    onednn::parallel_for(units, num_threads(), rows);
-    return;
-  }
-#endif
-  (void)serial;
-  rows(0, units);
+  if (serial)
+    rows(0, units);
+  else
+    parallel_for(units, 1, rows);
 }
 
 template <class T>

@@ -2,14 +2,16 @@
 // one instruction at a time across the chunk (a plain loop per instruction, which vectorises),
 // with every temporary a chunk-sized row that stays in the L1 cache; instructions read the
 // inputs in place (a bool mask is converted into its row, a broadcast operand gathered into
-// it). A chunk's results are written
-// after its code has run, so donated inputs take results in place.
+// it). A chunk's results are written after its code has run, so donated inputs take results
+// in place. Large groups are shared
+// among the CPU's threads by runs of chunks (cpu_parallel.hpp): the same bits for any count.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
 #include "backend/cpu/cpu_integer_pow.hpp"
+#include "backend/cpu/cpu_parallel.hpp"
 #include "backend/cpu/cpu_tanh.hpp"
 #include "flaxpp/ir/elementwise_program.hpp"
 #include "kernels/elementwise_program.hpp"
@@ -18,6 +20,9 @@ namespace flaxpp::cpu {
 namespace {
 
 constexpr std::int64_t kChunk = 256;
+// A thread's share is at least this many chunks (a few microseconds of work, against about
+// one for handing it to a waiting thread).
+constexpr std::int64_t kMinChunksPerShare = 32;
 
 // d[i] = f(a[i], b[i], c[i]) over one chunk of m elements; float32 tanh and integer_pow
 // through the primitives' own loops (the same bits; tanh with FMA instructions where the
@@ -49,32 +54,93 @@ void gather_broadcast(const X* x, std::int64_t size, std::int64_t inner, std::in
   }
 }
 
+// The registers of one thread's share of a group: a chunk-sized row each, the scalars' and
+// constants' rows filled once.
+template <class T>
+class Chunks {
+ public:
+  Chunks(const ir::ElementwiseProgram& p, std::span<const Array> scalars)
+      : p_(p),
+        regs_(static_cast<std::size_t>(std::max(p.num_registers, 1))),
+        rows_(regs_ * kChunk),
+        reg_(regs_),
+        is_result_(regs_, false) {
+    // Where each register's chunk is read from: its row, or for an input the input itself.
+    for (std::size_t r = 0; r < regs_; ++r)
+      reg_[r] = row(static_cast<int>(r));
+    for (const std::uint8_t r : p.outputs)
+      is_result_[r] = true;
+    // Scalars and constants fill their rows once; the code never writes them.
+    for (int s = 0; s < p.num_scalars; ++s)
+      std::fill_n(row(s), kChunk, in_data<T>(scalars[static_cast<std::size_t>(s)])[0]);
+    for (std::size_t c = 0; c < p.constants.size(); ++c) {
+      // A weak-typed scalar as Array::full makes it.
+      const double v = p.constants[c];
+      const T value = std::is_same_v<T, float> ? round_to_float32(v) : static_cast<T>(v);
+      std::fill_n(row(p.first_constant() + static_cast<int>(c)), kChunk, value);
+    }
+  }
+
+  // Runs the program over elements [start, start + m) of a group (m <= kChunk) and writes
+  // them to dst. The code reads the inputs where they are; results are written after the
+  // chunk's code. An input that is itself a result is copied first: another result may take
+  // its buffer.
+  void run(std::span<const Array> inputs, const std::vector<T*>& dst, std::int64_t start,
+           std::int64_t m) {
+    for (int i = 0; i < p_.num_inputs; ++i) {
+      const int r = p_.num_scalars + i;
+      const Array& x = inputs[static_cast<std::size_t>(i)];
+      if (p_.is_broadcast(i)) {  // its row gathers element (e / inner) % size for each e
+        if (p_.is_mask(i)) {
+          gather_broadcast(in_data<std::uint8_t>(x), x.size(), p_.broadcast_inner(i), start, m,
+                           row(r), [](std::uint8_t bit) { return bit != 0 ? T(1) : T(0); });
+        } else {
+          gather_broadcast(in_data<T>(x), x.size(), p_.broadcast_inner(i), start, m, row(r),
+                           [](T v) { return v; });
+        }
+        continue;
+      }
+      if (p_.is_mask(i)) {  // a bool array: its row holds 1 or 0
+        const std::uint8_t* bits = in_data<std::uint8_t>(x) + start;
+        T* d = row(r);
+        for (std::int64_t k = 0; k < m; ++k)
+          d[k] = bits[k] != 0 ? T(1) : T(0);
+        continue;
+      }
+      const T* data = in_data<T>(x) + start;
+      if (is_result_[static_cast<std::size_t>(r)])
+        std::copy_n(data, m, row(r));
+      else
+        reg_[static_cast<std::size_t>(r)] = data;
+    }
+    for (const ir::ElementwiseProgram::Instr& instr : p_.code) {
+      T* d = row(instr.dst);
+      const T* a = reg_[instr.a];
+      const T* b = reg_[instr.b];
+      const T* c = reg_[instr.c];
+      kernels::visit_instr(instr.op, instr.y, [&](auto f) { run_instruction(f, a, b, c, d, m); });
+    }
+    for (std::size_t o = 0; o < p_.outputs.size(); ++o)
+      std::copy_n(reg_[p_.outputs[o]], m, dst[o] + start);
+  }
+
+ private:
+  T* row(int r) { return rows_.data() + static_cast<std::size_t>(r) * kChunk; }
+
+  const ir::ElementwiseProgram& p_;
+  std::size_t regs_;
+  std::vector<T> rows_;
+  std::vector<const T*> reg_;
+  std::vector<bool> is_result_;
+};
+
 template <class T>
 std::vector<Array> run(const ir::ElementwiseProgram& p, bool donate, std::span<const Array> in,
                        std::span<const AVal> out) {
-  const auto regs = static_cast<std::size_t>(std::max(p.num_registers, 1));
-  std::vector<T> rows(regs * kChunk);
-  auto row = [&](int r) { return rows.data() + static_cast<std::size_t>(r) * kChunk; };
-  // Where each register's chunk is read from: its row, or for an input the input itself.
-  std::vector<const T*> reg(regs);
-  for (std::size_t r = 0; r < regs; ++r)
-    reg[r] = row(static_cast<int>(r));
-  std::vector<bool> is_result(regs, false);
-  for (const std::uint8_t r : p.outputs)
-    is_result[r] = true;
-  // Scalars and constants fill their rows once; the code never writes them.
-  for (int s = 0; s < p.num_scalars; ++s)
-    std::fill_n(row(s), kChunk, in_data<T>(in[static_cast<std::size_t>(s)])[0]);
-  for (std::size_t c = 0; c < p.constants.size(); ++c) {
-    // A weak-typed scalar as Array::full makes it.
-    const double v = p.constants[c];
-    const T value = std::is_same_v<T, float> ? round_to_float32(v) : static_cast<T>(v);
-    std::fill_n(row(p.first_constant() + static_cast<int>(c)), kChunk, value);
-  }
-
   std::vector<Array> results;
   results.reserve(out.size());
   const std::size_t num_outputs = p.outputs.size();
+  const std::span<const Array> scalars = in.first(static_cast<std::size_t>(p.num_scalars));
   const std::span<const Array> groups = in.subspan(static_cast<std::size_t>(p.num_scalars));
   for (std::size_t g = 0; g * static_cast<std::size_t>(p.num_inputs) < groups.size(); ++g) {
     const std::span<const Array> inputs = groups.subspan(g * static_cast<std::size_t>(p.num_inputs),
@@ -92,48 +158,15 @@ std::vector<Array> run(const ir::ElementwiseProgram& p, bool donate, std::span<c
         results.push_back(result.array());
       }
     }
+    // Chunks are independent (each reads and writes only its own elements, so a donated
+    // buffer is safe too): the threads take runs of them.
     const std::int64_t n = inputs[0].size();
-    for (std::int64_t start = 0; start < n; start += kChunk) {
-      const std::int64_t m = std::min(kChunk, n - start);
-      // The code reads the inputs where they are; results are written after the chunk's code.
-      // An input that is itself a result is copied first: another result may take its buffer.
-      for (int i = 0; i < p.num_inputs; ++i) {
-        const int r = p.num_scalars + i;
-        if (p.is_broadcast(i)) {  // its row gathers element (e / inner) % size for each e
-          const Array& x = inputs[static_cast<std::size_t>(i)];
-          if (p.is_mask(i)) {
-            gather_broadcast(in_data<std::uint8_t>(x), x.size(), p.broadcast_inner(i), start, m,
-                             row(r), [](std::uint8_t bit) { return bit != 0 ? T(1) : T(0); });
-          } else {
-            gather_broadcast(in_data<T>(x), x.size(), p.broadcast_inner(i), start, m, row(r),
-                             [](T v) { return v; });
-          }
-          continue;
-        }
-        if (p.is_mask(i)) {  // a bool array: its row holds 1 or 0
-          const std::uint8_t* bits =
-              in_data<std::uint8_t>(inputs[static_cast<std::size_t>(i)]) + start;
-          T* d = row(r);
-          for (std::int64_t k = 0; k < m; ++k)
-            d[k] = bits[k] != 0 ? T(1) : T(0);
-          continue;
-        }
-        const T* data = in_data<T>(inputs[static_cast<std::size_t>(i)]) + start;
-        if (is_result[static_cast<std::size_t>(r)])
-          std::copy_n(data, m, row(r));
-        else
-          reg[static_cast<std::size_t>(r)] = data;
-      }
-      for (const ir::ElementwiseProgram::Instr& instr : p.code) {
-        T* d = row(instr.dst);
-        const T* a = reg[instr.a];
-        const T* b = reg[instr.b];
-        const T* c = reg[instr.c];
-        kernels::visit_instr(instr.op, instr.y, [&](auto f) { run_instruction(f, a, b, c, d, m); });
-      }
-      for (std::size_t o = 0; o < num_outputs; ++o)
-        std::copy_n(reg[p.outputs[o]], m, dst[o] + start);
-    }
+    parallel_for((n + kChunk - 1) / kChunk, kMinChunksPerShare,
+                 [&](std::int64_t begin, std::int64_t end) {
+                   Chunks<T> chunks(p, scalars);
+                   for (std::int64_t c = begin; c < end; ++c)
+                     chunks.run(inputs, dst, c * kChunk, std::min(kChunk, n - c * kChunk));
+                 });
   }
   return results;
 }

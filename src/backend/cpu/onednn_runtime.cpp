@@ -51,19 +51,20 @@ dnnl::stream& stream() {
   return s;
 }
 
-void parallel_for(std::int64_t units, int threads,
-                  const std::function<void(std::int64_t begin, std::int64_t end)>& body) {
+std::int64_t parallel_for(std::int64_t units, int threads, std::int64_t min_share,
+                          const std::function<void(std::int64_t begin, std::int64_t end)>& body) {
   const OpenMp& omp = open_mp();
-  if (omp.parallel == nullptr || units < 2) {
+  const std::int64_t shares = std::min<std::int64_t>(threads > 0 ? threads : omp.initial,
+                                                     units / std::max<std::int64_t>(min_share, 1));
+  if (omp.parallel == nullptr || shares < 2) {
     body(0, units);
-    return;
+    return 1;
   }
   struct Region {
     const OpenMp& omp;
     std::int64_t units;
     const std::function<void(std::int64_t, std::int64_t)>& body;
   } region{omp, units, body};
-  const int wanted = threads > 0 ? threads : omp.initial;
   omp.parallel(
       [](void* data) {
         const Region& r = *static_cast<const Region*>(data);
@@ -71,7 +72,8 @@ void parallel_for(std::int64_t units, int threads,
         const std::int64_t begin = r.units * me / team, end = r.units * (me + 1) / team;
         if (begin < end) r.body(begin, end);
       },
-      &region, static_cast<unsigned>(std::max(1, wanted)), 0);
+      &region, static_cast<unsigned>(shares), 0);
+  return shares;
 }
 
 int use_threads(int threads) {

@@ -34,11 +34,13 @@ dnnl::stream& stream();
 int use_threads(int threads);
 
 // body(begin, end) over consecutive shares of [0, units), one per thread of an OpenMP parallel
-// region of `threads` (0: OpenMP's default) on the runtime oneDNN runs on, so that the CPU's
-// own kernels and oneDNN's share one set of threads; all of [0, units) on the calling thread
-// where that runtime is not OpenMP. A unit always runs whole on one thread. body must not throw.
-void parallel_for(std::int64_t units, int threads,
-                  const std::function<void(std::int64_t begin, std::int64_t end)>& body);
+// region of up to `threads` (0: OpenMP's default) on the runtime oneDNN runs on, so that the
+// CPU's own kernels and oneDNN's share one set of threads; no share has fewer than `min_share`
+// units, and all of [0, units) runs on the calling thread where that leaves one share or the
+// runtime is not OpenMP. A unit always runs whole on one thread. body must not throw. Returns
+// the number of shares.
+std::int64_t parallel_for(std::int64_t units, int threads, std::int64_t min_share,
+                          const std::function<void(std::int64_t begin, std::int64_t end)>& body);
 
 // The primitives made so far, by key. A program runs a few shapes again and again; one that
 // keeps making new shapes (a growing sequence) starts over past kCapacity.

@@ -1,0 +1,22 @@
+// Private to the CPU backend: the parallel loop of its own kernels (fused programs, row
+// reductions, the fused attention). It runs on the threads the products run on (oneDNN's
+// OpenMP team, onednn_runtime.hpp), as many as cpu::num_threads() asks for, so that the step's
+// elementwise passes use the core whose thread would otherwise wait between products; in a
+// build without oneDNN everything runs on the calling thread.
+//
+// A share is a run of whole units on one thread, in order, so a kernel whose units are
+// independent (chunks of elements, rows) gives the same bits for every thread count.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace flaxpp::cpu {
+
+// body(begin, end) over consecutive shares of [0, units), none of fewer than `min_share` units
+// (the work below which handing a share to another thread costs more than it saves). body
+// must not throw.
+void parallel_for(std::int64_t units, std::int64_t min_share,
+                  const std::function<void(std::int64_t begin, std::int64_t end)>& body);
+
+}  // namespace flaxpp::cpu

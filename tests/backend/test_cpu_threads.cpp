@@ -1,0 +1,91 @@
+// The CPU's own kernel loops on its threads (src/backend/cpu/cpu_parallel.hpp): a fused program
+// over a large group, donated or not, and reductions along the last axes give the same bits
+// with one thread as with two or three, and with more than one they are shared out (where the
+// build has oneDNN's OpenMP threads). The arrays live on the CPU whatever the suite's default
+// device.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "flaxpp/backend/cpu.hpp"
+#include "flaxpp/core/array.hpp"
+#include "flaxpp/ir/elementwise_program.hpp"
+#include "flaxpp/ir/lax.hpp"
+
+using namespace flaxpp;
+
+namespace {
+
+// Restores the process's thread count when a test ends.
+class ThreadsGuard {
+ public:
+  ThreadsGuard() : threads_(cpu::num_threads()) {}
+  ~ThreadsGuard() { cpu::set_num_threads(threads_); }
+  ThreadsGuard(const ThreadsGuard&) = delete;
+  ThreadsGuard& operator=(const ThreadsGuard&) = delete;
+
+ private:
+  int threads_;
+};
+
+Array wave(const Shape& shape, float phase) {
+  std::vector<float> v(static_cast<std::size_t>(shape.size()));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = 3.0f * static_cast<float>(std::sin(0.001 * static_cast<double>(i) + phase));
+  return Array::from_vector(v, shape, Device::cpu());
+}
+
+std::vector<std::uint32_t> bits(const Array& a) {
+  const std::vector<float> v = a.to_vector<float>();
+  std::vector<std::uint32_t> b(v.size());
+  std::memcpy(b.data(), v.data(), v.size() * sizeof(float));
+  return b;
+}
+
+// A softmax-and-GELU-like program over (64, 4, 64, 65) elements (an odd last axis, so that
+// chunks straddle rows): exp of x less a per-row value, tanh, a bias along the last axis.
+std::vector<std::vector<std::uint32_t>> run_all(bool donate) {
+  const Shape full{64, 4, 64, 65};
+  ir::ElementwiseBuilder b;
+  const ir::EValue x = b.input(), row = b.broadcast_input(65), bias = b.broadcast_input(1);
+  b.output(ir::exp(x - row) * ir::tanh(x * 0.5) + bias);
+  b.output(x * x);
+  const auto program = b.finish();
+  const Array xa = wave(full, 0.0f), ra = wave(Shape{64, 4, 64, 1}, 1.0f),
+              ba = wave(Shape{65}, 2.0f);
+  std::vector<std::vector<std::uint32_t>> out;
+  std::vector<Array> operands{donate ? lax::neg(lax::neg(xa)) : xa, ra, ba};
+  const std::vector<Array> fused =
+      donate ? lax::fused_elementwise_donated(program, {}, std::move(operands))
+             : lax::fused_elementwise(program, {}, operands);
+  for (const Array& f : fused)
+    out.push_back(bits(f));
+  out.push_back(bits(lax::reduce_max(xa, {3})));
+  out.push_back(bits(lax::reduce_sum(xa, {2, 3})));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("cpu threads: the CPU's own loops give the same bits for every thread count") {
+  const ThreadsGuard guard;
+  for (const bool donate : {false, true}) {
+    CAPTURE(donate);
+    cpu::set_num_threads(1);
+    const std::int64_t before = cpu::shared_loops();
+    const auto one = run_all(donate);
+    CHECK(cpu::shared_loops() == before);  // one thread shares nothing out
+    for (const int threads : {2, 3}) {
+      CAPTURE(threads);
+      cpu::set_num_threads(threads);
+      const std::int64_t start = cpu::shared_loops();
+      CHECK(run_all(donate) == one);
+      // The program and both reductions ran shared where the build has oneDNN's threads
+      // (Debian's runs on OpenMP).
+      if (cpu::has_onednn()) CHECK(cpu::shared_loops() - start == 3);
+    }
+  }
+}
