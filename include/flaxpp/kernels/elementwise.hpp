@@ -88,12 +88,15 @@ struct Div {
 // either operand is NaN (C's fmax would drop it), and -0 < +0, so max(-0, +0) is +0 in
 // either order (relu(-0.0) is +0.0). `v != v` is the NaN test that also compiles for
 // integers, where it is always false.
+// Written as selects, without branches, so that loops of them vectorise.
 struct Max {
   template <class T>
   FLAXPP_HD T operator()(T x, T y) const {
     if constexpr (std::is_floating_point_v<T>) {
-      if (x != x || y != y) return x != x ? x : y;
-      if (x == y) return std::signbit(x) ? y : x;  // equal, or zeros of either sign
+      const T larger = x > y ? x : y;
+      const T equal = std::signbit(x) ? y : x;  // equal, or zeros of either sign: +0
+      const T r = x == y ? equal : larger;
+      return x != x ? x : (y != y ? y : r);
     }
     return x > y ? x : y;
   }
@@ -103,8 +106,10 @@ struct Min {
   template <class T>
   FLAXPP_HD T operator()(T x, T y) const {
     if constexpr (std::is_floating_point_v<T>) {
-      if (x != x || y != y) return x != x ? x : y;
-      if (x == y) return std::signbit(x) ? x : y;
+      const T smaller = x < y ? x : y;
+      const T equal = std::signbit(x) ? x : y;  // -0
+      const T r = x == y ? equal : smaller;
+      return x != x ? x : (y != y ? y : r);
     }
     return x < y ? x : y;
   }
