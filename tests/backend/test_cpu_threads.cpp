@@ -1,8 +1,8 @@
 // The CPU's own kernel loops on its threads (src/backend/cpu/cpu_parallel.hpp): a fused program
-// over a large group, donated or not, and reductions along the last axes give the same bits
-// with one thread as with two or three, and with more than one they are shared out (where the
-// build has oneDNN's OpenMP threads). The arrays live on the CPU whatever the suite's default
-// device.
+// over a large group, donated or not, reductions along the last axes, LayerNorm's forward pass
+// and dx, unfused unary and binary primitives and a transpose give the same bits with one thread as
+// with two or three, and with more than one they are shared out (where the build has oneDNN's
+// OpenMP threads). The arrays live on the CPU whatever the suite's default device.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -57,7 +57,9 @@ std::vector<std::vector<std::uint32_t>> run_all(bool donate) {
   const Array xa = wave(full, 0.0f), ra = wave(Shape{64, 4, 64, 1}, 1.0f),
               ba = wave(Shape{65}, 2.0f);
   std::vector<std::vector<std::uint32_t>> out;
-  std::vector<Array> operands{donate ? lax::neg(lax::neg(xa)) : xa, ra, ba};
+  // Donated, operand 0 is a copy nothing else holds.
+  std::vector<Array> operands{
+      donate ? Array::from_vector(xa.to_vector<float>(), full, Device::cpu()) : xa, ra, ba};
   const std::vector<Array> fused =
       donate ? lax::fused_elementwise_donated(program, {}, std::move(operands))
              : lax::fused_elementwise(program, {}, operands);
@@ -65,6 +67,13 @@ std::vector<std::vector<std::uint32_t>> run_all(bool donate) {
     out.push_back(bits(f));
   out.push_back(bits(lax::reduce_max(xa, {3})));
   out.push_back(bits(lax::reduce_sum(xa, {2, 3})));
+  const Array scale = wave(Shape{65}, 3.0f), dy = wave(full, 4.0f);
+  out.push_back(bits(lax::layer_norm(xa, scale, ba, 1e-6)));
+  out.push_back(bits(lax::layer_norm_dx(xa, scale, dy, 1e-6)));
+  out.push_back(bits(lax::mul(xa, dy)));
+  out.push_back(bits(lax::tanh(xa)));
+  out.push_back(bits(lax::integer_pow(xa, 3)));
+  out.push_back(bits(lax::transpose(xa, {2, 0, 3, 1})));
   return out;
 }
 
@@ -83,9 +92,9 @@ TEST_CASE("cpu threads: the CPU's own loops give the same bits for every thread 
       cpu::set_num_threads(threads);
       const std::int64_t start = cpu::shared_loops();
       CHECK(run_all(donate) == one);
-      // The program and both reductions ran shared where the build has oneDNN's threads
-      // (Debian's runs on OpenMP).
-      if (cpu::has_onednn()) CHECK(cpu::shared_loops() - start == 3);
+      // Every one of them ran shared where the build has oneDNN's threads (Debian's runs on
+      // OpenMP).
+      if (cpu::has_onednn()) CHECK(cpu::shared_loops() - start == 9);
     }
   }
 }

@@ -1,5 +1,6 @@
 // CPU evaluation of the lax primitives: the elementwise, select_n and convert families (the
-// math itself is flaxpp/kernels/elementwise.hpp's), and eval() through the shared table.
+// math itself is flaxpp/kernels/elementwise.hpp's), and eval() through the shared table. The
+// unary and binary loops share their elements among the CPU's threads (cpu_parallel.hpp).
 #include "backend/cpu/cpu_eval.hpp"
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 
 #include "backend/cpu/cpu_eval_impl.hpp"
 #include "backend/cpu/cpu_integer_pow.hpp"
+#include "backend/cpu/cpu_parallel.hpp"
 #include "backend/cpu/cpu_tanh.hpp"
 #include "backend/eval_table.hpp"
 #include "flaxpp/core/error.hpp"
@@ -50,8 +52,12 @@ Array Families::binary(const ir::Primitive& prim, std::span<const Array> in,
   return visit_dtype<kAllowed>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
     using S = storage_t<decltype(Op{}(T{}, T{}))>;
     const Output o(out);
-    binary_loop(Op{}, in_data<T>(x), x.rank() == 0, in_data<T>(y), y.rank() == 0, o.data<S>(),
-                out.shape.size());
+    const bool x_scalar = x.rank() == 0, y_scalar = y.rank() == 0;
+    parallel_rows(out.shape.size(), 1, [&](std::int64_t begin, std::int64_t end) {
+      binary_loop(Op{}, in_data<T>(x) + (x_scalar ? 0 : begin), x_scalar,
+                  in_data<T>(y) + (y_scalar ? 0 : begin), y_scalar, o.data<S>() + begin,
+                  end - begin);
+    });
     return o.array();
   });
 }
@@ -61,17 +67,19 @@ template <unsigned kAllowed, class Op>
 Array Families::map_unary(const ir::Primitive& prim, const Array& x, const AVal& out, Op op) {
   return visit_dtype<kAllowed>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
     const Output o(out);
-    const T* xs = in_data<T>(x);
-    T* ys = o.data<T>();
-    const std::int64_t n = out.shape.size();
-    if constexpr (std::is_same_v<Op, kernels::Tanh> && std::is_same_v<T, float>) {
-      tanh_f32(xs, ys, n);  // with FMA instructions where the processor has them
-    } else if constexpr (std::is_same_v<Op, kernels::IntegerPow>) {
-      integer_pow_rows(op.y, xs, ys, n);
-    } else {
-      for (std::int64_t i = 0; i < n; ++i)
-        ys[i] = op(xs[i]);
-    }
+    parallel_rows(out.shape.size(), 1, [&](std::int64_t begin, std::int64_t end) {
+      const T* xs = in_data<T>(x) + begin;
+      T* ys = o.data<T>() + begin;
+      const std::int64_t n = end - begin;
+      if constexpr (std::is_same_v<Op, kernels::Tanh> && std::is_same_v<T, float>) {
+        tanh_f32(xs, ys, n);  // vectorised, with FMA instructions where the processor has them
+      } else if constexpr (std::is_same_v<Op, kernels::IntegerPow>) {
+        integer_pow_rows(op.y, xs, ys, n);
+      } else {
+        for (std::int64_t i = 0; i < n; ++i)
+          ys[i] = op(xs[i]);
+      }
+    });
     return o.array();
   });
 }

@@ -20,9 +20,6 @@ namespace flaxpp::cpu {
 namespace {
 
 constexpr std::int64_t kChunk = 256;
-// A thread's share is at least this many chunks (a few microseconds of work, against about
-// one for handing it to a waiting thread).
-constexpr std::int64_t kMinChunksPerShare = 32;
 
 // d[i] = f(a[i], b[i], c[i]) over one chunk of m elements; float32 tanh and integer_pow
 // through the primitives' own loops (the same bits; tanh with FMA instructions where the
@@ -161,12 +158,11 @@ std::vector<Array> run(const ir::ElementwiseProgram& p, bool donate, std::span<c
     // Chunks are independent (each reads and writes only its own elements, so a donated
     // buffer is safe too): the threads take runs of them.
     const std::int64_t n = inputs[0].size();
-    parallel_for((n + kChunk - 1) / kChunk, kMinChunksPerShare,
-                 [&](std::int64_t begin, std::int64_t end) {
-                   Chunks<T> chunks(p, scalars);
-                   for (std::int64_t c = begin; c < end; ++c)
-                     chunks.run(inputs, dst, c * kChunk, std::min(kChunk, n - c * kChunk));
-                 });
+    parallel_rows((n + kChunk - 1) / kChunk, kChunk, [&](std::int64_t begin, std::int64_t end) {
+      Chunks<T> chunks(p, scalars);
+      for (std::int64_t c = begin; c < end; ++c)
+        chunks.run(inputs, dst, c * kChunk, std::min(kChunk, n - c * kChunk));
+    });
   }
   return results;
 }

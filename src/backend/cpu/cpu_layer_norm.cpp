@@ -1,8 +1,11 @@
 // CPU evaluation of the layer_norm primitives, row by row, with the shared per-row math of
-// kernels/layer_norm.hpp. Sums accumulate in the element type, as XLA's CPU backend does.
+// kernels/layer_norm.hpp. Sums accumulate in the element type, as XLA's CPU backend does. The
+// forward pass and dx share their rows among the CPU's threads (cpu_parallel.hpp); dscale,
+// a sum over rows, runs in row order on one.
 #include <algorithm>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
+#include "backend/cpu/cpu_parallel.hpp"
 #include "kernels/layer_norm.hpp"
 
 namespace flaxpp::cpu {
@@ -40,11 +43,13 @@ Array Families::layer_norm(const ir::Primitive& prim, std::span<const Array> in,
                    const T* x = in_data<T>(in[0]);
                    const T* scale = in_data<T>(in[1]);
                    const T* bias = in_data<T>(in[2]);
-                   for (std::int64_t r = 0; r < rows; ++r) {
-                     const kernels::LayerNormStats<T> s = row_stats(x + r * f, f, epsilon);
-                     for (std::int64_t i = 0; i < f; ++i)
-                       y[r * f + i] = kernels::layer_norm_y(x[r * f + i], s, scale[i], bias[i]);
-                   }
+                   parallel_rows(rows, f, [&](std::int64_t begin, std::int64_t end) {
+                     for (std::int64_t r = begin; r < end; ++r) {
+                       const kernels::LayerNormStats<T> s = row_stats(x + r * f, f, epsilon);
+                       for (std::int64_t i = 0; i < f; ++i)
+                         y[r * f + i] = kernels::layer_norm_y(x[r * f + i], s, scale[i], bias[i]);
+                     }
+                   });
                  });
 }
 
@@ -54,22 +59,25 @@ Array Families::layer_norm_dx(const ir::Primitive& prim, std::span<const Array> 
       prim, in, params, out,
       [&]<class T>(TypeTag<T>, std::int64_t rows, std::int64_t f, double epsilon, T* dx) {
         const T* scale = in_data<T>(in[1]);
-        for (std::int64_t r = 0; r < rows; ++r) {
-          const T* xr = in_data<T>(in[0]) + r * f;
-          const T* dyr = in_data<T>(in[2]) + r * f;
-          const kernels::LayerNormStats<T> s = row_stats(xr, f, epsilon);
-          T sum_g = 0, sum_g_xhat = 0;
-          for (std::int64_t i = 0; i < f; ++i) {
-            const T g = dyr[i] * scale[i];
-            sum_g += g;
-            sum_g_xhat += g * kernels::layer_norm_xhat(xr[i], s);
+        parallel_rows(rows, f, [&](std::int64_t begin, std::int64_t end) {
+          for (std::int64_t r = begin; r < end; ++r) {
+            const T* xr = in_data<T>(in[0]) + r * f;
+            const T* dyr = in_data<T>(in[2]) + r * f;
+            const kernels::LayerNormStats<T> s = row_stats(xr, f, epsilon);
+            T sum_g = 0, sum_g_xhat = 0;
+            for (std::int64_t i = 0; i < f; ++i) {
+              const T g = dyr[i] * scale[i];
+              sum_g += g;
+              sum_g_xhat += g * kernels::layer_norm_xhat(xr[i], s);
+            }
+            const T mean_g = sum_g / static_cast<T>(f);
+            const T mean_g_xhat = sum_g_xhat / static_cast<T>(f);
+            for (std::int64_t i = 0; i < f; ++i)
+              dx[r * f + i] =
+                  kernels::layer_norm_dx(dyr[i] * scale[i], kernels::layer_norm_xhat(xr[i], s),
+                                         mean_g, mean_g_xhat, s.rstd);
           }
-          const T mean_g = sum_g / static_cast<T>(f);
-          const T mean_g_xhat = sum_g_xhat / static_cast<T>(f);
-          for (std::int64_t i = 0; i < f; ++i)
-            dx[r * f + i] = kernels::layer_norm_dx(
-                dyr[i] * scale[i], kernels::layer_norm_xhat(xr[i], s), mean_g, mean_g_xhat, s.rstd);
-        }
+        });
       });
 }
 

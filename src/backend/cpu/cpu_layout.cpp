@@ -5,6 +5,7 @@
 #include <cstddef>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
+#include "backend/cpu/cpu_parallel.hpp"
 
 namespace flaxpp::cpu {
 
@@ -49,7 +50,7 @@ void copy_2d(const T* in, std::int64_t rs, std::int64_t cs, std::int64_t rows, s
 }
 
 // gather_strided for dims already simplified: the last two axes as one 2-D copy each, the
-// outer axes walked with an odometer.
+// result's rows shared among the CPU's threads.
 template <class T>
 void gather_strided_t(const T* in, std::span<const std::int64_t> dims,
                       std::span<const std::int64_t> strides, T* out) {
@@ -64,17 +65,25 @@ void gather_strided_t(const T* in, std::span<const std::int64_t> dims,
   std::int64_t outer = 1;
   for (std::size_t k = 0; k < outer_rank; ++k)
     outer *= dims[k];
-  std::vector<std::int64_t> index(outer_rank, 0);
-  std::int64_t in_offset = 0;
-  for (std::int64_t o = 0; o < outer; ++o) {
-    copy_2d(in + in_offset, rs, cs, rows, cols, out + o * rows * cols);
+  // The offset in `in` of 2-D slab o.
+  const auto slab_offset = [&](std::int64_t o) {
+    std::int64_t offset = 0;
     for (std::size_t k = outer_rank; k-- > 0;) {
-      in_offset += strides[k];
-      if (++index[k] < dims[k]) break;
-      in_offset -= strides[k] * dims[k];
-      index[k] = 0;
+      offset += o % dims[k] * strides[k];
+      o /= dims[k];
     }
-  }
+    return offset;
+  };
+  // Units are rows of the result, shared among the CPU's threads; a share copies its rows slab
+  // by slab.
+  parallel_rows(outer * rows, cols, [&](std::int64_t begin, std::int64_t end) {
+    for (std::int64_t u = begin; u < end;) {
+      const std::int64_t o = u / rows, first = u % rows;
+      const std::int64_t count = std::min(rows - first, end - u);
+      copy_2d(in + slab_offset(o) + first * rs, rs, cs, count, cols, out + u * cols);
+      u += count;
+    }
+  });
 }
 
 }  // namespace

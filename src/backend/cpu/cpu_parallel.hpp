@@ -19,4 +19,16 @@ namespace flaxpp::cpu {
 void parallel_for(std::int64_t units, std::int64_t min_share,
                   const std::function<void(std::int64_t begin, std::int64_t end)>& body);
 
+// The fewest elements a share of an elementwise or row loop reads: a few microseconds of work,
+// against about one for handing it to a waiting thread.
+inline constexpr std::int64_t kMinShareElements = 8192;
+
+// parallel_for over `rows` rows of `row_length` elements each, in shares of at least
+// kMinShareElements.
+inline void parallel_rows(std::int64_t rows, std::int64_t row_length,
+                          const std::function<void(std::int64_t begin, std::int64_t end)>& body) {
+  const std::int64_t length = row_length > 0 ? row_length : 1;
+  parallel_for(rows, (kMinShareElements + length - 1) / length, body);
+}
+
 }  // namespace flaxpp::cpu

@@ -9,9 +9,6 @@
 namespace flaxpp::cpu {
 namespace {
 
-// A thread's share of a row reduction reads at least this many elements.
-constexpr std::int64_t kMinShareElements = 8192;
-
 // op-reduction of n contiguous elements, starting from init. Eight independent accumulators
 // let the loop vectorise without reassociation flags (and shorten float sums' error chain).
 template <class T, class Op>
@@ -60,11 +57,10 @@ Array reduce(const Array& x, const std::vector<std::int64_t>& axes, const AVal& 
   if (groups.size() == 2 && !groups[0].reduced && inner.reduced) {
     // Rows reduced along the last axes (a softmax's maximum and sum): one result per row, the
     // rows shared among the CPU's threads.
-    parallel_for(groups[0].size, (kMinShareElements + inner.size - 1) / inner.size,
-                 [&](std::int64_t begin, std::int64_t end) {
-                   for (std::int64_t r = begin; r < end; ++r)
-                     ys[r] = op(init, reduce_contiguous(op, xs + r * inner.size, inner.size, init));
-                 });
+    parallel_rows(groups[0].size, inner.size, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t r = begin; r < end; ++r)
+        ys[r] = op(init, reduce_contiguous(op, xs + r * inner.size, inner.size, init));
+    });
     return o.array();
   }
   const std::size_t outer_rank = groups.size() - 1;
