@@ -222,13 +222,6 @@ struct IntegerPow {
 struct Exp {
   template <class T>
   FLAXPP_HD T operator()(T x) const {
-#ifndef __CUDA_ARCH__
-    // Below the float nearest above log(2^-150) float32's exp underflows to +0 in every
-    // rounding of it: return that without libm's underflow path, which is slow (it sets errno)
-    // and taken by every masked logit of a softmax. The same bits.
-    if constexpr (std::is_same_v<T, float>)
-      if (x < -0x1.9fe368p6f) return 0.0f;
-#endif
     return std::exp(x);
   }
 };

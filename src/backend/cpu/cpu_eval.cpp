@@ -8,9 +8,8 @@
 #include <vector>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
-#include "backend/cpu/cpu_integer_pow.hpp"
 #include "backend/cpu/cpu_parallel.hpp"
-#include "backend/cpu/cpu_tanh.hpp"
+#include "backend/cpu/cpu_unary_loop.hpp"
 #include "backend/eval_table.hpp"
 #include "flaxpp/core/error.hpp"
 #include "flaxpp/kernels/elementwise.hpp"
@@ -68,17 +67,7 @@ Array Families::map_unary(const ir::Primitive& prim, const Array& x, const AVal&
   return visit_dtype<kAllowed>(prim, x.dtype(), [&]<class T>(TypeTag<T>) {
     const Output o(out);
     parallel_rows(out.shape.size(), 1, [&](std::int64_t begin, std::int64_t end) {
-      const T* xs = in_data<T>(x) + begin;
-      T* ys = o.data<T>() + begin;
-      const std::int64_t n = end - begin;
-      if constexpr (std::is_same_v<Op, kernels::Tanh> && std::is_same_v<T, float>) {
-        tanh_f32(xs, ys, n);  // vectorised, with FMA instructions where the processor has them
-      } else if constexpr (std::is_same_v<Op, kernels::IntegerPow>) {
-        integer_pow_rows(op.y, xs, ys, n);
-      } else {
-        for (std::int64_t i = 0; i < n; ++i)
-          ys[i] = op(xs[i]);
-      }
+      unary_loop(op, in_data<T>(x) + begin, o.data<T>() + begin, end - begin);
     });
     return o.array();
   });

@@ -10,9 +10,8 @@
 #include <vector>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
-#include "backend/cpu/cpu_integer_pow.hpp"
 #include "backend/cpu/cpu_parallel.hpp"
-#include "backend/cpu/cpu_tanh.hpp"
+#include "backend/cpu/cpu_unary_loop.hpp"
 #include "flaxpp/ir/elementwise_program.hpp"
 #include "kernels/elementwise_program.hpp"
 
@@ -21,15 +20,12 @@ namespace {
 
 constexpr std::int64_t kChunk = 256;
 
-// d[i] = f(a[i], b[i], c[i]) over one chunk of m elements; float32 tanh and integer_pow
-// through the primitives' own loops (the same bits; tanh with FMA instructions where the
-// processor has them, integer_pow vectorised).
+// d[i] = f(a[i], b[i], c[i]) over one chunk of m elements; a unary operation through the
+// primitive's own loop (cpu_unary_loop.hpp: the same bits).
 template <class F, class T>
 void run_instruction(F f, const T* a, const T* b, const T* c, T* d, std::int64_t m) {
-  if constexpr (std::is_same_v<F, kernels::Unary3<kernels::Tanh>> && std::is_same_v<T, float>) {
-    tanh_f32(a, d, m);
-  } else if constexpr (std::is_same_v<F, kernels::Unary3<kernels::IntegerPow>>) {
-    integer_pow_rows(f.op.y, a, d, m);
+  if constexpr (requires { f.op; }) {  // kernels::Unary3
+    unary_loop(f.op, a, d, m);
   } else {
     for (std::int64_t i = 0; i < m; ++i)
       d[i] = f(a[i], b[i], c[i]);
