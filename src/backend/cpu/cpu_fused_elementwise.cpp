@@ -3,8 +3,8 @@
 // with every temporary a chunk-sized row that stays in the L1 cache; instructions read the
 // inputs in place (a bool mask is converted into its row, a broadcast operand gathered into
 // it). A chunk's results are written after its code has run, so donated inputs take results
-// in place. Large groups are shared
-// among the CPU's threads by runs of chunks (cpu_parallel.hpp): the same bits for any count.
+// in place. Large groups are shared among the CPU's threads by runs of chunks
+// (cpu_parallel.hpp): the same bits for any count.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
