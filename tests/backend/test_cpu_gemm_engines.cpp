@@ -4,6 +4,7 @@
 // refuse what they cannot honour. The arrays live on the CPU whatever the suite's default device.
 #include <doctest/doctest.h>
 
+#include "harness/cpu_settings_guard.hpp"
 #include "harness/eval_cases.hpp"
 
 #include <cmath>
@@ -21,22 +22,6 @@ using namespace flaxpp;
 using namespace flaxpp::testing;
 
 namespace {
-
-// Restores the process's engine and thread count when a test ends.
-class SettingsGuard {
- public:
-  SettingsGuard() : engine_(cpu::gemm_engine()), threads_(cpu::num_threads()) {}
-  ~SettingsGuard() {
-    cpu::set_gemm_engine(engine_);
-    cpu::set_num_threads(threads_);
-  }
-  SettingsGuard(const SettingsGuard&) = delete;
-  SettingsGuard& operator=(const SettingsGuard&) = delete;
-
- private:
-  cpu::GemmEngine engine_;
-  int threads_;
-};
 
 Array random_cpu(const Shape& shape, unsigned seed) {
   std::mt19937 gen(seed);
@@ -84,7 +69,7 @@ std::vector<float> product(const Layout& l, const Array& lhs, const Array& rhs) 
 }  // namespace
 
 TEST_CASE("cpu gemm engines: oneDNN and the BLAS match a float64 product in every layout") {
-  const SettingsGuard guard;
+  const CpuSettingsGuard guard;
   std::vector<cpu::GemmEngine> engines = {cpu::GemmEngine::blas};
   if (cpu::has_onednn()) engines.push_back(cpu::GemmEngine::onednn);
   unsigned seed = 1;
@@ -115,7 +100,7 @@ TEST_CASE("cpu gemm engines: oneDNN and the BLAS match a float64 product in ever
 // threads); at one count they are the same every time.
 TEST_CASE("cpu gemm engines: oneDNN gives the same bits run after run at a given thread count") {
   if (!cpu::has_onednn()) return;
-  const SettingsGuard guard;
+  const CpuSettingsGuard guard;
   cpu::set_gemm_engine(cpu::GemmEngine::onednn);
   unsigned seed = 100;
   for (const int threads : {1, 2}) {
@@ -133,7 +118,7 @@ TEST_CASE("cpu gemm engines: oneDNN gives the same bits run after run at a given
 }
 
 TEST_CASE("cpu gemm engines: the settings refuse what they cannot honour") {
-  const SettingsGuard guard;
+  const CpuSettingsGuard guard;
   CHECK_THROWS_WITH_AS(cpu::set_num_threads(-1), doctest::Contains("expected a positive number"),
                        ValueError);
   if (!cpu::has_onednn())

@@ -14,22 +14,11 @@
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/ir/elementwise_program.hpp"
 #include "flaxpp/ir/lax.hpp"
+#include "harness/cpu_settings_guard.hpp"
 
 using namespace flaxpp;
 
 namespace {
-
-// Restores the process's thread count when a test ends.
-class ThreadsGuard {
- public:
-  ThreadsGuard() : threads_(cpu::num_threads()) {}
-  ~ThreadsGuard() { cpu::set_num_threads(threads_); }
-  ThreadsGuard(const ThreadsGuard&) = delete;
-  ThreadsGuard& operator=(const ThreadsGuard&) = delete;
-
- private:
-  int threads_;
-};
 
 Array wave(const Shape& shape, float phase) {
   std::vector<float> v(static_cast<std::size_t>(shape.size()));
@@ -80,7 +69,7 @@ std::vector<std::vector<std::uint32_t>> run_all(bool donate) {
 }  // namespace
 
 TEST_CASE("cpu threads: the CPU's own loops give the same bits for every thread count") {
-  const ThreadsGuard guard;
+  const testing::CpuSettingsGuard guard;
   for (const bool donate : {false, true}) {
     CAPTURE(donate);
     cpu::set_num_threads(1);

@@ -1,7 +1,7 @@
 // Private to the CPU backend's oneDNN files (cpu_onednn.cpp, cpu_onednn_conv.cpp) and the
-// kernels that run on oneDNN's threads (cpu_attention.cpp): the CPU engine, the OpenMP thread
-// count set before each primitive runs, a parallel loop on those threads, and the table of
-// primitives kept by what they were made for.
+// parallel loop of its own kernels, which runs on oneDNN's threads (cpu_parallel.cpp): the CPU
+// engine, the OpenMP thread count set before each primitive runs, a parallel loop on those
+// threads, and the table of primitives kept by what they were made for.
 //
 // flaxpp keeps the primitives it made. oneDNN caches primitives too (1024 by default), but
 // finding one there still costs a full primitive descriptor: the walk over its implementations
