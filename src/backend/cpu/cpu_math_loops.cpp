@@ -5,14 +5,8 @@
 #include <bit>
 #include <cmath>
 
+#include "backend/cpu/cpu_clones.hpp"
 #include "flaxpp/kernels/special_math.hpp"
-
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-#define FLAXPP_CPU_CLONES \
-  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FLAXPP_CPU_CLONES
-#endif
 
 namespace flaxpp::cpu {
 namespace {

@@ -1,9 +1,11 @@
 // CPU evaluation of reduce_sum and reduce_max over any set of axes. Sums accumulate in the
 // element type (f32 in f32, like XLA on CPU), in eight interleaved partial sums.
 #include <algorithm>
+#include <type_traits>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
 #include "backend/cpu/cpu_parallel.hpp"
+#include "backend/cpu/cpu_row_max.hpp"
 #include "flaxpp/kernels/elementwise.hpp"
 
 namespace flaxpp::cpu {
@@ -58,8 +60,11 @@ Array reduce(const Array& x, const std::vector<std::int64_t>& axes, const AVal& 
     // Rows reduced along the last axes (a softmax's maximum and sum): one result per row, the
     // rows shared among the CPU's threads.
     parallel_rows(groups[0].size, inner.size, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t r = begin; r < end; ++r)
-        ys[r] = op(init, reduce_contiguous(op, xs + r * inner.size, inner.size, init));
+      if constexpr (std::is_same_v<T, float> && std::is_same_v<Op, kernels::Max>)
+        max_rows_f32(xs + begin * inner.size, end - begin, inner.size, ys + begin);
+      else
+        for (std::int64_t r = begin; r < end; ++r)
+          ys[r] = op(init, reduce_contiguous(op, xs + r * inner.size, inner.size, init));
     });
     return o.array();
   }
