@@ -345,20 +345,28 @@ TEST_CASE("eval: integer_pow over many blocks gives the functor's bits, eager an
   for (std::size_t i = 0; i < xs.size(); ++i)
     xs[i] = 0.37f * static_cast<float>(i % 23) - 3.1f + 1e-3f * static_cast<float>(i);
   const Array x = Array::from_vector(xs, Shape{1000});
-  for (const std::int64_t y : {2, 3, 7, -3}) {
+  // Exponents whose first set bit comes first, after squarings, or never.
+  for (const std::int64_t y : {0, 1, 2, 3, 4, 6, 7, -3}) {
     CAPTURE(y);
     std::vector<float> want(xs.size());
     for (std::size_t i = 0; i < xs.size(); ++i)
       want[i] = kernels::IntegerPow{y}(xs[i]);
     CHECK(lax::integer_pow(x, y).to_vector<float>() == want);
-    // Under jit it is an instruction of a fused elementwise program.
+    // Under jit it is an instruction of a fused elementwise program, here of a temporary
+    // register (which it may overwrite) as well as of an operand's.
     const Jitted f = jit([y](std::span<const Tree> a) {
-      return std::vector<Tree>{Tree(lax::add(lax::integer_pow(a[0].array(), y), a[0].array()))};
+      const Array& v = a[0].array();
+      return std::vector<Tree>{Tree(lax::add(lax::integer_pow(v, y), v)),
+                               Tree(lax::integer_pow(lax::mul(v, v), y))};
     });
-    const std::vector<float> got = f(std::vector<Tree>{Tree(x)})[0].array().to_vector<float>();
-    for (std::size_t i = 0; i < xs.size(); ++i)
+    const std::vector<Tree> got = f(std::vector<Tree>{Tree(x)});
+    std::vector<float> want_squared(xs.size());
+    for (std::size_t i = 0; i < xs.size(); ++i) {
+      want_squared[i] = kernels::IntegerPow{y}(kernels::Mul{}(xs[i], xs[i]));
       want[i] = kernels::Add{}(want[i], xs[i]);
-    CHECK(got == want);
+    }
+    CHECK(got[0].array().to_vector<float>() == want);
+    CHECK(got[1].array().to_vector<float>() == want_squared);
   }
 }
 

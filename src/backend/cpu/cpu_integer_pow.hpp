@@ -1,7 +1,8 @@
 // The CPU's integer_pow over an array: kernels::IntegerPow's square-and-multiply with the
 // exponent's bits walked once per block of elements instead of once per element, so that each
 // step is a plain loop over the block, which vectorises. Every element sees the functor's
-// operations in its order: the same bits.
+// operations in its order, but for its first product, 1 * x, which is x exactly: the same
+// bits.
 #pragma once
 
 #include <array>
@@ -16,24 +17,34 @@ void integer_pow_rows(std::int64_t y, const T* x, T* out, std::int64_t n) {
   constexpr std::int64_t kBlock = 256;
   const std::uint64_t magnitude =
       y < 0 ? std::uint64_t(0) - static_cast<std::uint64_t>(y) : static_cast<std::uint64_t>(y);
-  std::array<T, kBlock> power;  // x, x^2, x^4, ... (a copy: `out` may be `x`)
+  std::array<T, kBlock> power;  // x^2, x^4, ... (`out` may be `x`: x is read before acc is made)
   for (std::int64_t start = 0; start < n; start += kBlock) {
     const std::int64_t m = n - start < kBlock ? n - start : kBlock;
     T* acc = out + start;
-    for (std::int64_t i = 0; i < m; ++i) {
-      power[static_cast<std::size_t>(i)] = x[start + i];
-      acc[i] = T(1);
-    }
+    // The functor's acc starts at 1 and its first product is 1 * p, which is p exactly: acc
+    // takes p instead, one pass less, and x is not copied.
+    const T* p = x + start;
+    bool started = false;
     for (std::uint64_t bits = magnitude; bits > 0;) {
-      if (bits & 1u)
-        for (std::int64_t i = 0; i < m; ++i)
-          acc[i] = kernels::Mul{}(acc[i], power[static_cast<std::size_t>(i)]);
+      if (bits & 1u) {
+        if (!started && p != acc)
+          for (std::int64_t i = 0; i < m; ++i)
+            acc[i] = p[i];
+        else if (started)
+          for (std::int64_t i = 0; i < m; ++i)
+            acc[i] = kernels::Mul{}(acc[i], p[i]);
+        started = true;
+      }
       bits >>= 1;
-      if (bits > 0)
+      if (bits > 0) {
         for (std::int64_t i = 0; i < m; ++i)
-          power[static_cast<std::size_t>(i)] = kernels::Mul{}(power[static_cast<std::size_t>(i)],
-                                                              power[static_cast<std::size_t>(i)]);
+          power[static_cast<std::size_t>(i)] = kernels::Mul{}(p[i], p[i]);
+        p = power.data();
+      }
     }
+    if (!started)
+      for (std::int64_t i = 0; i < m; ++i)
+        acc[i] = T(1);
     if (y < 0)
       for (std::int64_t i = 0; i < m; ++i)
         acc[i] = kernels::Div{}(T(1), acc[i]);
