@@ -1,8 +1,8 @@
 // The CPU's own kernel loops on its threads (src/backend/cpu/cpu_parallel.hpp): a fused program
 // over a large group, donated or not, reductions along the last axes, LayerNorm's forward pass
-// and dx, unfused unary and binary primitives and a transpose give the same bits with one thread as
-// with two or three, and with more than one they are shared out (where the build has oneDNN's
-// OpenMP threads). The arrays live on the CPU whatever the suite's default device.
+// and dx, unfused unary and binary primitives, a transpose and a copy give the same bits with one
+// thread as with two or three, and with more than one they are shared out (where the build has
+// oneDNN's OpenMP threads). The arrays live on the CPU whatever the suite's default device.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -63,6 +63,7 @@ std::vector<std::vector<std::uint32_t>> run_all(bool donate) {
   out.push_back(bits(lax::tanh(xa)));
   out.push_back(bits(lax::integer_pow(xa, 3)));
   out.push_back(bits(lax::transpose(xa, {2, 0, 3, 1})));
+  out.push_back(bits(xa.copy()));  // a copy within the device (a scan's rows)
   return out;
 }
 
@@ -83,7 +84,7 @@ TEST_CASE("cpu threads: the CPU's own loops give the same bits for every thread 
       CHECK(run_all(donate) == one);
       // Every one of them ran shared where the build has oneDNN's threads (Debian's runs on
       // OpenMP).
-      if (cpu::has_onednn()) CHECK(cpu::shared_loops() - start == 9);
+      if (cpu::has_onednn()) CHECK(cpu::shared_loops() - start == 10);
     }
   }
 }

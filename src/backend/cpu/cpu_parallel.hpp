@@ -1,9 +1,9 @@
 // Private to the CPU backend: the parallel loop of its own kernels (fused programs, reductions
-// along the last axes, LayerNorm, the unary and binary primitives, strided copies, the fused
-// attention). It runs on the threads the products run on (oneDNN's OpenMP team,
-// onednn_runtime.hpp), as many as cpu::num_threads() asks for, so that the step's elementwise
-// passes use the core whose thread would otherwise wait between products; in a build without
-// oneDNN everything runs on the calling thread.
+// along the last axes, LayerNorm, the unary and binary primitives, strided copies, copies
+// between buffers, the fused attention). It runs on the threads the products run on (oneDNN's
+// OpenMP team, onednn_runtime.hpp), as many as cpu::num_threads() asks for, so that the step's
+// elementwise passes use the core whose thread would otherwise wait between products; in a
+// build without oneDNN everything runs on the calling thread.
 //
 // A share is a run of whole units on one thread, in order, so a kernel whose units are
 // independent (chunks of elements, rows) gives the same bits for every thread count.
