@@ -102,6 +102,15 @@ Array Array::to(Device target) const {
   return from_host_bytes(staging.data(), shape_, dtype_, target);
 }
 
+Array Array::row_view(std::int64_t i) const {
+  const Buffer& b = buffer();  // a traced, null or donated array throws here
+  if (rank() == 0 || i < 0 || i >= shape_[0])
+    throw ValueError(detail::str("Array::row_view: no row ", i, " in an array of shape ", shape_));
+  const std::int64_t row_bytes = nbytes() / shape_[0];
+  const Shape row(std::vector<std::int64_t>(shape_.dims().begin() + 1, shape_.dims().end()));
+  return Array(b.backend().view(buffer_, i * row_bytes, row_bytes), row, dtype_);
+}
+
 Array Array::copy() const {
   Backend& be = buffer().backend();
   std::shared_ptr<Buffer> out = be.allocate(nbytes());

@@ -19,7 +19,7 @@ MemoryKind memory_kind_from_name(std::string_view name) {
 }
 
 Buffer::~Buffer() {
-  if (!donated_) backend_->release(allocation_);
+  if (!donated_ && !is_view()) backend_->release(allocation_);
 }
 
 Device Buffer::device() const {
@@ -55,9 +55,26 @@ std::shared_ptr<Buffer> Backend::take(const Buffer& donor) {
   FLAXPP_ASSERT(&donor.backend() == this, "buffer of another backend");
   if (donor.donated_)
     throw ValueError("a buffer was donated twice; each donated array can be given up once");
+  if (donor.is_view()) {  // it owns nothing to give: a copy of what it reads
+    std::shared_ptr<Buffer> copied = allocate(donor.bytes(), donor.memory_kind());
+    copy(donor, *copied, donor.bytes());
+    donor.donated_ = true;
+    return copied;
+  }
   auto taken = std::shared_ptr<Buffer>(new Buffer(this, donor.allocation_));
   donor.donated_ = true;
   return taken;
+}
+
+std::shared_ptr<Buffer> Backend::view(std::shared_ptr<const Buffer> parent, std::int64_t offset,
+                                      std::int64_t bytes) {
+  FLAXPP_ASSERT(parent != nullptr && &parent->backend() == this, "view of another backend's buffer");
+  if (offset < 0 || bytes < 0 || offset > parent->bytes() || bytes > parent->bytes() - offset)
+    throw ValueError(detail::str("Backend::view: ", bytes, " bytes at offset ", offset,
+                                 " are outside a buffer of ", parent->bytes(), " bytes"));
+  const Allocation a{static_cast<std::byte*>(parent->data()) + offset, bytes,
+                     parent->memory_kind(), next_serial_.fetch_add(1, std::memory_order_relaxed)};
+  return std::shared_ptr<Buffer>(new Buffer(this, a, std::move(parent)));
 }
 
 void Backend::release(const Allocation& allocation) noexcept {

@@ -53,9 +53,19 @@ std::vector<AVal> scan_avals(std::span<const AVal> in, const ir::Params& params)
   return out;
 }
 
-// Row `t` of `x` (a copy: the body's operands are whole arrays).
+// Whether the rows of an xs are read in place (views of its buffer) rather than copied: where
+// a row's bytes are a multiple of 256, so that every row starts as aligned as the buffer (the
+// alignment CUDA's allocations give and its kernels may assume). run_scan and its memory model
+// follow the same rule.
+bool read_in_place(const AVal& row) {
+  constexpr std::int64_t kAlignment = 256;
+  return row.nbytes() % kAlignment == 0;
+}
+
+// Row `t` of `x`: a view of its buffer, or a copy (the body's operands are whole arrays).
 Array row(const Array& x, std::int64_t t) {
   const AVal r = row_of(x.aval());
+  if (read_in_place(r)) return x.row_view(t);
   const std::int64_t bytes = x.nbytes() / x.shape()[0];
   Backend& be = x.buffer().backend();
   std::shared_ptr<Buffer> out = be.allocate(bytes);
@@ -149,9 +159,10 @@ ir::BatchedResults scan_batched(const ir::BatchArgs& a) {
   return {std::move(out), std::move(b.out_batched)};
 }
 
-// run_scan's memory, iteration by iteration (scan's memory model). An iteration copies its xs
-// rows, runs the body on them and the carry (the body frees the rows, and a carry the loop
-// made, after their last reader; the first carry is the operands'), then writes its ys rows
+// run_scan's memory, iteration by iteration (scan's memory model). An iteration copies the xs
+// rows it does not read in place, runs the body on them and the carry (the body frees the
+// copies, and a carry the loop made, after their last reader; the first carry is the
+// operands'; a row read in place is the operand's memory), then writes its ys rows
 // into the stacked results, which the first iteration allocates. Its results go at its end,
 // except the carry, kept for the next. Exact unless a carry is not the loop's own at the end
 // (passed through from an operand) or two carries share a buffer.
@@ -164,13 +175,15 @@ EqnMemory scan_memory(const ir::Graph& /*graph*/, const ir::Eqn& e) {
     m.exact = false;
     return m;
   }
-  std::int64_t rows = 0;
-  for (std::size_t i = first_x; i < g.invars.size(); ++i)
-    rows += g.aval(g.invars[i]).nbytes();
-  // Which of the body's inputs the iteration's args alone hold: its rows, and a carry the loop
-  // made. At most two patterns in practice (the first iteration and the others).
+  // Which of the body's inputs the iteration's args alone hold: its copied rows, and a carry
+  // the loop made. At most two patterns in practice (the first iteration and the others).
   std::vector<bool> donated(g.invars.size(), false);
-  std::fill(donated.begin() + static_cast<std::ptrdiff_t>(first_x), donated.end(), true);
+  std::int64_t rows = 0;  // the copies'
+  for (std::size_t i = first_x; i < g.invars.size(); ++i) {
+    const AVal& row = g.aval(g.invars[i]);
+    donated[i] = !read_in_place(row);
+    if (donated[i]) rows += row.nbytes();
+  }
   std::map<std::vector<bool>, MemoryAnalysis> analyses;
   std::int64_t live = 0;
   for (std::int64_t t = 0; t < s.length; ++t) {

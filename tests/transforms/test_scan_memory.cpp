@@ -1,7 +1,7 @@
 // A scan's memory, planned iteration by iteration (scan's memory model): the peak that
 // memory_analysis predicts for a jitted function with scans is exact, and equals the peak the
 // CPU backend's allocator measures, forward, with gradients, and for the transformer stack's
-// train step under every remat policy.
+// train step under every remat policy, with xs rows read in place and copied.
 #include <doctest/doctest.h>
 
 #include <vector>
@@ -19,17 +19,19 @@ namespace cp = flaxpp::checkpoint_policies;
 
 TEST_CASE("memory analysis: a scan's peak is planned exactly, forward and with its gradient") {
   const Array ws = astype(testing::random_f64(Shape{6, 32, 32}, 1), DType::f32);
+  const Array bs = astype(testing::random_f64(Shape{6, 32}, 4), DType::f32);
   const Array x = astype(testing::random_f64(Shape{16, 32}, 2), DType::f32);
   for (const bool reverse : {false, true}) {
     CAPTURE(reverse);
-    // A carry, an xs row per layer, a ys row per layer.
-    const auto loss = [reverse](const Array& w, const Array& h0) {
+    // A carry, two xs rows per layer (a weight's, read in place, and a bias's of 128 bytes,
+    // copied), a ys row per layer.
+    const auto loss = [reverse, &bs](const Array& w, const Array& h0) {
       const ScanResult r = scan(
           [](std::span<const Array> c, std::span<const Array> xs) {
-            const Array h = tanh(matmul(c[0], xs[0]));
+            const Array h = tanh(matmul(c[0], xs[0]) + xs[1]);
             return ScanResult{{h}, {sum(h)}};
           },
-          std::vector<Array>{h0}, std::vector<Array>{w}, std::nullopt, reverse);
+          std::vector<Array>{h0}, std::vector<Array>{w, bs}, std::nullopt, reverse);
       return add(sum(r.carry[0]), sum(r.ys[0]));
     };
     const Jitted forward = jit([&](std::span<const Tree> a) {

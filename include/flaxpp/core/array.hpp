@@ -77,8 +77,14 @@ class Array {
   std::int64_t nbytes() const { return size() * static_cast<std::int64_t>(itemsize(dtype_)); }
   const Buffer& buffer() const;
   // True when no other Array shares this one's buffer: the only owner has given it up to a
-  // primitive that may then write its result there (fused_elementwise's "donate").
-  bool buffer_unshared() const { return buffer_ != nullptr && buffer_.use_count() == 1; }
+  // primitive that may then write its result there (fused_elementwise's "donate"). Never for
+  // a view into another array's memory (Backend::view).
+  bool buffer_unshared() const {
+    return buffer_ != nullptr && buffer_.use_count() == 1 && !buffer_->is_view();
+  }
+  // Row `i` of the leading axis reading this array's memory in place (Backend::view): no
+  // allocation, no copy; this array's buffer stays alive while the row does.
+  Array row_view(std::int64_t i) const;
   // True once the array was donated to a jitted function (reading it then throws).
   bool donated() const;
 

@@ -54,6 +54,9 @@ class Buffer {
   void* data() const { return allocation_.data; }
   // True once the allocation went to another Buffer (Backend::take): jit's donate_argnums.
   bool donated() const { return donated_; }
+  // True for a view into another buffer's memory (Backend::view): it owns no allocation, keeps
+  // its parent alive, and is never written (no primitive takes it over).
+  bool is_view() const { return parent_ != nullptr; }
   std::int64_t bytes() const { return allocation_.bytes; }
   MemoryKind memory_kind() const { return allocation_.kind; }
   std::uint64_t serial() const { return allocation_.serial; }
@@ -62,12 +65,14 @@ class Buffer {
 
  private:
   friend class Backend;
-  Buffer(Backend* backend, const Allocation& allocation)
-      : backend_(backend), allocation_(allocation) {}
+  Buffer(Backend* backend, const Allocation& allocation,
+         std::shared_ptr<const Buffer> parent = nullptr)
+      : backend_(backend), allocation_(allocation), parent_(std::move(parent)) {}
 
   Backend* backend_;
   Allocation allocation_;
-  mutable bool donated_ = false;  // set by Backend::take; the allocation is no longer ours
+  std::shared_ptr<const Buffer> parent_;  // a view's: the buffer whose memory it reads
+  mutable bool donated_ = false;          // set by Backend::take; the allocation is no longer ours
 };
 
 // A recording of the device work that some host code queued (a CUDA graph): launch() runs the
@@ -96,6 +101,13 @@ class Backend {
   // donated: every Array still holding it fails with a clear error when it is read (what
   // jax.jit's donate_argnums does to the caller's arrays). ValueError if already donated.
   std::shared_ptr<Buffer> take(const Buffer& donor);
+
+  // A buffer reading `bytes` of `parent`'s memory from `offset` in place, without allocating or
+  // copying (a scan's row of its xs): it keeps `parent` alive, is not counted in the memory
+  // stats, and is never given to a primitive to write into (Array::buffer_unshared is false
+  // for it). take() of a view gives a copy. ValueError if the range is outside `parent`.
+  std::shared_ptr<Buffer> view(std::shared_ptr<const Buffer> parent, std::int64_t offset,
+                               std::int64_t bytes);
 
   // Byte copies between this backend's buffers and host memory. They complete before
   // returning: the host may read `dst` of copy_to_host at once, and may free or change `src`
