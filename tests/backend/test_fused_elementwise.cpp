@@ -4,6 +4,7 @@
 // and again with FLAXPP_DEVICE=cuda.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -295,6 +296,43 @@ TEST_CASE("fused_elementwise: a mask operand (a bool array) reads as 1 or 0 and 
   const EValue mi = aliased.mask_input();
   CHECK_THROWS_WITH_AS(aliased.output(mi * 2.0, mi),
                        doctest::Contains("can replace an input() only"), ValueError);
+}
+
+TEST_CASE("fused_elementwise: broadcast operands over many chunks, runs starting mid-row") {
+  // (5, 7, 97) float32 arrays (over a thousand elements, so the CPU's 256-element chunks start
+  // inside rows and inside a bias's run): a per-row value (5, 7, 1) (inner 97), a bias (97,)
+  // (inner 1), a middle run (7,) (inner 97) and a bool mask (7, 97) (inner 1), against the
+  // same arithmetic on materialised broadcasts, bit for bit.
+  ElementwiseBuilder b;
+  const EValue x = b.input(), row = b.broadcast_input(97), bias = b.broadcast_input(1),
+               middle = b.broadcast_input(97), mask = b.broadcast_input(1, /*mask=*/true);
+  b.output(ir::select(mask, ir::exp(x - row) * middle + bias, b.constant(-1.0)));
+  const auto program = b.finish();
+  const Shape full{5, 7, 97};
+  const auto wave = [](std::int64_t n, float step) {
+    std::vector<float> v(static_cast<std::size_t>(n));
+    for (std::size_t i = 0; i < v.size(); ++i)
+      v[i] = std::sin(step * static_cast<float>(i));
+    return v;
+  };
+  std::vector<std::uint8_t> bits(7 * 97);
+  for (std::size_t i = 0; i < bits.size(); ++i)
+    bits[i] = static_cast<std::uint8_t>(i % 3 != 0);
+  const Array xa = Array::from_vector(wave(full.size(), 0.01f), full),
+              ra = Array::from_vector(wave(35, 0.3f), Shape{5, 7, 1}),
+              ba = Array::from_vector(wave(97, 0.7f), Shape{97}),
+              ma = Array::from_vector(wave(7, 1.1f), Shape{7});
+  const Array mask_a =
+      Array::from_host_bytes(bits.data(), Shape{7, 97}, DType::bool_, default_device());
+  const Array cases[] = {lax::full_like(xa, -1.0),
+                         lax::exp(xa - lax::broadcast_in_dim(ra, full, {0, 1, 2})) *
+                                 lax::broadcast_in_dim(ma, full, {1}) +
+                             lax::broadcast_in_dim(ba, full, {2})};
+  const Array want = lax::select_n(lax::broadcast_in_dim(mask_a, full, {1, 2}), cases);
+  const Array operands[] = {xa, ra, ba, ma, mask_a};
+  const std::vector<Array> got = lax::fused_elementwise(program, {}, operands);
+  REQUIRE(got.size() == 1);
+  CHECK(got[0].to_vector<float>() == want.to_vector<float>());
 }
 
 TEST_CASE("fused_elementwise: broadcast operands are read repeatedly, never written") {

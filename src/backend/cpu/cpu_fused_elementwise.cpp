@@ -32,18 +32,31 @@ void run_instruction(F f, const T* a, const T* b, const T* c, T* d, std::int64_t
   }
 }
 
-// d[k] = as(x[((start + k) / inner) % size]) for k < m: a broadcast operand's row, walked
-// without a division per element.
+// d[k] = as(x[((start + k) / inner) % size]) for k < m: a broadcast operand's row, walked in
+// runs without a division per element: runs of one value (a per-row value, inner > 1) are
+// fills, and with inner 1 (a bias along the leading axes) runs of consecutive elements are
+// copies; both vectorise.
 template <class X, class T, class As>
 void gather_broadcast(const X* x, std::int64_t size, std::int64_t inner, std::int64_t start,
                       std::int64_t m, T* d, As as) {
   std::int64_t index = (start / inner) % size, within = start % inner;
-  for (std::int64_t k = 0; k < m; ++k) {
-    d[k] = as(x[index]);
-    if (++within == inner) {
+  for (std::int64_t k = 0; k < m;) {
+    if (inner == 1) {
+      const std::int64_t run = std::min(m - k, size - index);
+      for (std::int64_t j = 0; j < run; ++j)
+        d[k + j] = as(x[index + j]);
+      k += run;
+      index += run;
+    } else {
+      const std::int64_t run = std::min(m - k, inner - within);
+      std::fill_n(d + k, run, as(x[index]));
+      k += run;
+      within += run;
+      if (within < inner) continue;
       within = 0;
-      if (++index == size) index = 0;
+      ++index;
     }
+    if (index == size) index = 0;
   }
 }
 
