@@ -12,8 +12,11 @@
 
 namespace flaxpp::cpu {
 
+// Always inlined, so that each clone of a caller (cpu_math_loops.cpp) compiles it for its own
+// instruction set.
 template <class T>
-void integer_pow_rows(std::int64_t y, const T* x, T* out, std::int64_t n) {
+[[gnu::always_inline]] inline void integer_pow_rows(std::int64_t y, const T* x, T* out,
+                                                    std::int64_t n) {
   constexpr std::int64_t kBlock = 256;
   const std::uint64_t magnitude =
       y < 0 ? std::uint64_t(0) - static_cast<std::uint64_t>(y) : static_cast<std::uint64_t>(y);

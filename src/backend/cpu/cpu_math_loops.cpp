@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backend/cpu/cpu_clones.hpp"
+#include "backend/cpu/cpu_integer_pow.hpp"
 #include "flaxpp/kernels/special_math.hpp"
 
 namespace flaxpp::cpu {
@@ -68,6 +69,11 @@ FLAXPP_CPU_CLONES void exp_f32(const float* x, float* y, std::int64_t n) {
     const float result = static_cast<float>(scale + scale * p);
     y[i] = v != v ? v + v : result;
   }
+}
+
+FLAXPP_CPU_CLONES void integer_pow_f32(std::int64_t power, const float* x, float* y,
+                                       std::int64_t n) {
+  integer_pow_rows(power, x, y, n);
 }
 
 }  // namespace flaxpp::cpu
