@@ -68,12 +68,13 @@ std::shared_ptr<Buffer> Backend::take(const Buffer& donor) {
 
 std::shared_ptr<Buffer> Backend::view(std::shared_ptr<const Buffer> parent, std::int64_t offset,
                                       std::int64_t bytes) {
-  FLAXPP_ASSERT(parent != nullptr && &parent->backend() == this, "view of another backend's buffer");
+  FLAXPP_ASSERT(parent != nullptr && &parent->backend() == this,
+                "view of another backend's buffer");
   if (offset < 0 || bytes < 0 || offset > parent->bytes() || bytes > parent->bytes() - offset)
     throw ValueError(detail::str("Backend::view: ", bytes, " bytes at offset ", offset,
                                  " are outside a buffer of ", parent->bytes(), " bytes"));
-  const Allocation a{static_cast<std::byte*>(parent->data()) + offset, bytes,
-                     parent->memory_kind(), next_serial_.fetch_add(1, std::memory_order_relaxed)};
+  const Allocation a{static_cast<std::byte*>(parent->data()) + offset, bytes, parent->memory_kind(),
+                     next_serial_.fetch_add(1, std::memory_order_relaxed)};
   return std::shared_ptr<Buffer>(new Buffer(this, a, std::move(parent)));
 }
 

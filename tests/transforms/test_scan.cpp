@@ -242,9 +242,8 @@ TEST_CASE("scan: rows read in place are never written, eagerly and under jit") {
     return ScanResult{{c[0] + y}, {y}};
   };
   const auto run = [&](const Array& rows) {
-    const ScanResult r =
-        scan(body, std::vector<Array>{Array::full(Shape{64}, 0.0, DType::f32)},
-             std::vector<Array>{rows});
+    const ScanResult r = scan(body, std::vector<Array>{Array::full(Shape{64}, 0.0, DType::f32)},
+                              std::vector<Array>{rows});
     return std::vector<Tree>{Tree(r.carry[0]), Tree(r.ys[0])};
   };
   std::vector<float> want_ys(values.size()), want_carry(64, 0.0f);

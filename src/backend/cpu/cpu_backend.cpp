@@ -1,12 +1,13 @@
-// CPU backend memory: aligned host allocations and memcpy.
+// CPU backend memory: aligned host allocations and copies (shared among the CPU's threads).
 #include "backend/cpu/cpu_backend.hpp"
-#include "backend/cpu/cpu_parallel.hpp"
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+
+#include "backend/cpu/cpu_parallel.hpp"
 
 // Under AddressSanitizer a cached block is poisoned until it is handed out again, so a use
 // after free is still caught although the block was not returned to malloc.

@@ -20,7 +20,8 @@ template <class T>
   constexpr std::int64_t kBlock = 256;
   const std::uint64_t magnitude =
       y < 0 ? std::uint64_t(0) - static_cast<std::uint64_t>(y) : static_cast<std::uint64_t>(y);
-  std::array<T, kBlock> power;  // x^2, x^4, ... (`out` may be `x`: x is read before acc is made)
+  // x^2, x^4, ... `out` may be `x`: x is read only while acc is x itself or not yet written.
+  std::array<T, kBlock> power;
   for (std::int64_t start = 0; start < n; start += kBlock) {
     const std::int64_t m = n - start < kBlock ? n - start : kBlock;
     T* acc = out + start;

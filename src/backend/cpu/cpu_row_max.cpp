@@ -18,13 +18,21 @@ namespace {
 using Keys = std::int32_t __attribute__((vector_size(64)));
 constexpr int kLanes = 16;
 
-// Flips the magnitude bits of negative values: a signed integer order equal to the numbers'.
+// Flips the magnitude bits of negative values (its own inverse): a signed integer order equal
+// to the numbers'. For one int32 or a vector of them (in place: a vector returned by value
+// would have another ABI in each clone).
+template <class I>
+constexpr void flip_negatives(I& bits) {
+  bits ^= (bits >> 31) & 0x7fffffff;
+}
 constexpr std::int32_t key(float v) {
-  const auto bits = std::bit_cast<std::int32_t>(v);
-  return bits ^ ((bits >> 31) & 0x7fffffff);
+  auto bits = std::bit_cast<std::int32_t>(v);
+  flip_negatives(bits);
+  return bits;
 }
 constexpr float value_of(std::int32_t k) {
-  return std::bit_cast<float>(k ^ ((k >> 31) & 0x7fffffff));
+  flip_negatives(k);
+  return std::bit_cast<float>(k);
 }
 
 }  // namespace
@@ -36,9 +44,9 @@ FLAXPP_CPU_CLONES void max_rows_f32(const float* x, std::int64_t rows, std::int6
     Keys hi = Keys{} + kNegInf, lo = Keys{} + kPosInf;
     std::int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes) {
-      Keys bits;
-      std::memcpy(&bits, row + i, sizeof bits);
-      const Keys k = bits ^ ((bits >> 31) & 0x7fffffff);
+      Keys k;
+      std::memcpy(&k, row + i, sizeof k);
+      flip_negatives(k);
       hi = k > hi ? k : hi;
       lo = k < lo ? k : lo;
     }
