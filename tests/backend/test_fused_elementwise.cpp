@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,29 @@ std::vector<V> update(V s, V g, V p, V m, V v) {
   const V clipped = Ops::select_lt(s, 1.5, u, (u / s) * 1.5);
   const V scaled = Ops::rsqrt(v2 + 0.1) * -clipped;
   return {p + clipped * -0.01, m2, v2, scaled};
+}
+
+// The broadcast tests' program over (..., inner) groups: select(mask, exp(x - row) * middle +
+// bias, -1) with a per-row value and a middle run read with `inner`, a bias and a bool mask
+// read along the leading axes (inner 1).
+std::shared_ptr<const ir::ElementwiseProgram> broadcast_program(std::int64_t inner) {
+  ElementwiseBuilder b;
+  const EValue x = b.input(), row = b.broadcast_input(inner), bias = b.broadcast_input(1),
+               middle = b.broadcast_input(inner), mask = b.broadcast_input(1, /*mask=*/true);
+  b.output(ir::select(mask, ir::exp(x - row) * middle + bias, b.constant(-1.0)));
+  return b.finish();
+}
+
+// The same arithmetic on materialised broadcasts of a (d0, d1, d2) x: row (d0, d1, 1), bias
+// (d2,), middle (d1,), mask (d1, d2).
+Array broadcast_reference(const Array& x, const Array& row, const Array& bias, const Array& middle,
+                          const Array& mask) {
+  const Shape& full = x.shape();
+  const Array cases[] = {lax::full_like(x, -1.0),
+                         lax::exp(x - lax::broadcast_in_dim(row, full, {0, 1, 2})) *
+                                 lax::broadcast_in_dim(middle, full, {1}) +
+                             lax::broadcast_in_dim(bias, full, {2})};
+  return lax::select_n(lax::broadcast_in_dim(mask, full, {1, 2}), cases);
 }
 
 template <class T>
@@ -303,11 +327,7 @@ TEST_CASE("fused_elementwise: broadcast operands over many chunks, runs starting
   // inside rows and inside a bias's run): a per-row value (5, 7, 1) (inner 97), a bias (97,)
   // (inner 1), a middle run (7,) (inner 97) and a bool mask (7, 97) (inner 1), against the
   // same arithmetic on materialised broadcasts, bit for bit.
-  ElementwiseBuilder b;
-  const EValue x = b.input(), row = b.broadcast_input(97), bias = b.broadcast_input(1),
-               middle = b.broadcast_input(97), mask = b.broadcast_input(1, /*mask=*/true);
-  b.output(ir::select(mask, ir::exp(x - row) * middle + bias, b.constant(-1.0)));
-  const auto program = b.finish();
+  const auto program = broadcast_program(97);
   const Shape full{5, 7, 97};
   const auto wave = [](std::int64_t n, float step) {
     std::vector<float> v(static_cast<std::size_t>(n));
@@ -324,11 +344,7 @@ TEST_CASE("fused_elementwise: broadcast operands over many chunks, runs starting
               ma = Array::from_vector(wave(7, 1.1f), Shape{7});
   const Array mask_a =
       Array::from_host_bytes(bits.data(), Shape{7, 97}, DType::bool_, default_device());
-  const Array cases[] = {lax::full_like(xa, -1.0),
-                         lax::exp(xa - lax::broadcast_in_dim(ra, full, {0, 1, 2})) *
-                                 lax::broadcast_in_dim(ma, full, {1}) +
-                             lax::broadcast_in_dim(ba, full, {2})};
-  const Array want = lax::select_n(lax::broadcast_in_dim(mask_a, full, {1, 2}), cases);
+  const Array want = broadcast_reference(xa, ra, ba, ma, mask_a);
   const Array operands[] = {xa, ra, ba, ma, mask_a};
   const std::vector<Array> got = lax::fused_elementwise(program, {}, operands);
   REQUIRE(got.size() == 1);
@@ -339,11 +355,7 @@ TEST_CASE("fused_elementwise: broadcast operands are read repeatedly, never writ
   // (2, 3, 4) arrays: a per-row value (2, 3) read along the last axis (inner 4), a bias (4,)
   // along the leading ones (inner 1), a middle run (3,) (inner 4) and a bool mask (3, 4)
   // (inner 1): against the same arithmetic on materialised broadcasts, bit for bit.
-  ElementwiseBuilder b;
-  const EValue x = b.input(), row = b.broadcast_input(4), bias = b.broadcast_input(1),
-               middle = b.broadcast_input(4), mask = b.broadcast_input(1, /*mask=*/true);
-  b.output(ir::select(mask, ir::exp(x - row) * middle + bias, b.constant(-1.0)));
-  const auto program = b.finish();
+  const auto program = broadcast_program(4);
   CHECK(program->str().find("broadcasts=(1/4, 2/1, 3/4, 4/1)") != std::string::npos);
   CHECK(program->donations({true, true, true, true, true}) == std::vector<int>{0});
   const Shape full{2, 3, 4};
@@ -366,11 +378,7 @@ TEST_CASE("fused_elementwise: broadcast operands are read repeatedly, never writ
                 ma = arr(mv, Shape{3});
     const Array mask_a =
         Array::from_host_bytes(bits.data(), Shape{3, 4}, DType::bool_, default_device());
-    const Array cases[] = {lax::full_like(xa, -1.0),
-                           lax::exp(xa - lax::broadcast_in_dim(ra, full, {0, 1, 2})) *
-                                   lax::broadcast_in_dim(ma, full, {1}) +
-                               lax::broadcast_in_dim(ba, full, {2})};
-    const Array want = lax::select_n(lax::broadcast_in_dim(mask_a, full, {1, 2}), cases);
+    const Array want = broadcast_reference(xa, ra, ba, ma, mask_a);
     const Array operands[] = {xa, ra, ba, ma, mask_a};
     const std::vector<Array> got = lax::fused_elementwise(program, {}, operands);
     REQUIRE(got.size() == 1);

@@ -269,8 +269,8 @@ TEST_CASE("scan: rows read in place are never written, eagerly and under jit") {
                     b.params.get<bool>("donate");
     });
   CHECK(donating > 0);
-  // The xs made inside the step and read last by the scan (x + 0 is fused away only if the
-  // scan could write into the caller's array, which it cannot: it is donated nowhere).
+  // The xs made inside the step (x * 1) and read last by the scan: nothing else holds them,
+  // and their rows are views all the same.
   const Jitted made = jit([&](std::span<const Tree> a) { return run(a[0].array() * 1.0f); });
   check(made({Tree(xs)}));
   CHECK(xs.to_vector<float>() == values);
