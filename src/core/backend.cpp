@@ -19,7 +19,35 @@ MemoryKind memory_kind_from_name(std::string_view name) {
 }
 
 Buffer::~Buffer() {
-  if (!donated_ && !is_view()) backend_->release(allocation_);
+  if (!donated_ && parent_ == nullptr) backend_->release(allocation_);
+}
+
+namespace {
+thread_local ArenaPlacement* active_placement = nullptr;
+}  // namespace
+
+ArenaPlacement::ArenaPlacement(Backend& backend, std::shared_ptr<const Buffer> arena,
+                               std::vector<Slot> slots)
+    : backend_(&backend),
+      arena_(std::move(arena)),
+      slots_(std::move(slots)),
+      used_(slots_.size(), false),
+      outer_(active_placement) {
+  active_placement = this;
+}
+
+ArenaPlacement::~ArenaPlacement() {
+  active_placement = outer_;
+}
+
+std::shared_ptr<Buffer> ArenaPlacement::take(Backend& backend, std::int64_t bytes) {
+  if (&backend != backend_) return nullptr;
+  for (std::size_t i = 0; i < slots_.size(); ++i)
+    if (!used_[i] && slots_[i].bytes == bytes) {
+      used_[i] = true;
+      return backend.slot(arena_, slots_[i].offset, bytes);
+    }
+  return nullptr;
 }
 
 Device Buffer::device() const {
@@ -28,6 +56,8 @@ Device Buffer::device() const {
 
 std::shared_ptr<Buffer> Backend::allocate(std::int64_t bytes, MemoryKind kind) {
   if (bytes < 0) throw ValueError(detail::str("Backend::allocate: negative size ", bytes));
+  if (active_placement != nullptr && kind == MemoryKind::device)
+    if (std::shared_ptr<Buffer> placed = active_placement->take(*this, bytes)) return placed;
   const std::uint64_t serial = next_serial_.fetch_add(1, std::memory_order_relaxed);
   void* data = allocate_impl(bytes, kind, serial);
   if (data == nullptr) {
@@ -55,6 +85,10 @@ std::shared_ptr<Buffer> Backend::take(const Buffer& donor) {
   FLAXPP_ASSERT(&donor.backend() == this, "buffer of another backend");
   if (donor.donated_)
     throw ValueError("a buffer was donated twice; each donated array can be given up once");
+  if (donor.is_slot()) {  // the arena's memory, handed on as a slot
+    donor.donated_ = true;
+    return std::shared_ptr<Buffer>(new Buffer(this, donor.allocation_, donor.parent_, true));
+  }
   if (donor.is_view()) {  // it owns nothing to give: a copy of what it reads
     std::shared_ptr<Buffer> copied = allocate(donor.bytes(), donor.memory_kind());
     copy(donor, *copied, donor.bytes());
@@ -66,16 +100,26 @@ std::shared_ptr<Buffer> Backend::take(const Buffer& donor) {
   return taken;
 }
 
-std::shared_ptr<Buffer> Backend::view(std::shared_ptr<const Buffer> parent, std::int64_t offset,
-                                      std::int64_t bytes) {
-  FLAXPP_ASSERT(parent != nullptr && &parent->backend() == this,
-                "view of another backend's buffer");
+std::shared_ptr<Buffer> Backend::part(const char* what, std::shared_ptr<const Buffer> parent,
+                                      std::int64_t offset, std::int64_t bytes, bool slot) {
+  FLAXPP_ASSERT(parent != nullptr && &parent->backend() == this, what,
+                " of another backend's buffer");
   if (offset < 0 || bytes < 0 || offset > parent->bytes() || bytes > parent->bytes() - offset)
-    throw ValueError(detail::str("Backend::view: ", bytes, " bytes at offset ", offset,
+    throw ValueError(detail::str("Backend::", what, ": ", bytes, " bytes at offset ", offset,
                                  " are outside a buffer of ", parent->bytes(), " bytes"));
   const Allocation a{static_cast<std::byte*>(parent->data()) + offset, bytes, parent->memory_kind(),
                      next_serial_.fetch_add(1, std::memory_order_relaxed)};
-  return std::shared_ptr<Buffer>(new Buffer(this, a, std::move(parent)));
+  return std::shared_ptr<Buffer>(new Buffer(this, a, std::move(parent), slot));
+}
+
+std::shared_ptr<Buffer> Backend::view(std::shared_ptr<const Buffer> parent, std::int64_t offset,
+                                      std::int64_t bytes) {
+  return part("view", std::move(parent), offset, bytes, false);
+}
+
+std::shared_ptr<Buffer> Backend::slot(std::shared_ptr<const Buffer> arena, std::int64_t offset,
+                                      std::int64_t bytes) {
+  return part("slot", std::move(arena), offset, bytes, true);
 }
 
 void Backend::release(const Allocation& allocation) noexcept {

@@ -94,6 +94,36 @@ TEST_CASE("Backend::copy between byte ranges: one row to another place; ranges a
                        ValueError);
 }
 
+TEST_CASE("ArenaPlacement: allocations of a slot's size take it, uncounted; scopes nest") {
+  Backend& cpu = backend(Device::cpu());
+  const std::shared_ptr<Buffer> arena = cpu.allocate(4096);
+  const auto* base = static_cast<const std::byte*>(arena->data());
+  const std::int64_t live0 = cpu.memory_stats().live_bytes;
+  {
+    ArenaPlacement outer(cpu, arena, {{1024, 512}, {0, 512}, {2048, 256}});
+    const std::shared_ptr<Buffer> a = cpu.allocate(512);  // the first unused slot of 512 bytes
+    const std::shared_ptr<Buffer> b = cpu.allocate(512);
+    const std::shared_ptr<Buffer> c = cpu.allocate(512);  // none left: new memory
+    CHECK(a->data() == base + 1024);
+    CHECK(b->data() == base);
+    CHECK((a->is_slot() && !a->is_view() && !c->is_slot()));
+    CHECK(cpu.memory_stats().live_bytes == live0 + 512);  // only c
+    {
+      ArenaPlacement inner(cpu, arena, {});
+      CHECK(cpu.allocate(256)->data() != base + 2048);  // the inner scope has no slots
+    }
+    CHECK(cpu.allocate(256)->data() == base + 2048);
+    CHECK(cpu.allocate(256, MemoryKind::pinned_host)->memory_kind() == MemoryKind::pinned_host);
+    // A slot is written like a buffer of its own: a primitive may take it over.
+    const std::shared_ptr<Buffer> taken = cpu.take(*a);
+    CHECK((taken->data() == base + 1024 && taken->is_slot() && a->donated()));
+  }
+  CHECK(cpu.allocate(512)->data() != base + 1024);  // placement ended with its scope
+  CHECK(cpu.memory_stats().live_bytes == live0);
+  CHECK_THROWS_WITH_AS(cpu.slot(arena, 4000, 512), doctest::Contains("outside a buffer of 4096"),
+                       ValueError);
+}
+
 TEST_CASE("Memory kinds are spelled as in JAX; unknown kinds are a clear error") {
   CHECK(memory_kind_from_name("pinned_host") == MemoryKind::pinned_host);
   CHECK(memory_kind_name(MemoryKind::device) == "device");

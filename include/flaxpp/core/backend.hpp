@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "flaxpp/core/device.hpp"
 
@@ -56,7 +57,11 @@ class Buffer {
   bool donated() const { return donated_; }
   // True for a view into another buffer's memory (Backend::view): it owns no allocation, keeps
   // its parent alive, and is never written (no primitive takes it over).
-  bool is_view() const { return parent_ != nullptr; }
+  bool is_view() const { return parent_ != nullptr && !slot_; }
+  // True for a slot of an arena (ArenaPlacement): a range of the arena's memory that holds one
+  // value of a planned run, written like a buffer of its own; it keeps the arena alive and is
+  // not counted (the arena is).
+  bool is_slot() const { return slot_; }
   std::int64_t bytes() const { return allocation_.bytes; }
   MemoryKind memory_kind() const { return allocation_.kind; }
   std::uint64_t serial() const { return allocation_.serial; }
@@ -66,13 +71,14 @@ class Buffer {
  private:
   friend class Backend;
   Buffer(Backend* backend, const Allocation& allocation,
-         std::shared_ptr<const Buffer> parent = nullptr)
-      : backend_(backend), allocation_(allocation), parent_(std::move(parent)) {}
+         std::shared_ptr<const Buffer> parent = nullptr, bool slot = false)
+      : backend_(backend), allocation_(allocation), parent_(std::move(parent)), slot_(slot) {}
 
   Backend* backend_;
   Allocation allocation_;
-  std::shared_ptr<const Buffer> parent_;  // a view's: the buffer whose memory it reads
-  mutable bool donated_ = false;          // set by Backend::take; the allocation is no longer ours
+  std::shared_ptr<const Buffer> parent_;  // a view's or slot's: the buffer whose memory it uses
+  bool slot_ = false;
+  mutable bool donated_ = false;  // set by Backend::take; the allocation is no longer ours
 };
 
 // A recording of the device work that some host code queued (a CUDA graph): launch() runs the
@@ -85,6 +91,34 @@ class DeviceGraph {
   virtual void launch() = 0;
 };
 
+// A planned run's placement of its temporaries (the jitted step's buffer assignment): while one
+// is active on a thread, each allocate() of device memory on its backend for exactly the bytes of
+// one of its unused slots takes that slot of the arena (the first such one) instead of new
+// memory. Other allocations go to the backend as usual. Scopes nest: the innermost one is
+// active. Not copyable; ends with its scope.
+class ArenaPlacement {
+ public:
+  struct Slot {
+    std::int64_t offset = 0;
+    std::int64_t bytes = 0;
+  };
+  ArenaPlacement(Backend& backend, std::shared_ptr<const Buffer> arena, std::vector<Slot> slots);
+  ArenaPlacement(const ArenaPlacement&) = delete;
+  ArenaPlacement& operator=(const ArenaPlacement&) = delete;
+  ~ArenaPlacement();
+
+ private:
+  friend class Backend;
+  // The slot an allocation of `bytes` on `backend` takes, or nullptr.
+  std::shared_ptr<Buffer> take(Backend& backend, std::int64_t bytes);
+
+  Backend* backend_ = nullptr;
+  std::shared_ptr<const Buffer> arena_;
+  std::vector<Slot> slots_;
+  std::vector<bool> used_;
+  ArenaPlacement* outer_;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -93,8 +127,9 @@ class Backend {
 
   Device device() const { return device_; }
 
-  // A new uninitialised buffer of `bytes` (0 allowed). Throws OutOfMemoryError naming the
-  // request and the live/peak bytes when the backend cannot provide it.
+  // A new uninitialised buffer of `bytes` (0 allowed), or a slot of the active ArenaPlacement.
+  // Throws OutOfMemoryError naming the request and the live/peak bytes when the backend cannot
+  // provide it.
   std::shared_ptr<Buffer> allocate(std::int64_t bytes, MemoryKind kind = MemoryKind::device);
 
   // A new Buffer owning `donor`'s allocation (same address and serial), leaving `donor`
@@ -107,6 +142,11 @@ class Backend {
   // stats, and is never given to a primitive to write into (Array::buffer_unshared is false
   // for it). take() of a view gives a copy. ValueError if the range is outside `parent`.
   std::shared_ptr<Buffer> view(std::shared_ptr<const Buffer> parent, std::int64_t offset,
+                               std::int64_t bytes);
+  // A slot of `arena`: `bytes` of its memory from `offset`, handed out as a buffer of its own
+  // (writable, unlike a view) that keeps the arena alive and is not counted; take() of it gives
+  // another slot of the same memory. ValueError if the range is outside `arena`.
+  std::shared_ptr<Buffer> slot(std::shared_ptr<const Buffer> arena, std::int64_t offset,
                                std::int64_t bytes);
 
   // Byte copies between this backend's buffers and host memory. They complete before
@@ -181,6 +221,9 @@ class Backend {
   friend class Buffer;
   friend class AccountedGraph;
   void release(const Allocation& allocation) noexcept;
+  // view() and slot(): `bytes` of `parent` from `offset`.
+  std::shared_ptr<Buffer> part(const char* what, std::shared_ptr<const Buffer> parent,
+                               std::int64_t offset, std::int64_t bytes, bool slot);
   // A launch of a recording whose work needs `bytes` beyond the live device bytes at its peak.
   void count_transient(std::int64_t bytes);
 
