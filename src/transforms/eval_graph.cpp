@@ -3,7 +3,10 @@
 #include "flaxpp/transforms/eval_graph.hpp"
 
 #include <algorithm>
+#include <optional>
 
+#include "flaxpp/core/backend.hpp"
+#include "flaxpp/core/device.hpp"
 #include "flaxpp/ir/primitive.hpp"
 #include "flaxpp/ir/primitive_rules.hpp"
 
@@ -15,9 +18,60 @@ std::vector<Array> eval_graph(const ir::Graph& graph, std::span<const Array> arg
 
 namespace {
 
-// eval_graph's body; with a sink, outputs leave as soon as they are final.
+// A planned run's arena (BufferAssignment): held from its first equation to its last, it hands
+// the equations' results their slots, and keeps every value where the plan put it.
+class Arena {
+ public:
+  Arena(const BufferAssignment& plan, const ir::Graph& graph) : plan_(plan), graph_(graph) {}
+
+  // Before equation i: its results' slots, from a new arena at the first.
+  std::optional<ArenaPlacement> place(std::ptrdiff_t i, const ir::Eqn& e) {
+    if (i == plan_.arena_first) {
+      backend_ = &backend(default_device());
+      memory_ = backend_->allocate(plan_.arena_bytes);
+    }
+    if (memory_ == nullptr) return std::nullopt;
+    std::vector<ArenaPlacement::Slot> slots;
+    for (const ir::VarId v : e.outputs)
+      if (plan_.buffer_of[static_cast<std::size_t>(v)] == v && plan_.offset_of(v) >= 0)
+        slots.push_back({plan_.offset_of(v), graph_.aval(v).nbytes()});
+    return std::optional<ArenaPlacement>(std::in_place, *backend_, memory_, std::move(slots));
+  }
+
+  // Result `v`, where the plan has it: moved into its slot when the equation made it elsewhere
+  // (a primitive that hands out an operand, an allocation that took another slot), or out of
+  // the arena when the plan keeps it apart (a result of the run, a loop's row view).
+  void settle(ir::VarId v, Array& value) const {
+    if (memory_ == nullptr || value.is_traced() || !value.valid()) return;
+    const auto* base = static_cast<const std::byte*>(memory_->data());
+    const auto* data = static_cast<const std::byte*>(value.buffer().data());
+    const std::int64_t at = plan_.offset_of(v);
+    if (at >= 0) {
+      if (data == base + at) return;
+      std::shared_ptr<Buffer> slot = backend_->slot(memory_, at, value.nbytes());
+      backend_->copy(value.buffer(), *slot, value.nbytes());
+      value = Array(std::move(slot), value.shape(), value.dtype());
+    } else if (data >= base && data < base + plan_.arena_bytes) {
+      value = value.copy();
+    }
+  }
+
+  // After equation i: the arena goes with its last.
+  void release(std::ptrdiff_t i) {
+    if (i == plan_.arena_last) memory_.reset();
+  }
+
+ private:
+  const BufferAssignment& plan_;
+  const ir::Graph& graph_;
+  Backend* backend_ = nullptr;
+  std::shared_ptr<Buffer> memory_;
+};
+
+// eval_graph's body; with a sink, outputs leave as soon as they are final; with a plan, the
+// temporaries live in its arena.
 std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
-                             const OutputSink* sink) {
+                             const OutputSink* sink, const BufferAssignment* plan) {
   if (args.size() != graph.invars.size())
     throw ValueError(detail::str("eval_graph: the graph takes ", graph.invars.size(),
                                  " inputs, got ", args.size()));
@@ -83,6 +137,10 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
       deliver_one(k);
   };
   deliver(0);
+  // A run under a trace records its equations: nothing to place.
+  std::optional<Arena> arena;
+  if (plan != nullptr && !plan->empty() && ir::current_trace() == nullptr)
+    arena.emplace(*plan, graph);
   std::vector<Array> inputs;
   for (std::ptrdiff_t i = 0; i < n; ++i) {
     const ir::Eqn& e = graph.eqns[static_cast<std::size_t>(i)];
@@ -106,7 +164,7 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
               static_cast<std::size_t>(graph.outvars[out].var) == v)
             deliver_one(out);
       };
-      run_graph(ir::call_graph(e), std::move(args_in), &region_sink);
+      run_graph(ir::call_graph(e), std::move(args_in), &region_sink, nullptr);
     } else {
       inputs.clear();
       for (std::size_t j = 0; j < e.inputs.size(); ++j) {
@@ -120,21 +178,27 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
         // unshared, as XLA's buffer assignment reuses a dead operand's buffer.
         const auto v = static_cast<std::size_t>(a.var);
         const bool last =
-            last_use[v] == i && std::none_of(e.inputs.begin() + static_cast<std::ptrdiff_t>(j) + 1,
-                                             e.inputs.end(), [&](const ir::Atom& b) {
-                                               return !b.is_literal() && b.var == a.var;
-                                             });
+            last_use[v] == i &&
+            std::none_of(e.inputs.begin() + static_cast<std::ptrdiff_t>(j) + 1, e.inputs.end(),
+                         [&](const ir::Atom& b) { return !b.is_literal() && b.var == a.var; });
         inputs.push_back(last ? std::move(env[v]) : env[v]);
       }
-      std::vector<Array> outs = ir::bind(*e.prim, inputs, e.params);
+      std::vector<Array> outs;
+      {
+        const std::optional<ArenaPlacement> placing = arena ? arena->place(i, e) : std::nullopt;
+        outs = ir::bind(*e.prim, inputs, e.params);
+      }
       inputs.clear();  // drop our references before releasing the environment's
-      for (std::size_t k = 0; k < outs.size(); ++k)
+      for (std::size_t k = 0; k < outs.size(); ++k) {
+        if (arena) arena->settle(e.outputs[k], outs[k]);
         if (last_use[static_cast<std::size_t>(e.outputs[k])] >= 0)
           env[static_cast<std::size_t>(e.outputs[k])] = std::move(outs[k]);
+      }
     }
     for (const ir::Atom& a : e.inputs)
       if (!a.is_literal() && last_use[static_cast<std::size_t>(a.var)] == i)
         env[static_cast<std::size_t>(a.var)] = Array();
+    if (arena) arena->release(i);
     deliver(static_cast<std::size_t>(i) + 1);
   }
   std::vector<Array> results;
@@ -147,11 +211,16 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
 }  // namespace
 
 std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args) {
-  return run_graph(graph, std::move(args), nullptr);
+  return run_graph(graph, std::move(args), nullptr, nullptr);
 }
 
 void eval_graph(const ir::Graph& graph, std::vector<Array>&& args, const OutputSink& on_output) {
-  run_graph(graph, std::move(args), &on_output);
+  run_graph(graph, std::move(args), &on_output, nullptr);
+}
+
+std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args,
+                              const BufferAssignment& buffers) {
+  return run_graph(graph, std::move(args), nullptr, &buffers);
 }
 
 }  // namespace flaxpp

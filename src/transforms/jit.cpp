@@ -233,7 +233,7 @@ std::vector<Tree> CompiledStep::run(std::vector<Tree> args) const {
     }
   }
   args.clear();
-  return assemble(eval_graph(s.graph, std::move(leaves)));
+  return assemble(eval_graph(s.graph, std::move(leaves), s.memory.buffers));
 }
 
 std::vector<Tree> CompiledStep::assemble(std::vector<Array> results) const {
@@ -321,7 +321,7 @@ struct Jitted::State {
     if (device.kind == DeviceKind::cpu) pass([&] { ir::split_fused_groups(g); });
     pass([&] { ir::schedule_early_frees(g, donated_leaves); });
     if (options.overlap_collectives) pass([&] { ir::overlap_collectives(g); });
-    MemoryAnalysis memory = analyze_memory(g, donated_leaves);
+    MemoryAnalysis memory = plan_memory(g, donated_leaves);
     return {std::move(g), std::move(memory)};
   }
 

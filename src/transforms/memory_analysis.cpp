@@ -6,6 +6,7 @@
 
 #include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ir/primitive_rules.hpp"
+#include "flaxpp/transforms/buffer_assignment.hpp"
 
 namespace flaxpp {
 namespace {
@@ -27,13 +28,47 @@ std::string MemoryAnalysis::str() const {
                      exact ? "" : " (at least)");
 }
 
-MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& donated) {
+namespace {
+
+// eval_graph's run followed on byte counts: the analysis, and the buffers it makes and frees.
+struct Run {
+  MemoryAnalysis m;
+  std::vector<std::int64_t> peak_at;  // per equation: the most held while it runs
+  std::vector<ir::VarId> buffer_of;   // per variable (BufferAssignment::buffer_of)
+  // The buffers an arena may hold: made by an equation that only computes its results,
+  // holding no result of the run, read by no collective, copy to another memory kind or loop.
+  std::vector<BufferLife> placeable;
+};
+
+// An equation whose operands and results stay where they are: a collective (its exchange may
+// hold them in flight), a copy to another memory kind (asynchronous on a GPU), an equation that
+// runs graphs (which may hand an operand's memory out as a result).
+bool pins_buffers(const ir::Eqn& e) {
+  const ir::Effects& effects = ir::effects_of(*e.prim);
+  bool holds_graphs = false;
+  ir::for_each_subgraph(e, [&](const auto& /*name*/, const ir::Graph&) { holds_graphs = true; });
+  return effects.collective || effects.async_half || holds_graphs || e.params.has("memory_kind");
+}
+
+Run follow_run(const ir::Graph& graph, const std::vector<bool>& donated) {
   FLAXPP_ASSERT(donated.size() == graph.invars.size(), "analyze_memory: ", donated.size(),
                 " donation flags for ", graph.invars.size(), " inputs");
   const std::size_t num_vars = graph.num_vars();
   const auto n = static_cast<std::ptrdiff_t>(graph.eqns.size());
   const auto bytes = [&](ir::VarId v) { return graph.aval(v).nbytes(); };
-  MemoryAnalysis m;
+  Run run;
+  MemoryAnalysis& m = run.m;
+  run.peak_at.assign(static_cast<std::size_t>(n), 0);
+  run.buffer_of.resize(num_vars);
+  for (std::size_t v = 0; v < num_vars; ++v)
+    run.buffer_of[v] = static_cast<ir::VarId>(v);
+  std::vector<ir::VarId>& buffer_of = run.buffer_of;
+  // Per buffer (its first variable): when it is made and freed, whether an equation made it
+  // for its results alone, and whether it must stay out of an arena.
+  std::vector<std::ptrdiff_t> made_at(num_vars, -1);
+  std::vector<std::ptrdiff_t> freed_at(num_vars, n);
+  std::vector<bool> computed(num_vars, false);
+  std::vector<bool> pinned(num_vars, false);
 
   // eval_graph's bookkeeping: the last reader of each variable (n for results).
   std::vector<std::ptrdiff_t> last_use(num_vars, -1);
@@ -46,6 +81,7 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
       last_use[static_cast<std::size_t>(a.var)] = n;
       is_output[static_cast<std::size_t>(a.var)] = true;
     }
+  std::vector<bool> pinned_var = is_output;  // resolved to buffers at the end
   // Which values the run may free or write into: its own, and donated inputs.
   std::vector<bool> owned(num_vars, true);
   for (const ir::VarId v : graph.constvars)
@@ -66,6 +102,15 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
 
   for (std::ptrdiff_t i = 0; i < n; ++i) {
     const ir::Eqn& e = graph.eqns[static_cast<std::size_t>(i)];
+    std::int64_t& peak_here = run.peak_at[static_cast<std::size_t>(i)];
+    if (pins_buffers(e)) {
+      for (const ir::Atom& a : e.inputs)
+        if (!a.is_literal()) pinned_var[static_cast<std::size_t>(a.var)] = true;
+      for (const ir::VarId v : e.outputs)
+        pinned_var[static_cast<std::size_t>(v)] = true;
+    }
+    for (const ir::VarId v : e.outputs)
+      made_at[static_cast<std::size_t>(v)] = i;
     // Operands that are the run's alone when the equation runs (it reads them last, once).
     const auto unshared = [&](const ir::Atom& a) {
       if (a.is_literal()) return false;
@@ -93,13 +138,13 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
     if (memory_model != nullptr) {
       const EqnMemory em = (*memory_model)(graph, e);
       m.exact = m.exact && em.exact;
-      m.peak_bytes = std::max(m.peak_bytes, live + em.peak);
+      peak_here = live + em.peak;
       live += em.results;
     } else if (largest >= 0) {
       for (const ir::VarId v : e.outputs)
         made += bytes(v);
       m.exact = false;
-      m.peak_bytes = std::max(m.peak_bytes, live + largest);
+      peak_here = live + largest;
       live += made;
     } else if (call != nullptr || loop != nullptr) {
       // The body runs on the equation's operands (held by it, so none is freed inside) and
@@ -117,7 +162,7 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
       } else {
         m.exact = m.exact && inner.exact;
       }
-      m.peak_bytes = std::max(m.peak_bytes, live + extra);
+      peak_here = live + extra;
       live += made;
     } else {
       // A collective's own buffers are not modelled: a gradient bucket's packing (an
@@ -147,18 +192,26 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
       }
       for (std::size_t k = 0; k < e.outputs.size(); ++k) {
         const auto v = static_cast<std::size_t>(e.outputs[k]);
-        if (const int op = from_operand[k]; op >= 0)
-          origin[v] = origin[static_cast<std::size_t>(e.inputs[static_cast<std::size_t>(op)].var)];
-        else
+        if (const int op = from_operand[k]; op >= 0) {
+          const auto from = static_cast<std::size_t>(e.inputs[static_cast<std::size_t>(op)].var);
+          origin[v] = origin[from];
+          buffer_of[v] = buffer_of[from];
+        } else {
           made += bytes(e.outputs[k]);
+          computed[v] = true;
+        }
       }
       live += made;
-      m.peak_bytes = std::max(m.peak_bytes, live);
+      peak_here = live;
     }
+    m.peak_bytes = std::max(m.peak_bytes, peak_here);
     // Results nothing reads are dropped at once; operands read for the last time are freed
     // unless a result took their buffer.
     for (const ir::VarId v : e.outputs)
-      if (last_use[static_cast<std::size_t>(v)] < 0) live -= bytes(v);
+      if (last_use[static_cast<std::size_t>(v)] < 0) {
+        live -= bytes(v);
+        freed_at[static_cast<std::size_t>(buffer_of[static_cast<std::size_t>(v)])] = i;
+      }
     // (A taken operand appears once, so skipping its slot skips the variable.)
     std::vector<ir::VarId> freed;
     for (std::size_t j = 0; j < e.inputs.size(); ++j) {
@@ -169,9 +222,16 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
           std::find(freed.begin(), freed.end(), a.var) != freed.end())
         continue;
       live -= bytes(a.var);
+      freed_at[static_cast<std::size_t>(buffer_of[v])] = i;
       freed.push_back(a.var);
     }
   }
+  for (std::size_t v = 0; v < num_vars; ++v)
+    if (pinned_var[v]) pinned[static_cast<std::size_t>(buffer_of[v])] = true;
+  for (std::size_t v = 0; v < num_vars; ++v)
+    if (computed[v] && !pinned[v] && bytes(static_cast<ir::VarId>(v)) > 0)
+      run.placeable.push_back(
+          {static_cast<ir::VarId>(v), bytes(static_cast<ir::VarId>(v)), made_at[v], freed_at[v]});
 
   // Held at the end: the arguments the caller keeps, and the results' buffers not among them
   // (an input's buffer, passed through or donated, once).
@@ -200,9 +260,46 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
       m.aliases.emplace_back(static_cast<std::size_t>(origin[v]), k);
     }
   }
+  return run;
+}
+
+void count_temporaries(MemoryAnalysis& m) {
   m.temp_bytes =
       std::max<std::int64_t>(0, m.peak_bytes - m.argument_bytes - m.output_bytes + m.alias_bytes);
-  return m;
+}
+
+}  // namespace
+
+MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& donated) {
+  Run run = follow_run(graph, donated);
+  count_temporaries(run.m);
+  return std::move(run.m);
+}
+
+MemoryAnalysis plan_memory(const ir::Graph& graph, const std::vector<bool>& donated) {
+  Run run = follow_run(graph, donated);
+  MemoryAnalysis& m = run.m;
+  BufferAssignment& a = m.buffers;
+  a.buffer_of = std::move(run.buffer_of);
+  a.offset.assign(graph.num_vars(), -1);
+  assign_offsets(run.placeable, a);
+  // The peak with the placed buffers' bytes counted as the arena, held from its first equation
+  // to its last.
+  std::vector<std::int64_t> placed(run.peak_at.size() + 2, 0);  // per equation, by differences
+  for (const BufferLife& b : run.placeable) {
+    placed[static_cast<std::size_t>(b.first)] += b.bytes;
+    placed[static_cast<std::size_t>(b.last) + 1] -= b.bytes;
+  }
+  m.peak_bytes = m.argument_bytes;
+  std::int64_t held = 0;
+  for (std::size_t i = 0; i < run.peak_at.size(); ++i) {
+    held += placed[i];
+    const auto at = static_cast<std::ptrdiff_t>(i);
+    const bool arena = at >= a.arena_first && at <= a.arena_last;
+    m.peak_bytes = std::max(m.peak_bytes, run.peak_at[i] - held + (arena ? a.arena_bytes : 0));
+  }
+  count_temporaries(m);
+  return std::move(m);
 }
 
 }  // namespace flaxpp

@@ -84,6 +84,7 @@ RecordingVote agree_on_call(RecordingVote local, const std::function<RecordingVo
 StepRecording::StepRecording(const ir::Graph& graph, const MemoryAnalysis& memory,
                              std::vector<bool> donated, std::size_t num_outputs, Device device)
     : graph_(graph),
+      buffers_(memory.buffers),
       donated_(std::move(donated)),
       alias_of_input_(donated_.size(), -1),
       alias_of_output_(num_outputs, -1),
@@ -244,8 +245,8 @@ RecordingVote StepRecording::record(const std::vector<Array>& leaves, Attempt& a
   // The taken inputs go in alone, so that the step may write into them; the recording keeps
   // its staged ones.
   std::vector<Array> graph_inputs = std::move(inputs);
-  attempt.graph =
-      be.capture([&] { attempt.outs = eval_graph(graph_, std::move(graph_inputs)); }, why);
+  attempt.graph = be.capture(
+      [&] { attempt.outs = eval_graph(graph_, std::move(graph_inputs), buffers_); }, why);
   for (std::size_t k = 0; attempt.graph != nullptr && k < num_outputs_; ++k)
     if (const std::ptrdiff_t i = alias_of_output_[k];
         i >= 0 && address(attempt.outs[k]) != addresses_[static_cast<std::size_t>(i)]) {
@@ -305,7 +306,7 @@ std::vector<Array> StepRecording::eager_on(const std::vector<Array>& leaves, Att
                                         : Array(staged_[i], leaves[i].shape(), leaves[i].dtype());
   staged_.clear();
   addresses_.clear();
-  return eval_graph(graph_, std::move(inputs));
+  return eval_graph(graph_, std::move(inputs), buffers_);
 }
 
 std::vector<Array> StepRecording::launch(const std::vector<Array>& leaves) {

@@ -48,6 +48,7 @@ RecordingVote agree_on_call(RecordingVote local, const std::function<RecordingVo
 
 class StepRecording {
  public:
+  // `graph` and `memory` (plan_memory's) must outlive the recording.
   StepRecording(const ir::Graph& graph, const MemoryAnalysis& memory, std::vector<bool> donated,
                 std::size_t num_outputs, Device device);
 
@@ -79,8 +80,7 @@ class StepRecording {
   RecordingVote record(const std::vector<Array>& leaves, Attempt& attempt);
   // Makes `attempt`'s recording the step's and launches it; where its memory does not fit,
   // runs the step eagerly instead (none of it in a job that agrees: OutOfMemoryError).
-  std::vector<Array> first_launch(const std::vector<Array>& leaves, Attempt& attempt,
-                                  bool agreed);
+  std::vector<Array> first_launch(const std::vector<Array>& leaves, Attempt& attempt, bool agreed);
   // The step run eagerly on what `attempt` took: its backups and the staged copies.
   std::vector<Array> eager_on(const std::vector<Array>& leaves, Attempt& attempt);
   std::vector<Array> launch(const std::vector<Array>& leaves);
@@ -88,6 +88,7 @@ class StepRecording {
   void stage(std::size_t i, const Array& leaf);
 
   const ir::Graph& graph_;
+  const BufferAssignment& buffers_;  // the step's plan: the recording runs it as the CPU does
   std::vector<bool> donated_;
   std::vector<std::ptrdiff_t> alias_of_input_;   // input -> output written into it, or -1
   std::vector<std::ptrdiff_t> alias_of_output_;  // output -> input it is written into, or -1
@@ -101,7 +102,7 @@ class StepRecording {
   bool off_ = false;  // the vote said never: eagerly from now on, without voting
   int recordings_ = 0;
   std::int64_t replays_ = 0;
-  std::vector<const void*> addresses_;  // per aliased input: where its buffer must be
+  std::vector<const void*> addresses_;           // per aliased input: where its buffer must be
   std::vector<std::shared_ptr<Buffer>> staged_;  // per other input: the buffer it is copied to
   std::vector<Array> kept_;  // per result that is not aliased: the recording's buffer
   std::unique_ptr<DeviceGraph> device_graph_;  // destroyed before the buffers it kept

@@ -10,6 +10,7 @@
 
 #include "flaxpp/core/array.hpp"
 #include "flaxpp/ir/graph.hpp"
+#include "flaxpp/transforms/buffer_assignment.hpp"
 
 namespace flaxpp {
 
@@ -26,5 +27,10 @@ using OutputSink = std::function<void(std::size_t k, Array value)>;
 // keeping it to the end: the caller can consume it (e.g. update a parameter with its
 // gradient) while the rest of the graph runs. Every slot of the result is then null.
 void eval_graph(const ir::Graph& graph, std::vector<Array>&& args, const OutputSink& on_output);
+// The same as the second, with the run's temporaries in the arena `buffers` lays out
+// (plan_memory's, for this graph and these donations): a jitted step's run. Each value of the
+// arena is where the plan puts it; a result an equation made elsewhere is moved there.
+std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args,
+                              const BufferAssignment& buffers);
 
 }  // namespace flaxpp

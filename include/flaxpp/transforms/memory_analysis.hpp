@@ -3,9 +3,11 @@
 // arguments, the results, the results written into donated arguments' buffers, and the peak.
 // It follows eval_graph's schedule and buffer reuse exactly (each value released after its
 // last reader; a donating fused_elementwise writes into operands nothing else holds; a scan's
-// iterations through its memory model), so on the CPU the measured peak of a jitted step
-// equals the prediction. The peak counts what the backend's allocator hands out for values;
-// the libraries' own scratch (BLAS, oneDNN's reorders, cuBLAS/cuDNN workspaces) is not in it.
+// iterations through its memory model). A jitted step's analysis (plan_memory) is also its
+// plan: the buffer assignment its run executes, so on the CPU the measured peak of a jitted
+// step equals the prediction. The peak counts what the backend's allocator hands out for
+// values; the libraries' own scratch (BLAS, oneDNN's reorders, cuBLAS/cuDNN workspaces) is not
+// in it.
 #pragma once
 
 #include <cstddef>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "flaxpp/ir/graph.hpp"
+#include "flaxpp/transforms/buffer_assignment.hpp"
 
 namespace flaxpp {
 
@@ -36,6 +39,8 @@ struct MemoryAnalysis {
   // For each result: the input whose buffer it is (passed through, or written into a donated
   // input's buffer), or -1 for a buffer of the run's own (also for a literal).
   std::vector<std::ptrdiff_t> output_origin;
+  // plan_memory's: where the step's temporaries live (empty from analyze_memory).
+  BufferAssignment buffers;
   // False where the figure is not exact: a primitive's own temporaries are not modelled (a loop
   // without a memory model: the peak is then a lower bound), or a cond's largest branch stands
   // for whichever one runs.
@@ -47,6 +52,11 @@ struct MemoryAnalysis {
 // The memory of eval_graph(graph, args) where `donated[i]` says whether the graph owns input
 // i (jit's donated arguments, freed after their last reader) or the caller keeps it.
 MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& donated);
+// The memory of a jitted step: eval_graph(graph, args, m.buffers) with the run's temporaries
+// at the offsets of one arena (m.buffers), held from the first equation that makes one to the
+// end of the last that reads one; the peak counts the arena whole over that span, as XLA's
+// temp allocation, beside the arguments, results and what the other equations hold.
+MemoryAnalysis plan_memory(const ir::Graph& graph, const std::vector<bool>& donated);
 
 // A primitive's memory model: what evaluating one of its equations holds beyond what its
 // caller holds (its operands included there), for a primitive whose evaluation allocates more
