@@ -73,6 +73,50 @@ Array row(const Array& x, std::int64_t t) {
   return Array(std::move(out), r.shape, r.dtype);
 }
 
+// For each result of the body: whether its buffer is the loop's own after an iteration whose
+// inputs were `donated` (BodyPlans): a new buffer, or a donated input's; not a const's, nor an
+// operand's carry passed through, nor a literal.
+std::vector<bool> own_results(const ir::Graph& g, const MemoryAnalysis& body,
+                              const std::vector<bool>& donated) {
+  std::vector<bool> own(g.outvars.size());
+  for (std::size_t k = 0; k < g.outvars.size(); ++k) {
+    const std::ptrdiff_t from = body.output_origin[k];
+    own[k] = !g.outvars[k].is_literal() && (from < 0 || donated[static_cast<std::size_t>(from)]);
+  }
+  return own;
+}
+
+// The body's plans (plan_memory's), iteration by iteration, for which of its inputs the
+// iteration's arguments alone hold: its copied rows, and a carry the loop made. At most two
+// patterns in practice (the first iteration and the others). run_scan runs each iteration on
+// its plan, and scan_memory counts the same.
+class BodyPlans {
+ public:
+  BodyPlans(const ir::Graph& g, const ScanShape& s) : g_(g), s_(s), donated_(g.invars.size()) {
+    for (std::size_t i = s.num_consts + s.num_carry; i < g.invars.size(); ++i)
+      donated_[i] = !read_in_place(g.aval(g.invars[i]));
+  }
+  // Which inputs the current iteration's arguments alone hold.
+  const std::vector<bool>& donated() const { return donated_; }
+  // The current iteration's plan.
+  const MemoryAnalysis& plan() {
+    auto it = plans_.find(donated_);
+    if (it == plans_.end()) it = plans_.emplace(donated_, plan_memory(g_, donated_)).first;
+    return it->second;
+  }
+  // On to the next iteration, whose carry is this one's results (own_results).
+  void advance(const std::vector<bool>& own) {
+    std::copy(own.begin(), own.begin() + static_cast<std::ptrdiff_t>(s_.num_carry),
+              donated_.begin() + static_cast<std::ptrdiff_t>(s_.num_consts));
+  }
+
+ private:
+  const ir::Graph& g_;
+  ScanShape s_;
+  std::vector<bool> donated_;
+  std::map<std::vector<bool>, MemoryAnalysis> plans_;
+};
+
 std::vector<Array> run_scan(std::span<const Array> in, const ir::Params& params) {
   const ir::Graph& g = transforms::body_of(params);
   const ScanShape s = scan_shape(params);
@@ -86,6 +130,7 @@ std::vector<Array> run_scan(std::span<const Array> in, const ir::Params& params)
   // Each ys row is written into its stacked output, allocated where the body's first row is
   // (the backend that computed it).
   std::vector<std::shared_ptr<Buffer>> ys(out_avals.size() - s.num_carry);
+  BodyPlans plans(g, s);
   for (std::int64_t i = 0; i < s.length; ++i) {
     const std::int64_t t = s.reverse ? s.length - 1 - i : i;
     std::vector<Array> args(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(s.num_consts));
@@ -93,7 +138,9 @@ std::vector<Array> run_scan(std::span<const Array> in, const ir::Params& params)
                 std::make_move_iterator(carry.end()));
     for (auto x = in.begin() + first_x; x != in.end(); ++x)
       args.push_back(row(*x, t));
-    std::vector<Array> outs = eval_graph(g, std::move(args));
+    const MemoryAnalysis& plan = plans.plan();
+    std::vector<Array> outs = eval_graph(g, std::move(args), plan.buffers);
+    plans.advance(own_results(g, plan, plans.donated()));
     carry.assign(std::make_move_iterator(outs.begin()),
                  std::make_move_iterator(outs.begin() + static_cast<std::ptrdiff_t>(s.num_carry)));
     for (std::size_t k = 0; k < ys.size(); ++k) {
@@ -175,36 +222,27 @@ EqnMemory scan_memory(const ir::Graph& /*graph*/, const ir::Eqn& e) {
     m.exact = false;
     return m;
   }
-  // Which of the body's inputs the iteration's args alone hold: its copied rows, and a carry
-  // the loop made. At most two patterns in practice (the first iteration and the others).
-  std::vector<bool> donated(g.invars.size(), false);
+  BodyPlans plans(g, s);
   std::int64_t rows = 0;  // the copies'
-  for (std::size_t i = first_x; i < g.invars.size(); ++i) {
-    const AVal& row = g.aval(g.invars[i]);
-    donated[i] = !read_in_place(row);
-    if (donated[i]) rows += row.nbytes();
-  }
-  std::map<std::vector<bool>, MemoryAnalysis> analyses;
+  for (std::size_t i = first_x; i < g.invars.size(); ++i)
+    if (plans.donated()[i]) rows += g.aval(g.invars[i]).nbytes();
   std::int64_t live = 0;
   for (std::int64_t t = 0; t < s.length; ++t) {
     live += rows;
     m.peak = std::max(m.peak, live);
-    auto it = analyses.find(donated);
-    if (it == analyses.end()) it = analyses.emplace(donated, analyze_memory(g, donated)).first;
-    const MemoryAnalysis& body = it->second;
+    const MemoryAnalysis& body = plans.plan();
     m.exact = m.exact && body.exact;
     m.peak = std::max(m.peak, live + body.peak_bytes - body.argument_bytes);
     live += body.end_bytes - body.argument_bytes;
     // Each result's buffer: its variable's, or the input's it holds; the loop's own unless an
     // operand (a const, the first carry) holds it too.
+    const std::vector<bool> own = own_results(g, body, plans.donated());
     std::vector<ir::VarId> buffer(g.outvars.size());
-    std::vector<bool> own(g.outvars.size());
     for (std::size_t k = 0; k < g.outvars.size(); ++k) {
       const ir::Atom& a = g.outvars[k];
       const std::ptrdiff_t from = body.output_origin[k];
       if (a.is_literal()) m.exact = false;  // a literal result's array is not modelled
       buffer[k] = from < 0 ? a.var : g.invars[static_cast<std::size_t>(from)];
-      own[k] = !a.is_literal() && (from < 0 || donated[static_cast<std::size_t>(from)]);
     }
     if (t == 0)
       for (std::size_t k = s.num_carry; k < g.outvars.size(); ++k) {
@@ -219,15 +257,15 @@ EqnMemory scan_memory(const ir::Graph& /*graph*/, const ir::Eqn& e) {
       live -= g.aval(g.outvars[k].var).nbytes();
       kept.push_back(buffer[k]);  // freed once
     }
-    for (std::size_t k = 0; k < s.num_carry; ++k) {
-      donated[s.num_consts + k] = own[k];
+    for (std::size_t k = 0; k < s.num_carry; ++k)
       if (std::find(buffer.begin(), buffer.begin() + static_cast<std::ptrdiff_t>(k), buffer[k]) !=
           buffer.begin() + static_cast<std::ptrdiff_t>(k))
         m.exact = false;  // two carries in one buffer: counted twice by the body's analysis
-    }
+    plans.advance(own);
   }
   for (std::size_t k = 0; k < s.num_carry; ++k)
-    m.exact = m.exact && donated[s.num_consts + k];  // an operand's carry is not a new result
+    m.exact =
+        m.exact && plans.donated()[s.num_consts + k];  // an operand's carry is not a new result
   m.results = live;
   return m;
 }

@@ -25,6 +25,7 @@
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "flaxpp/transforms/eval_graph.hpp"
 #include "flaxpp/transforms/jit.hpp"
+#include "flaxpp/transforms/scan.hpp"
 #include "harness/finite_diff.hpp"
 #include "harness/planned_peak.hpp"
 #include "harness/tree_bits.hpp"
@@ -158,4 +159,39 @@ TEST_CASE("jit: a result a primitive hands out from its operand is moved into it
   const std::vector<Array> unplanned = eval_graph(compiled.graph(), std::vector<Array>{x});
   testing::check_same_values(compiled({Tree(x)})[0].array(), unplanned[0]);
   testing::check_planned_peak(compiled, {Tree(x)});
+}
+
+TEST_CASE("jit: a scan's body runs on a plan of its own, iteration by iteration") {
+  if (default_device() != Device::cpu()) return;
+  // Each iteration makes three products and a tanh before its carry and its row of ys: without
+  // a plan, each of them would be an allocation of its own per iteration.
+  constexpr std::int64_t kLength = 6;
+  const Array w = astype(testing::random_f64(Shape{64, 64}, 8, -0.2, 0.2), DType::f32);
+  const auto f = [&](std::span<const Tree> a) {
+    const Array init = a[0].array();
+    const Array xs = a[1].array();
+    const ScanResult r = scan(
+        [&](std::span<const Array> c, std::span<const Array> x) {
+          const Array h1 = matmul(c[0], w);
+          const Array h2 = matmul(tanh(h1), w);
+          const Array h3 = matmul(h2 * h1, w);
+          const Array next = h3 + x[0];
+          return ScanResult{{next}, {sum(h2, Axes{1})}};
+        },
+        std::vector<Array>{init}, std::vector<Array>{xs});
+    return std::vector<Tree>{Tree(r.carry[0]), Tree(r.ys[0])};
+  };
+  const Array init = astype(testing::random_f64(Shape{8, 64}, 9, -1.0, 1.0), DType::f32);
+  const Array xs = astype(testing::random_f64(Shape{kLength, 64}, 10, -1.0, 1.0), DType::f32);
+  const CompiledStep compiled = jit(f).lower(std::vector<Tree>{Tree(init), Tree(xs)});
+  CAPTURE(compiled.memory_analysis().str());
+  Backend& be = backend(Device::cpu());
+  const std::int64_t before = be.memory_stats().total_allocations;
+  const std::vector<Tree> out = compiled({Tree(init), Tree(xs)});
+  // Per iteration: the body's arena, its carry and its row of ys; and the stacked ys once.
+  CHECK(be.memory_stats().total_allocations - before <= 1 + kLength * 3);
+  const std::vector<Array> unplanned = eval_graph(compiled.graph(), std::vector<Array>{init, xs});
+  testing::check_same_values(out[0].array(), unplanned[0]);
+  testing::check_same_values(out[1].array(), unplanned[1]);
+  testing::check_planned_peak(compiled, {Tree(init), Tree(xs)});
 }
