@@ -31,28 +31,50 @@ class Arena {
       memory_ = backend_->allocate(plan_.arena_bytes);
     }
     if (memory_ == nullptr) return std::nullopt;
+    // Every result with a buffer of its own, in order (a result written into an operand
+    // allocates nothing): one kept apart takes no slot, and its allocation none of another's.
     std::vector<ArenaPlacement::Slot> slots;
     for (const ir::VarId v : e.outputs)
-      if (plan_.buffer_of[static_cast<std::size_t>(v)] == v && plan_.offset_of(v) >= 0)
+      if (plan_.buffer_of[static_cast<std::size_t>(v)] == v)
         slots.push_back({plan_.offset_of(v), graph_.aval(v).nbytes()});
     return std::optional<ArenaPlacement>(std::in_place, *backend_, memory_, std::move(slots));
   }
 
-  // Result `v`, where the plan has it: moved into its slot when the equation made it elsewhere
-  // (a primitive that hands out an operand, an allocation that took another slot), or out of
-  // the arena when the plan keeps it apart (a result of the run, a loop's row view).
-  void settle(ir::VarId v, Array& value) const {
-    if (memory_ == nullptr || value.is_traced() || !value.valid()) return;
+  // The results `vars` of an equation, where the plan has them: moved into its slot when the
+  // equation made one elsewhere (a primitive that hands out an operand, an allocation that took
+  // another slot), or out of the arena when the plan keeps it apart (a result of the run, a
+  // loop's row view). One out of place in the arena where another result moves in leaves it
+  // first, so that no move writes over a value still to be moved.
+  void settle(std::span<const ir::VarId> vars, std::vector<Array>& values) const {
+    if (memory_ == nullptr) return;
     const auto* base = static_cast<const std::byte*>(memory_->data());
-    const auto* data = static_cast<const std::byte*>(value.buffer().data());
-    const std::int64_t at = plan_.offset_of(v);
-    if (at >= 0) {
-      if (data == base + at) return;
-      std::shared_ptr<Buffer> slot = backend_->slot(memory_, at, value.nbytes());
+    const auto at = [&](const Array& value) -> std::int64_t {
+      if (value.is_traced() || !value.valid()) return -2;  // nothing to place
+      const auto* data = static_cast<const std::byte*>(value.buffer().data());
+      return data >= base && data < base + plan_.arena_bytes ? data - base : -1;
+    };
+    // Where results move in: their slots, unless they are there already.
+    std::vector<std::pair<std::int64_t, std::int64_t>> targets;
+    for (std::size_t k = 0; k < vars.size(); ++k)
+      if (const std::int64_t want = plan_.offset_of(vars[k]);
+          want >= 0 && at(values[k]) != want && at(values[k]) != -2)
+        targets.emplace_back(want, want + values[k].nbytes());
+    for (std::size_t k = 0; k < vars.size(); ++k) {
+      const std::int64_t now = at(values[k]);
+      if (now < 0 || now == plan_.offset_of(vars[k])) continue;
+      const std::int64_t end = now + values[k].nbytes();
+      const bool clobbered = std::any_of(targets.begin(), targets.end(), [&](const auto& t) {
+        return now < t.second && t.first < end;
+      });
+      if (clobbered || plan_.offset_of(vars[k]) < 0) values[k] = values[k].copy();
+    }
+    for (std::size_t k = 0; k < vars.size(); ++k) {
+      const std::int64_t want = plan_.offset_of(vars[k]);
+      if (want < 0 || at(values[k]) == -2 || at(values[k]) == want) continue;
+      Array& value = values[k];
+      std::shared_ptr<Buffer> slot = backend_->slot(memory_, want, value.nbytes());
       backend_->copy(value.buffer(), *slot, value.nbytes());
       value = Array(std::move(slot), value.shape(), value.dtype());
-    } else if (data >= base && data < base + plan_.arena_bytes) {
-      value = value.copy();
     }
   }
 
@@ -189,8 +211,8 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
         outs = ir::bind(*e.prim, inputs, e.params);
       }
       inputs.clear();  // drop our references before releasing the environment's
+      if (arena) arena->settle(e.outputs, outs);
       for (std::size_t k = 0; k < outs.size(); ++k) {
-        if (arena) arena->settle(e.outputs[k], outs[k]);
         if (last_use[static_cast<std::size_t>(e.outputs[k])] >= 0)
           env[static_cast<std::size_t>(e.outputs[k])] = std::move(outs[k]);
       }

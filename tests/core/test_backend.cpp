@@ -94,7 +94,7 @@ TEST_CASE("Backend::copy between byte ranges: one row to another place; ranges a
                        ValueError);
 }
 
-TEST_CASE("ArenaPlacement: allocations of a slot's size take it, uncounted; scopes nest") {
+TEST_CASE("ArenaPlacement: allocations of a slot's size take it in order, uncounted; scopes nest") {
   Backend& cpu = backend(Device::cpu());
   const std::shared_ptr<Buffer> arena = cpu.allocate(4096);
   const auto* base = static_cast<const std::byte*>(arena->data());
@@ -113,6 +113,13 @@ TEST_CASE("ArenaPlacement: allocations of a slot's size take it, uncounted; scop
       CHECK(cpu.allocate(256)->data() != base + 2048);  // the inner scope has no slots
     }
     CHECK(cpu.allocate(256)->data() == base + 2048);
+    {
+      // A slot with a negative offset is new memory, taken in its turn: the result kept apart
+      // does not take the next one's slot.
+      ArenaPlacement in_order(cpu, arena, {{-1, 128}, {3072, 128}});
+      CHECK(cpu.allocate(128)->is_slot() == false);
+      CHECK(cpu.allocate(128)->data() == base + 3072);
+    }
     CHECK(cpu.allocate(256, MemoryKind::pinned_host)->memory_kind() == MemoryKind::pinned_host);
     // A slot is written like a buffer of its own: a primitive may take it over.
     const std::shared_ptr<Buffer> taken = cpu.take(*a);

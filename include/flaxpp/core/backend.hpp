@@ -91,15 +91,17 @@ class DeviceGraph {
   virtual void launch() = 0;
 };
 
-// A planned run's placement of its temporaries (the jitted step's buffer assignment): while one
-// is active on a thread, each allocate() of device memory on its backend for exactly the bytes of
-// one of its unused slots takes that slot of the arena (the first such one) instead of new
-// memory. Other allocations go to the backend as usual. Scopes nest: the innermost one is
-// active. Not copyable; ends with its scope.
+// A planned run's placement of one equation's results (the jitted step's buffer assignment):
+// while one is active on a thread, each allocate() of device memory on its backend takes the
+// first unused slot of exactly its bytes, in the order the slots were given (the results'
+// order, in which kernels allocate them): the arena's memory at the slot's offset, or, for a
+// slot with a negative offset (a result the plan keeps apart), new memory as usual. Other
+// allocations go to the backend as usual. Scopes nest: the innermost one is active. Not
+// copyable; ends with its scope.
 class ArenaPlacement {
  public:
   struct Slot {
-    std::int64_t offset = 0;
+    std::int64_t offset = 0;  // in the arena; negative: not the arena's
     std::int64_t bytes = 0;
   };
   ArenaPlacement(Backend& backend, std::shared_ptr<const Buffer> arena, std::vector<Slot> slots);
@@ -109,7 +111,7 @@ class ArenaPlacement {
 
  private:
   friend class Backend;
-  // The slot an allocation of `bytes` on `backend` takes, or nullptr.
+  // The slot an allocation of `bytes` on `backend` takes, or nullptr for new memory.
   std::shared_ptr<Buffer> take(Backend& backend, std::int64_t bytes);
 
   Backend* backend_ = nullptr;
