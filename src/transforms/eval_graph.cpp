@@ -22,14 +22,13 @@ namespace {
 // the equations' results their slots, and keeps every value where the plan put it.
 class Arena {
  public:
-  Arena(const BufferAssignment& plan, const ir::Graph& graph) : plan_(plan), graph_(graph) {}
+  // On `device`, where the run computes.
+  Arena(const BufferAssignment& plan, const ir::Graph& graph, Device device)
+      : plan_(plan), graph_(graph), backend_(&backend(device)) {}
 
   // Before equation i: its results' slots, from a new arena at the first.
   std::optional<ArenaPlacement> place(std::ptrdiff_t i, const ir::Eqn& e) {
-    if (i == plan_.arena_first) {
-      backend_ = &backend(default_device());
-      memory_ = backend_->allocate(plan_.arena_bytes);
-    }
+    if (i == plan_.arena_first) memory_ = backend_->allocate(plan_.arena_bytes);
     if (memory_ == nullptr) return std::nullopt;
     // Every result with a buffer of its own, in order (a result written into an operand
     // allocates nothing): one kept apart takes no slot, and its allocation none of another's.
@@ -49,7 +48,8 @@ class Arena {
     if (memory_ == nullptr) return;
     const auto* base = static_cast<const std::byte*>(memory_->data());
     const auto at = [&](const Array& value) -> std::int64_t {
-      if (value.is_traced() || !value.valid()) return -2;  // nothing to place
+      // Nothing to place: a traced value, or one on another device.
+      if (value.is_traced() || !value.valid() || &value.buffer().backend() != backend_) return -2;
       const auto* data = static_cast<const std::byte*>(value.buffer().data());
       return data >= base && data < base + plan_.arena_bytes ? data - base : -1;
     };
@@ -86,7 +86,7 @@ class Arena {
  private:
   const BufferAssignment& plan_;
   const ir::Graph& graph_;
-  Backend* backend_ = nullptr;
+  Backend* backend_;
   std::shared_ptr<Buffer> memory_;
 };
 
@@ -159,10 +159,18 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
       deliver_one(k);
   };
   deliver(0);
-  // A run under a trace records its equations: nothing to place.
+  // A run under a trace records its equations: nothing to place. The arena goes where the run
+  // computes: its arguments' device (the default device without arguments).
   std::optional<Arena> arena;
-  if (plan != nullptr && !plan->empty() && ir::current_trace() == nullptr)
-    arena.emplace(*plan, graph);
+  if (plan != nullptr && !plan->empty() && ir::current_trace() == nullptr) {
+    Device device = default_device();
+    for (const ir::VarId v : graph.invars)
+      if (const Array& a = env[static_cast<std::size_t>(v)]; a.valid() && !a.is_traced()) {
+        device = a.device();
+        break;
+      }
+    arena.emplace(*plan, graph, device);
+  }
   std::vector<Array> inputs;
   for (std::ptrdiff_t i = 0; i < n; ++i) {
     const ir::Eqn& e = graph.eqns[static_cast<std::size_t>(i)];
@@ -212,10 +220,9 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
       }
       inputs.clear();  // drop our references before releasing the environment's
       if (arena) arena->settle(e.outputs, outs);
-      for (std::size_t k = 0; k < outs.size(); ++k) {
+      for (std::size_t k = 0; k < outs.size(); ++k)
         if (last_use[static_cast<std::size_t>(e.outputs[k])] >= 0)
           env[static_cast<std::size_t>(e.outputs[k])] = std::move(outs[k]);
-      }
     }
     for (const ir::Atom& a : e.inputs)
       if (!a.is_literal() && last_use[static_cast<std::size_t>(a.var)] == i)
