@@ -6,7 +6,8 @@
 
 namespace flaxpp {
 
-void assign_offsets(const std::vector<BufferLife>& buffers, BufferAssignment& out) {
+PlannedArena assign_offsets(const std::vector<BufferLife>& buffers,
+                            std::vector<std::int64_t>& offset) {
   const auto rounded = [](std::int64_t bytes) {
     return (bytes + BufferAssignment::kAlignment - 1) / BufferAssignment::kAlignment *
            BufferAssignment::kAlignment;
@@ -20,6 +21,7 @@ void assign_offsets(const std::vector<BufferLife>& buffers, BufferAssignment& ou
     std::int64_t begin;
     std::int64_t end;
   };
+  PlannedArena arena;
   std::vector<std::size_t> placed;
   std::vector<Range> taken;
   for (const std::size_t b : order) {
@@ -30,7 +32,7 @@ void assign_offsets(const std::vector<BufferLife>& buffers, BufferAssignment& ou
     for (const std::size_t p : placed) {
       const BufferLife& other = buffers[p];
       if (other.first > life.last || life.first > other.last) continue;
-      const std::int64_t at = out.offset[static_cast<std::size_t>(other.var)];
+      const std::int64_t at = offset[static_cast<std::size_t>(other.var)];
       taken.push_back({at, at + rounded(other.bytes)});
     }
     std::sort(taken.begin(), taken.end(),
@@ -48,12 +50,13 @@ void assign_offsets(const std::vector<BufferLife>& buffers, BufferAssignment& ou
       cursor = std::max(cursor, r.end);
     }
     if (best < 0) best = cursor;
-    out.offset[static_cast<std::size_t>(life.var)] = best;
-    out.arena_bytes = std::max(out.arena_bytes, best + size);
-    out.arena_first = placed.empty() ? life.first : std::min(out.arena_first, life.first);
-    out.arena_last = placed.empty() ? life.last : std::max(out.arena_last, life.last);
+    offset[static_cast<std::size_t>(life.var)] = best;
+    arena.bytes = std::max(arena.bytes, best + size);
+    arena.first = placed.empty() ? life.first : std::min(arena.first, life.first);
+    arena.last = placed.empty() ? life.last : std::max(arena.last, life.last);
     placed.push_back(b);
   }
+  return arena;
 }
 
 }  // namespace flaxpp

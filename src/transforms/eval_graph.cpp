@@ -18,17 +18,19 @@ std::vector<Array> eval_graph(const ir::Graph& graph, std::span<const Array> arg
 
 namespace {
 
-// A planned run's arena (BufferAssignment): held from its first equation to its last, it hands
-// the equations' results their slots, and keeps every value where the plan put it.
-class Arena {
+// A planned run's arenas (BufferAssignment), one at a time: each held from its first equation to
+// its last, it hands the equations' results their slots, and keeps every value where the plan
+// put it.
+class Arenas {
  public:
   // On `device`, where the run computes.
-  Arena(const BufferAssignment& plan, const ir::Graph& graph, Device device)
+  Arenas(const BufferAssignment& plan, const ir::Graph& graph, Device device)
       : plan_(plan), graph_(graph), backend_(&backend(device)) {}
 
-  // Before equation i: its results' slots, from a new arena at the first.
+  // Before equation i: its results' slots, from a new arena at the first of one.
   std::optional<ArenaPlacement> place(std::ptrdiff_t i, const ir::Eqn& e) {
-    if (i == plan_.arena_first) memory_ = backend_->allocate(plan_.arena_bytes);
+    if (next_ < plan_.arenas.size() && i == plan_.arenas[next_].first)
+      memory_ = backend_->allocate(plan_.arenas[next_++].bytes);
     if (memory_ == nullptr) return std::nullopt;
     // Every result with a buffer of its own, in order (a result written into an operand
     // allocates nothing): one kept apart takes no slot, and its allocation none of another's.
@@ -51,7 +53,7 @@ class Arena {
       // Nothing to place: a traced value, or one on another device.
       if (value.is_traced() || !value.valid() || &value.buffer().backend() != backend_) return -2;
       const auto* data = static_cast<const std::byte*>(value.buffer().data());
-      return data >= base && data < base + plan_.arena_bytes ? data - base : -1;
+      return data >= base && data < base + memory_->bytes() ? data - base : -1;
     };
     // Where results move in: their slots, unless they are there already.
     std::vector<std::pair<std::int64_t, std::int64_t>> targets;
@@ -78,16 +80,17 @@ class Arena {
     }
   }
 
-  // After equation i: the arena goes with its last.
+  // After equation i: an arena goes with its last.
   void release(std::ptrdiff_t i) {
-    if (i == plan_.arena_last) memory_.reset();
+    if (next_ > 0 && i == plan_.arenas[next_ - 1].last) memory_.reset();
   }
 
  private:
   const BufferAssignment& plan_;
   const ir::Graph& graph_;
   Backend* backend_;
-  std::shared_ptr<Buffer> memory_;
+  std::size_t next_ = 0;            // the arena allocated next
+  std::shared_ptr<Buffer> memory_;  // the one held, if any
 };
 
 // eval_graph's body; with a sink, outputs leave as soon as they are final; with a plan, the
@@ -161,7 +164,7 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
   deliver(0);
   // A run under a trace records its equations: nothing to place. The arena goes where the run
   // computes: its arguments' device (the default device without arguments).
-  std::optional<Arena> arena;
+  std::optional<Arenas> arena;
   if (plan != nullptr && !plan->empty() && ir::current_trace() == nullptr) {
     Device device = default_device();
     for (const ir::VarId v : graph.invars)

@@ -34,6 +34,7 @@ namespace {
 struct Run {
   MemoryAnalysis m;
   std::vector<std::int64_t> peak_at;  // per equation: the most held while it runs
+  std::vector<bool> loop_at;          // per equation: it runs graphs or has a memory model
   std::vector<ir::VarId> buffer_of;   // per variable (BufferAssignment::buffer_of)
   // The buffers an arena may hold: made by an equation that only computes its results,
   // holding no result of the run, read by no collective, copy to another memory kind or loop.
@@ -59,6 +60,7 @@ Run follow_run(const ir::Graph& graph, const std::vector<bool>& donated) {
   Run run;
   MemoryAnalysis& m = run.m;
   run.peak_at.assign(static_cast<std::size_t>(n), 0);
+  run.loop_at.assign(static_cast<std::size_t>(n), false);
   run.buffer_of.resize(num_vars);
   for (std::size_t v = 0; v < num_vars; ++v)
     run.buffer_of[v] = static_cast<ir::VarId>(v);
@@ -135,6 +137,8 @@ Run follow_run(const ir::Graph& graph, const std::vector<bool>& donated) {
             analyze_memory(sub, std::vector<bool>(sub.invars.size(), false));
         largest = std::max(largest, inner.peak_bytes - inner.argument_bytes);
       });
+    run.loop_at[static_cast<std::size_t>(i)] =
+        memory_model != nullptr || largest >= 0 || call != nullptr || loop != nullptr;
     if (memory_model != nullptr) {
       const EqnMemory em = (*memory_model)(graph, e);
       m.exact = m.exact && em.exact;
@@ -276,28 +280,70 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
   return std::move(run.m);
 }
 
+namespace {
+
+// A buffer assignment of `run` and its peak: `placed` in `arenas` (their offsets in `offset`),
+// the rest of the run as it is.
+struct Placement {
+  std::vector<PlannedArena> arenas;
+  std::vector<std::int64_t> offset;
+  std::int64_t peak = 0;
+};
+
+Placement place(const Run& run, const std::vector<std::vector<BufferLife>>& groups,
+                std::size_t num_vars) {
+  Placement p;
+  p.offset.assign(num_vars, -1);
+  const std::size_t n = run.peak_at.size();
+  std::vector<std::int64_t> placed(n + 2, 0);  // per equation, by differences
+  std::vector<std::int64_t> arena(n + 2, 0);
+  for (const std::vector<BufferLife>& group : groups) {
+    if (group.empty()) continue;
+    const PlannedArena a = assign_offsets(group, p.offset);
+    p.arenas.push_back(a);
+    arena[static_cast<std::size_t>(a.first)] += a.bytes;
+    arena[static_cast<std::size_t>(a.last) + 1] -= a.bytes;
+    for (const BufferLife& b : group) {
+      placed[static_cast<std::size_t>(b.first)] += b.bytes;
+      placed[static_cast<std::size_t>(b.last) + 1] -= b.bytes;
+    }
+  }
+  p.peak = run.m.argument_bytes;
+  std::int64_t held = 0;
+  std::int64_t arenas = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    held += placed[i];
+    arenas += arena[i];
+    p.peak = std::max(p.peak, run.peak_at[i] - held + arenas);
+  }
+  return p;
+}
+
+}  // namespace
+
 MemoryAnalysis plan_memory(const ir::Graph& graph, const std::vector<bool>& donated) {
   Run run = follow_run(graph, donated);
+  // One arena for the whole run, or one between each two loops, the values held across a loop
+  // kept apart: whichever peaks lower (one arena on a tie).
+  Placement best = place(run, {run.placeable}, graph.num_vars());
+  std::vector<std::ptrdiff_t> loops_before(run.loop_at.size() + 1, 0);
+  for (std::size_t i = 0; i < run.loop_at.size(); ++i)
+    loops_before[i + 1] = loops_before[i] + (run.loop_at[i] ? 1 : 0);
+  if (loops_before.back() > 0) {
+    std::vector<std::vector<BufferLife>> between(static_cast<std::size_t>(loops_before.back()) + 1);
+    for (const BufferLife& b : run.placeable) {
+      const std::ptrdiff_t segment = loops_before[static_cast<std::size_t>(b.first)];
+      if (loops_before[static_cast<std::size_t>(b.last)] == segment)
+        between[static_cast<std::size_t>(segment)].push_back(b);
+    }
+    if (Placement split = place(run, between, graph.num_vars()); split.peak < best.peak)
+      best = std::move(split);
+  }
   MemoryAnalysis& m = run.m;
-  BufferAssignment& a = m.buffers;
-  a.buffer_of = std::move(run.buffer_of);
-  a.offset.assign(graph.num_vars(), -1);
-  assign_offsets(run.placeable, a);
-  // The peak with the placed buffers' bytes counted as the arena, held from its first equation
-  // to its last.
-  std::vector<std::int64_t> placed(run.peak_at.size() + 2, 0);  // per equation, by differences
-  for (const BufferLife& b : run.placeable) {
-    placed[static_cast<std::size_t>(b.first)] += b.bytes;
-    placed[static_cast<std::size_t>(b.last) + 1] -= b.bytes;
-  }
-  m.peak_bytes = m.argument_bytes;
-  std::int64_t held = 0;
-  for (std::size_t i = 0; i < run.peak_at.size(); ++i) {
-    held += placed[i];
-    const auto at = static_cast<std::ptrdiff_t>(i);
-    const bool arena = at >= a.arena_first && at <= a.arena_last;
-    m.peak_bytes = std::max(m.peak_bytes, run.peak_at[i] - held + (arena ? a.arena_bytes : 0));
-  }
+  m.peak_bytes = best.peak;
+  m.buffers.arenas = std::move(best.arenas);
+  m.buffers.offset = std::move(best.offset);
+  m.buffers.buffer_of = std::move(run.buffer_of);
   count_temporaries(m);
   return std::move(m);
 }
