@@ -53,9 +53,11 @@ struct MemoryAnalysis {
 // i (jit's donated arguments, freed after their last reader) or the caller keeps it.
 MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& donated);
 // The memory of a jitted step: eval_graph(graph, args, m.buffers) with the run's temporaries
-// at the offsets of one arena (m.buffers), held from the first equation that makes one to the
-// end of the last that reads one; the peak counts the arena whole over that span, as XLA's
-// temp allocation, beside the arguments, results and what the other equations hold.
+// at offsets of arenas (m.buffers): one for the run, or one between each two loops (the values
+// held across a loop kept apart) where that peaks lower. Each is held from the first equation
+// that makes a value in it to the end of the last that reads one, and the peak counts it whole
+// over that span, as XLA counts its temp allocation, beside the arguments, results and what
+// the other equations hold.
 MemoryAnalysis plan_memory(const ir::Graph& graph, const std::vector<bool>& donated);
 
 // A primitive's memory model: what evaluating one of its equations holds beyond what its
