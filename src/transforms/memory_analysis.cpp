@@ -282,8 +282,8 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
 
 namespace {
 
-// A buffer assignment of `run` and its peak: `placed` in `arenas` (their offsets in `offset`),
-// the rest of the run as it is.
+// A buffer assignment of `run` and its peak: each group of buffers in an arena of its own
+// (their offsets in `offset`), the rest of the run as it is.
 struct Placement {
   std::vector<PlannedArena> arenas;
   std::vector<std::int64_t> offset;

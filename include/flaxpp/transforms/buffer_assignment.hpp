@@ -1,5 +1,5 @@
 // flaxpp/transforms/buffer_assignment.hpp — where a jitted step's values live, decided before
-// it runs: its temporaries at fixed offsets of one arena (XLA's buffer assignment), the rest
+// it runs: its temporaries at fixed offsets of arenas (XLA's buffer assignment), the rest
 // (arguments, results, what loops and collectives hold) in buffers of their own. The step's
 // executor (eval_graph with a BufferAssignment) and its CUDA-graph recording follow it, so the
 // planned peak (plan_memory) is what the allocator counts.
