@@ -55,26 +55,35 @@ class Arenas {
       const auto* data = static_cast<const std::byte*>(value.buffer().data());
       return data >= base && data < base + memory_->bytes() ? data - base : -1;
     };
-    // Where results move in: their slots, unless they are there already.
-    std::vector<std::pair<std::int64_t, std::int64_t>> targets;
-    for (std::size_t k = 0; k < vars.size(); ++k)
-      if (const std::int64_t want = plan_.offset_of(vars[k]);
-          want >= 0 && at(values[k]) != want && at(values[k]) != -2)
-        targets.emplace_back(want, want + values[k].nbytes());
+    // Where each result is (-2: nothing to place, -1: apart) and where the plan has it; most
+    // equations' results are where the plan has them already.
+    std::vector<std::int64_t> now(vars.size()), want(vars.size());
+    bool placed = true;
     for (std::size_t k = 0; k < vars.size(); ++k) {
-      const std::int64_t now = at(values[k]);
-      if (now < 0 || now == plan_.offset_of(vars[k])) continue;
-      const std::int64_t end = now + values[k].nbytes();
-      const bool clobbered = std::any_of(targets.begin(), targets.end(), [&](const auto& t) {
-        return now < t.second && t.first < end;
-      });
-      if (clobbered || plan_.offset_of(vars[k]) < 0) values[k] = values[k].copy();
+      now[k] = at(values[k]);
+      want[k] = plan_.offset_of(vars[k]);
+      placed = placed && (now[k] == -2 || now[k] == want[k] || (now[k] == -1 && want[k] < 0));
+    }
+    if (placed) return;
+    const auto moves_in = [&](std::size_t k) {
+      return want[k] >= 0 && now[k] != want[k] && now[k] != -2;
+    };
+    for (std::size_t k = 0; k < vars.size(); ++k) {
+      if (now[k] < 0 || now[k] == want[k]) continue;
+      const std::int64_t end = now[k] + values[k].nbytes();
+      bool clobbered = false;  // another result moves in where this one is
+      for (std::size_t j = 0; j < vars.size(); ++j)
+        clobbered =
+            clobbered || (moves_in(j) && now[k] < want[j] + values[j].nbytes() && want[j] < end);
+      if (clobbered || want[k] < 0) {
+        values[k] = values[k].copy();
+        now[k] = -1;
+      }
     }
     for (std::size_t k = 0; k < vars.size(); ++k) {
-      const std::int64_t want = plan_.offset_of(vars[k]);
-      if (want < 0 || at(values[k]) == -2 || at(values[k]) == want) continue;
+      if (!moves_in(k)) continue;
       Array& value = values[k];
-      std::shared_ptr<Buffer> slot = backend_->slot(memory_, want, value.nbytes());
+      std::shared_ptr<Buffer> slot = backend_->slot(memory_, want[k], value.nbytes());
       backend_->copy(value.buffer(), *slot, value.nbytes());
       value = Array(std::move(slot), value.shape(), value.dtype());
     }
