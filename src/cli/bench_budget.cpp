@@ -15,23 +15,6 @@ namespace {
 
 using MakeBench = std::function<StepBench(const PolicyPtr& policy)>;
 
-// The step's constants and literals (scalars such as the learning rate), in its graph and
-// its loop bodies: allocated when it was traced and held with it, live during its runs and not
-// part of its planned peak.
-std::int64_t constant_bytes(const ir::Graph& g) {
-  std::int64_t bytes = 0;
-  for (const Array& c : g.consts)
-    bytes += c.nbytes();
-  for (const ir::Eqn& e : g.eqns) {
-    for (const ir::Atom& a : e.inputs)
-      if (a.is_literal()) bytes += a.literal.nbytes();
-    ir::for_each_subgraph(e, [&](const std::string&, const ir::Graph& sub) {
-      bytes += constant_bytes(sub);
-    });
-  }
-  return bytes;
-}
-
 // One line: the step timed (only its state and batch alive, so that the device's peak is the
 // step's), with its plan.
 io::Json measure(const std::string& model, StepBench b, std::int64_t budget, std::int64_t steps) {
@@ -45,7 +28,7 @@ io::Json measure(const std::string& model, StepBench b, std::int64_t budget, std
                 {"step_ms", ms},
                 {"peak_bytes", backend(default_device()).memory_stats().peak_bytes},
                 {"planned_peak_bytes", compiled.memory_analysis().peak_bytes},
-                {"constant_bytes", constant_bytes(compiled.graph())}};
+                {"constant_bytes", compiled.memory_analysis().constant_bytes}};
   if (const RematPlan* plan = compiled.remat_plan()) {
     line["budget_bytes"] = budget;
     io::Json chosen = io::Json::array();

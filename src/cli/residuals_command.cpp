@@ -83,13 +83,14 @@ Problem stack_problem(const PolicyPtr& policy, std::int64_t n, std::int64_t d, s
 }
 
 // The default device's peak while `run` runs, counted from what was live before it, plus
-// `argument_bytes` (the arguments were live already; a plan counts them once).
-std::int64_t measured_peak(std::int64_t argument_bytes, const std::function<void()>& run) {
+// `resident_bytes`: what was live already that a plan counts (the arguments, and a jitted
+// step's constants).
+std::int64_t measured_peak(std::int64_t resident_bytes, const std::function<void()>& run) {
   Backend& dev = backend(default_device());
   const std::int64_t live0 = dev.memory_stats().live_bytes;
   dev.reset_peak_memory();
   run();
-  return dev.memory_stats().peak_bytes - live0 + argument_bytes;
+  return dev.memory_stats().peak_bytes - live0 + resident_bytes;
 }
 
 // The jitted value_and_grad of `p` planned under `budget`: the choice, then the planned and
@@ -116,7 +117,7 @@ void print_budget_plan(const Problem& p, std::int64_t budget) {
   const CompiledStep compiled = step.lower(args);
   std::cout << compiled.remat_plan()->str() << "\n";
   const std::int64_t measured =
-      measured_peak(compiled.memory_analysis().argument_bytes, [&] { (void)compiled(args); });
+      measured_peak(compiled.memory_analysis().resident_bytes(), [&] { (void)compiled(args); });
   std::cout << "peak: planned " << compiled.memory_analysis().peak_bytes << " bytes, measured "
             << measured << " bytes, budget " << budget << " bytes\n";
 }

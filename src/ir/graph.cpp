@@ -5,6 +5,7 @@
 #include <memory>
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace flaxpp::ir {
 namespace {
@@ -136,6 +137,34 @@ std::int64_t count_eqns(const Graph& graph, const Primitive& prim) {
     for_each_subgraph(e, [&](const std::string&, const Graph& sub) { n += count_eqns(sub, prim); });
   }
   return n;
+}
+
+namespace {
+
+void add_constants(const Graph& graph, std::unordered_set<const Buffer*>& seen,
+                   std::int64_t& bytes) {
+  const auto add = [&](const Array& a) {
+    if (a.valid() && !a.is_traced() && seen.insert(&a.buffer()).second) bytes += a.nbytes();
+  };
+  for (const Array& c : graph.consts)
+    add(c);
+  for (const Atom& a : graph.outvars)
+    add(a.literal);
+  for (const Eqn& e : graph.eqns) {
+    for (const Atom& a : e.inputs)
+      add(a.literal);
+    for_each_subgraph(
+        e, [&](const std::string&, const Graph& sub) { add_constants(sub, seen, bytes); });
+  }
+}
+
+}  // namespace
+
+std::int64_t constant_bytes(const Graph& graph) {
+  std::unordered_set<const Buffer*> seen;
+  std::int64_t bytes = 0;
+  add_constants(graph, seen, bytes);
+  return bytes;
 }
 
 namespace {

@@ -322,6 +322,7 @@ struct Jitted::State {
     pass([&] { ir::schedule_early_frees(g, donated_leaves); });
     if (options.overlap_collectives) pass([&] { ir::overlap_collectives(g); });
     MemoryAnalysis memory = plan_memory(g, donated_leaves);
+    count_constants(memory, g);
     return {std::move(g), std::move(memory)};
   }
 

@@ -24,8 +24,14 @@ void register_memory_model(const ir::Primitive& prim, MemoryModel model) {
 
 std::string MemoryAnalysis::str() const {
   return detail::str("arguments ", argument_bytes, " B, outputs ", output_bytes, " B, aliased ",
-                     alias_bytes, " B, temporaries ", temp_bytes, " B, peak ", peak_bytes, " B",
-                     exact ? "" : " (at least)");
+                     alias_bytes, " B, temporaries ", temp_bytes, " B, constants ", constant_bytes,
+                     " B, peak ", peak_bytes, " B", exact ? "" : " (at least)");
+}
+
+void count_constants(MemoryAnalysis& m, const ir::Graph& graph) {
+  const std::int64_t bytes = ir::constant_bytes(graph);
+  m.peak_bytes += bytes - m.constant_bytes;
+  m.constant_bytes = bytes;
 }
 
 namespace {
@@ -268,8 +274,8 @@ Run follow_run(const ir::Graph& graph, const std::vector<bool>& donated) {
 }
 
 void count_temporaries(MemoryAnalysis& m) {
-  m.temp_bytes =
-      std::max<std::int64_t>(0, m.peak_bytes - m.argument_bytes - m.output_bytes + m.alias_bytes);
+  m.temp_bytes = std::max<std::int64_t>(
+      0, m.peak_bytes - m.argument_bytes - m.output_bytes + m.alias_bytes - m.constant_bytes);
 }
 
 }  // namespace

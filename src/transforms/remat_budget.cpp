@@ -247,8 +247,9 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, RematPlan& p
                      : "",
         ", of which the arguments (parameters, optimiser state, the batch) are ", m.argument_bytes,
         " bytes, the new results ", m.output_bytes - m.alias_bytes,
-        " bytes and the temporaries at the peak ", m.temp_bytes,
-        " bytes; give a budget of at least ", m.peak_bytes, " bytes or a smaller batch"));
+        " bytes, the temporaries at the peak ", m.temp_bytes, " bytes and the constants ",
+        m.constant_bytes, " bytes; give a budget of at least ", m.peak_bytes,
+        " bytes or a smaller batch"));
   }
   plan.budget_bytes = budget;
   plan.regions.clear();

@@ -20,9 +20,10 @@ inline std::int64_t measured_peak(const CompiledStep& step, std::vector<Tree>& a
   const std::int64_t before = be.memory_stats().live_bytes;
   be.reset_peak_memory();
   std::vector<Tree> out = step(args);
-  // The arguments were live before the call; the plan counts them once.
+  // The arguments and the step's constants were live before the call; the plan counts them
+  // once.
   const std::int64_t peak =
-      be.memory_stats().peak_bytes - before + step.memory_analysis().argument_bytes;
+      be.memory_stats().peak_bytes - before + step.memory_analysis().resident_bytes();
   for (std::size_t k = 0; k < donated.size(); ++k)
     args[static_cast<std::size_t>(donated[k])] = std::move(out[k]);
   return peak;

@@ -264,3 +264,31 @@ TEST_CASE("jit: a step's arena is not held while a loop runs, where that lowers 
   testing::check_same_values(compiled({Tree(x), Tree(xs)})[0].array(), unplanned[0]);
   testing::check_planned_peak(compiled, {Tree(x), Tree(xs)});
 }
+
+TEST_CASE("jit: the planned peak counts the constants and literals the step holds") {
+  if (default_device() != Device::cpu()) return;
+  // A captured array becomes a constant of the graph, a scalar a literal; the scanned body has
+  // its own. The step holds them from its compilation on, and its peak counts them once.
+  Backend& be = backend(Device::cpu());
+  const Array init = Array::full(Shape{64}, 1.0, DType::f32);
+  const Array xs = Array::full(Shape{3, 64}, 1.0, DType::f32);
+  const std::int64_t before = be.memory_stats().live_bytes;
+  const Array w = Array::full(Shape{64}, 0.5, DType::f32);
+  const auto f = [&](std::span<const Tree> a) {
+    const ScanResult r = scan(
+        [&](std::span<const Array> carry, std::span<const Array> row) {
+          return ScanResult{{carry[0] * w + row[0] * 3.0f}, {}};
+        },
+        std::vector<Array>{a[0].array() + 2.0f}, std::vector<Array>{a[1].array()});
+    return std::vector<Tree>{Tree(r.carry[0])};
+  };
+  const CompiledStep compiled = jit(f).lower(std::vector<Tree>{Tree(init), Tree(xs)});
+  const MemoryAnalysis& m = compiled.memory_analysis();
+  CAPTURE(m.str());
+  // w, 2.0 and 3.0: what lowering left live.
+  CHECK(m.constant_bytes == w.nbytes() + 2 * 4);
+  CHECK(be.memory_stats().live_bytes - before == m.constant_bytes);
+  CHECK(m.peak_bytes - m.constant_bytes ==
+        plan_memory(compiled.graph(), {false, false}).peak_bytes);
+  testing::check_planned_peak(compiled, {Tree(init), Tree(xs)});
+}

@@ -72,6 +72,11 @@ void for_each_subgraph(const Eqn& e, F&& f) {
 // Number of equations of primitive `prim` (recursing into sub-graphs held in params).
 std::int64_t count_eqns(const Graph& graph, const Primitive& prim);
 
+// The bytes of `graph`'s concrete constants and literals (recursing into sub-graphs held in
+// params), each buffer once: memory the graph holds as long as it lives, live during each of
+// its runs.
+std::int64_t constant_bytes(const Graph& graph);
+
 // `graph` with its concrete constants and literals copied to `device` (recursing into
 // sub-graphs held in params): evaluated there, it then copies nothing from the host (which a
 // GPU computation would do for every host constant at every call, and which a CUDA graph

@@ -6,8 +6,8 @@
 // iterations through its memory model). A jitted step's analysis (plan_memory) is also its
 // plan: the buffer assignment its run executes, so on the CPU the measured peak of a jitted
 // step equals the prediction. The peak counts what the backend's allocator hands out for
-// values; the libraries' own scratch (BLAS, oneDNN's reorders, cuBLAS/cuDNN workspaces) is not
-// in it.
+// values, and a jitted step's constants and literals; the libraries' own scratch (BLAS, oneDNN's
+// reorders, cuBLAS/cuDNN workspaces) is not in it.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +26,9 @@ struct MemoryAnalysis {
   std::int64_t argument_bytes = 0;  // the inputs, each variable once
   std::int64_t output_bytes = 0;    // the results, each variable once
   std::int64_t alias_bytes = 0;     // results written into donated inputs' buffers
+  // The graph's constants and literals (scalars such as a learning rate), held with the step
+  // and live throughout its runs; a jitted step's peak counts them (count_constants).
+  std::int64_t constant_bytes = 0;
   // The most the run holds at once, arguments included (JAX's peak_memory_in_bytes).
   std::int64_t peak_bytes = 0;
   // What the run needs beyond its arguments and new result buffers at its peak
@@ -46,6 +49,10 @@ struct MemoryAnalysis {
   // for whichever one runs.
   bool exact = true;
 
+  // What the peak counts that is live before a call: the arguments and the constants. A
+  // call's high-water mark above what was live before it is peak_bytes - resident_bytes().
+  std::int64_t resident_bytes() const { return argument_bytes + constant_bytes; }
+
   std::string str() const;
 };
 
@@ -59,6 +66,10 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
 // over that span, as XLA counts its temp allocation, beside the arguments, results and what
 // the other equations hold.
 MemoryAnalysis plan_memory(const ir::Graph& graph, const std::vector<bool>& donated);
+// Adds `graph`'s constants and literals (those of its loop bodies included) to `m`'s peak: a
+// jitted step's, which holds them from its compilation on. A loop body's analysis leaves them
+// out, since the step that holds the loop counts them once.
+void count_constants(MemoryAnalysis& m, const ir::Graph& graph);
 
 // A primitive's memory model: what evaluating one of its equations holds beyond what its
 // caller holds (its operands included there), for a primitive whose evaluation allocates more
