@@ -119,6 +119,30 @@ std::unique_ptr<PendingCollective> Communicator::start_all_reduce(const Array& x
                                    op == ReduceOp::mean ? static_cast<double>(size_) : 1.0);
 }
 
+std::unique_ptr<PendingCollective> Communicator::start_all_reduce_in_place_impl(const Array& x,
+                                                                                ReduceOp op) {
+  const Array sum = all_reduce_impl(x, op);
+  if (&sum.buffer() != &x.buffer()) {
+    // The caller holds x's buffer alone and gave it up to the collective (the contract of
+    // start_all_reduce_in_place), as a donated operand is given up to a primitive.
+    auto& into = const_cast<Buffer&>(x.buffer());
+    into.backend().copy(sum.buffer(), into, x.nbytes());
+  }
+  return std::make_unique<Completed>(x);
+}
+
+std::unique_ptr<PendingCollective> Communicator::start_all_reduce_in_place(const Array& x,
+                                                                           ReduceOp op) {
+  check_all_reduce(x, op);
+  if (op == ReduceOp::mean)
+    throw ValueError(::flaxpp::detail::str(
+        "all_reduce(mean) in place of ", x.aval(),
+        ": a mean's division needs a buffer of its own; reduce with sum in place and divide by "
+        "size() after"));
+  return std::make_unique<Counted>(timed(&x, [&] { return start_all_reduce_in_place_impl(x, op); }),
+                                   stats_, 1.0);
+}
+
 Array Communicator::broadcast(const Array& x, int root) {
   check_concrete("broadcast", x);
   if (root < 0 || root >= size_)
@@ -169,6 +193,10 @@ class Local final : public Communicator {
 
  protected:
   Array all_reduce_impl(const Array& x, ReduceOp) override { return x; }
+  std::unique_ptr<PendingCollective> start_all_reduce_in_place_impl(const Array& x,
+                                                                    ReduceOp) override {
+    return std::make_unique<Completed>(x);
+  }
   Array broadcast_impl(const Array& x, int) override { return x; }
   Array all_gather_impl(const Array& x) override {
     // The same bytes under a leading axis of 1 (a byte copy: every dtype, on any device).
@@ -207,6 +235,12 @@ class Job final : public Communicator {
     if (x.device().kind == DeviceKind::cpu) return host_->start_all_reduce(x, op);
     if (device_) return device_->start_all_reduce(x, op);
     return Communicator::start_all_reduce_impl(x, op);  // through host memory, at once
+  }
+  std::unique_ptr<PendingCollective> start_all_reduce_in_place_impl(const Array& x,
+                                                                    ReduceOp op) override {
+    if (x.device().kind == DeviceKind::cpu) return host_->start_all_reduce_in_place(x, op);
+    if (device_) return device_->start_all_reduce_in_place(x, op);
+    return Communicator::start_all_reduce_in_place_impl(x, op);  // through host memory
   }
   Array broadcast_impl(const Array& x, int root) override {
     return on(x, [&](Communicator& c, const Array& a) { return c.broadcast(a, root); });

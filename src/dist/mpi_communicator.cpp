@@ -100,12 +100,15 @@ void wait_for(MPI_Request& request, const char* op, const Array& x) {
   }
 }
 
-// An MPI_Iallreduce in flight; its operand stays alive with it (MPI reads it until the end).
+// An MPI_Iallreduce in flight, into a new array or into x's own buffer (MPI_IN_PLACE); its
+// operand stays alive with it (MPI reads it until the end).
 class MpiAllReduce final : public PendingCollective {
  public:
-  MpiAllReduce(const Array& x, ReduceOp op) : x_(x), out_(host_array(x.shape(), x.dtype())) {
-    check(MPI_Iallreduce(x.buffer().data(), out_.buffer().data(), mpi_count("all_reduce", x),
-                         mpi_type(x.dtype()), mpi_op(x.dtype(), op), MPI_COMM_WORLD, &request_),
+  MpiAllReduce(const Array& x, ReduceOp op, bool in_place)
+      : x_(x), out_(in_place ? x : host_array(x.shape(), x.dtype())) {
+    check(MPI_Iallreduce(in_place ? MPI_IN_PLACE : x.buffer().data(), out_.buffer().data(),
+                         mpi_count("all_reduce", x), mpi_type(x.dtype()), mpi_op(x.dtype(), op),
+                         MPI_COMM_WORLD, &request_),
           "MPI_Iallreduce");
   }
   bool done() override {
@@ -129,9 +132,15 @@ class Mpi final : public Communicator {
   Mpi() : Communicator(mpi_rank(), mpi_size()) {}
 
  protected:
-  Array all_reduce_impl(const Array& x, ReduceOp op) override { return MpiAllReduce(x, op).wait(); }
+  Array all_reduce_impl(const Array& x, ReduceOp op) override {
+    return MpiAllReduce(x, op, false).wait();
+  }
   std::unique_ptr<PendingCollective> start_all_reduce_impl(const Array& x, ReduceOp op) override {
-    return std::make_unique<MpiAllReduce>(x, op);
+    return std::make_unique<MpiAllReduce>(x, op, false);
+  }
+  std::unique_ptr<PendingCollective> start_all_reduce_in_place_impl(const Array& x,
+                                                                    ReduceOp op) override {
+    return std::make_unique<MpiAllReduce>(x, op, true);
   }
   Array broadcast_impl(const Array& x, int root) override {
     Array out = host_array(x.shape(), x.dtype());

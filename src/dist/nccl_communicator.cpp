@@ -77,6 +77,8 @@ class Nccl final : public Communicator {
     return out;
   }
   std::unique_ptr<PendingCollective> start_all_reduce_impl(const Array& x, ReduceOp op) override;
+  std::unique_ptr<PendingCollective> start_all_reduce_in_place_impl(const Array& x,
+                                                                    ReduceOp op) override;
   Array broadcast_impl(const Array& x, int root) override {
     Array out = device_array(x.shape(), x.dtype());
     check(ncclBroadcast(x.buffer().data(), out.buffer().data(), count(x), nccl_type(x.dtype()),
@@ -277,6 +279,12 @@ class NcclAllReduce final : public PendingCollective {
 
 std::unique_ptr<PendingCollective> Nccl::start_all_reduce_impl(const Array& x, ReduceOp op) {
   return std::make_unique<NcclAllReduce>(*this, x, device_array(x.shape(), x.dtype()), op, comm_);
+}
+
+// NCCL reduces in place where the send and receive buffers are one.
+std::unique_ptr<PendingCollective> Nccl::start_all_reduce_in_place_impl(const Array& x,
+                                                                        ReduceOp op) {
+  return std::make_unique<NcclAllReduce>(*this, x, x, op, comm_);
 }
 
 }  // namespace

@@ -175,8 +175,8 @@ Run follow_run(const ir::Graph& graph, const std::vector<bool>& donated) {
       peak_here = live + extra;
       live += made;
     } else {
-      // A collective's own buffers are not modelled: a gradient bucket's packing (an
-      // all_reduce of several arrays), the operands a started all_reduce holds.
+      // A collective without a memory model (dist's all_reduce has one): its own buffers, such
+      // as a bucket's packing or what a started exchange holds, are not modelled.
       const ir::Effects& effects = ir::effects_of(*e.prim);
       if (effects.collective && (e.inputs.size() > 1 || effects.async_half)) m.exact = false;
       std::vector<int> from_operand(e.outputs.size(), -1);  // result -> operand whose buffer

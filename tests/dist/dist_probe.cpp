@@ -8,7 +8,9 @@
 //                            the parameters bit-identical on every rank
 //   dist_probe jit_ddp       a data-parallel train step as an ordinary jitted step: value_and_grad
 //                            on the shard, dist::all_reduce (mean) of the gradients and loss
-//                            inside the trace, the optax update; gives the one-process step
+//                            inside the trace, the optax update; gives the one-process step,
+//                            also with the gradients in one bucket, and each rank's measured
+//                            peak is the step's plan
 //   dist_probe stall         rank 1 stops taking part: rank 0's all_reduce must time out with
 //                            flaxpp's message and end the job (abort_job)
 //   dist_probe die           rank 1 is killed: mpirun must end the job, naming rank 1
@@ -34,10 +36,11 @@
 #include "flaxpp/optim/losses.hpp"
 #include "flaxpp/optim/transform.hpp"
 #include "flaxpp/random/key.hpp"
-#include "src/tools/mlp_apply.hpp"
 #include "flaxpp/train/train_state.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/jit.hpp"
+#include "src/tools/mlp_apply.hpp"
+#include "tests/harness/measured_peak.hpp"
 
 using namespace flaxpp;
 
@@ -231,22 +234,35 @@ int jit_ddp() {
   }
   const nn::MLP mlp{.features = {8, 3}};
   const optim::GradientTransformation tx = optim::sgd(0.1, 0.9);
-  auto step_fn = [&](bool reduce) {
-    return jit([&, reduce](std::span<const Tree> a) {
-      auto loss_of = [&](const Tree& p) {
-        const Array logits = nn::Model(mlp).apply(nn::Variables{{"params", p}}, a[2].array());
-        return mean(optim::softmax_cross_entropy_with_integer_labels(logits, a[3].array()));
-      };
-      auto [loss, grads] = value_and_grad(loss_of)(a[0]);
-      if (reduce) {
-        grads = tree_map(grads, [](const Array& g) { return dist::all_reduce(g, dist::ReduceOp::mean); });
-        loss = dist::all_reduce(loss, dist::ReduceOp::mean);
-      }
-      auto [params, state] = optim::apply_gradients(tx, std::move(grads), a[1], a[0]);
-      return std::vector<Tree>{params, state, Tree(loss)};
-    });
+  // How the gradients are reduced: not at all (the one-process step), each leaf by its own
+  // mean (lax.pmean), or all leaves in one bucket (DDP's), summed and divided after.
+  enum class Reduce { none, per_leaf, bucket };
+  auto step_fn = [&](Reduce reduce, bool overlap = true) {
+    JitOptions options;
+    options.overlap_collectives = overlap;
+    return jit(
+        [&, reduce](std::span<const Tree> a) {
+          auto loss_of = [&](const Tree& p) {
+            const Array logits = nn::Model(mlp).apply(nn::Variables{{"params", p}}, a[2].array());
+            return mean(optim::softmax_cross_entropy_with_integer_labels(logits, a[3].array()));
+          };
+          auto [loss, grads] = value_and_grad(loss_of)(a[0]);
+          if (reduce == Reduce::per_leaf)
+            grads = tree_map(
+                grads, [](const Array& g) { return dist::all_reduce(g, dist::ReduceOp::mean); });
+          if (reduce == Reduce::bucket) {
+            std::vector<Array> leaves = dist::all_reduce(grads.leaves(), dist::ReduceOp::sum);
+            for (Array& g : leaves)
+              g = g / static_cast<double>(dist::world_size());
+            grads = grads.with_leaves(leaves);
+          }
+          if (reduce != Reduce::none) loss = dist::all_reduce(loss, dist::ReduceOp::mean);
+          auto [params, state] = optim::apply_gradients(tx, std::move(grads), a[1], a[0]);
+          return std::vector<Tree>{params, state, Tree(loss)};
+        },
+        options);
   };
-  const Jitted sharded = step_fn(true), whole = step_fn(false);
+  const Jitted sharded = step_fn(Reduce::per_leaf), whole = step_fn(Reduce::none);
   const Array x = rows_of(xs, kFeatures, 0, batch), y = rows_of(ys, 1, 0, batch);
   const Array x_shard = rows_of(xs, kFeatures, r * kRows, (r + 1) * kRows);
   const Array y_shard = rows_of(ys, 1, r * kRows, (r + 1) * kRows);
@@ -276,6 +292,23 @@ int jit_ddp() {
            "jitted leaf " + std::to_string(i) + " matches the one-process step");
   expect_no_throw([&] { dist::check_replicated(dist::world(), p2, "params"); },
                   "the jitted replicas hold the same bits");
+  // The plan counts the exchange exactly (its buckets, reduced in place, and the results),
+  // with the exchange overlapped or not: the peak each rank measures is its plan.
+  for (const auto& [name, step] :
+       {std::pair{"per leaf", sharded}, std::pair{"bucket", step_fn(Reduce::bucket)},
+        std::pair{"bucket, blocking", step_fn(Reduce::bucket, false)}}) {
+    std::vector<Tree> args{p2, s2, x_shard, y_shard};
+    const CompiledStep compiled = step.lower(args);
+    const MemoryAnalysis& m = compiled.memory_analysis();
+    const std::int64_t measured = testing::measured_peak(compiled, args);
+    expect(m.exact && measured == m.peak_bytes, std::string(name) + ": measured peak " +
+                                                    std::to_string(measured) + " bytes, plan " +
+                                                    m.str());
+    const std::vector<Array> got = compiled(args)[0].leaves(), per_leaf = sharded(args)[0].leaves();
+    for (std::size_t i = 0; i < got.size(); ++i)
+      expect(std::ranges::equal(got[i].to_vector<float>(), per_leaf[i].to_vector<float>()),
+             std::string(name) + ": leaf " + std::to_string(i) + " as the per-leaf step's");
+  }
   std::cout << "rank " << r << ": " << checks - failures << " of " << checks << " checks passed\n";
   return failures == 0 ? 0 : 1;
 }

@@ -18,6 +18,7 @@
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/transforms/autodiff.hpp"
 #include "flaxpp/transforms/jit.hpp"
+#include "harness/planned_peak.hpp"
 
 using namespace flaxpp;
 
@@ -138,6 +139,40 @@ TEST_CASE("dist::all_reduce of several arrays: one equation, differentiable, and
   const std::vector<Tree> a = overlapped(args), b = blocking(args);
   for (std::size_t i = 0; i < a.size(); ++i)
     CHECK(a[i].array().to_vector<float>() == b[i].array().to_vector<float>());
+}
+
+TEST_CASE("dist::all_reduce in a jitted step: its buckets are planned to the byte") {
+  if (default_device() != Device::cpu()) return;  // the CPU allocator's count
+  // The exchange at the step's peak: two operands copied into their bucket, reduced in place,
+  // and their results made while the bucket is held.
+  const auto step = [](std::span<const Tree> a) {
+    const Array g0 = exp(a[0].array()), g1 = a[1].array() * 2.0;
+    const std::vector<Array> r = dist::all_reduce(std::vector<Array>{g0, g1}, dist::ReduceOp::sum);
+    return std::vector<Tree>{Tree(sum(r[0]) + sum(r[1]))};
+  };
+  const std::vector<Tree> args{Tree(Array::full(Shape{64, 64}, 0.25, DType::f32)),
+                               Tree(Array::full(Shape{32, 64}, 0.5, DType::f32))};
+  const std::int64_t bucket = (64 + 32) * 64 * 4;
+  for (const bool overlap : {true, false}) {
+    CAPTURE(overlap);
+    JitOptions options;
+    options.overlap_collectives = overlap;
+    const CompiledStep compiled = jit(step, options).lower(args);
+    const MemoryAnalysis& m = compiled.memory_analysis();
+    CAPTURE(m.str());
+    // The arguments, the operands (the blocking exchange holds them), the bucket and the
+    // results; the start lets its operands go.
+    CHECK(m.peak_bytes - m.resident_bytes() == (overlap ? 2 : 3) * bucket);
+    testing::check_planned_peak(compiled, args);
+  }
+  // A mean is the sum divided after (jax.lax.pmean is psum's): in a job of one, the sum alone.
+  const Jitted mean_of = jit([](std::span<const Tree> a) {
+    return std::vector<Tree>{Tree(dist::all_reduce(a[0].array(), dist::ReduceOp::mean))};
+  });
+  const ir::Graph& g = mean_of.lower(args).graph();
+  CHECK(ir::count_eqns(g, lax::div_p) == 0);
+  for (const ir::Eqn& e : g.eqns)
+    if (e.prim == &dist::all_reduce_start_p) CHECK(e.params.get<std::string>("op") == "sum");
 }
 
 TEST_CASE("dist::shard_bounds: contiguous shards in rank order, the first ones a row longer") {

@@ -13,15 +13,18 @@
 namespace flaxpp::dist {
 
 extern const ir::Primitive all_reduce_p;
-// all_reduce in two, as jit runs it (JitOptions::overlap_collectives): all_reduce_start begins
-// the exchange of its operands (its results are the operands, held until the done);
-// all_reduce_done waits for it and gives the reductions. Evaluated in that order, and only as
-// jit places them.
+// all_reduce in two, as jit runs it (JitOptions::overlap_collectives): all_reduce_start copies
+// its operands into buckets and begins their reduction in place (its results are the buckets'
+// parts, being written; the operands are free to go); all_reduce_done waits for it and gives
+// the reductions, each in a buffer of its own. Evaluated in that order, and only as jit places
+// them.
 extern const ir::Primitive all_reduce_start_p, all_reduce_done_p;
 
 Array all_reduce(const Array& x, ReduceOp op);
 // Several arrays reduced together (DDP's gradient buckets): one collective per dtype and
-// device, the arrays packed into one flat buffer for it, each result an array of its own.
+// device, the arrays packed into one flat buffer that it reduces in place, each result an
+// array of its own. A mean is the sum divided by the number of processes, as jax.lax.pmean is
+// psum's; in a graph the division is an equation of its own.
 // With two processes the results equal reducing each array alone, bit for bit; with more, the
 // transport may sum a larger buffer in another order.
 std::vector<Array> all_reduce(std::span<const Array> xs, ReduceOp op);

@@ -52,6 +52,11 @@ class Communicator {
   // pass). Every process starts the same collectives in the same order. MPI hands back its
   // MPI_Iallreduce and NCCL its launch on a stream of its own; a job of one completes it here.
   std::unique_ptr<PendingCollective> start_all_reduce(const Array& x, ReduceOp op);
+  // start_all_reduce into x's own buffer (MPI_IN_PLACE, NCCL's in-place all-reduce): wait()
+  // returns x, holding the reduction. No memory beyond x's, as DDP reduces its gradient
+  // buckets where they were packed. The caller holds x's buffer alone and touches it only
+  // after wait(). Sum or max: a mean's division would need a buffer of its own.
+  std::unique_ptr<PendingCollective> start_all_reduce_in_place(const Array& x, ReduceOp op);
   // x of process `root` on every process.
   Array broadcast(const Array& x, int root);
   // Every process's x stacked along a new leading axis of size().
@@ -69,6 +74,9 @@ class Communicator {
   virtual Array all_reduce_impl(const Array& x, ReduceOp op) = 0;
   // By default all_reduce_impl, completed at once.
   virtual std::unique_ptr<PendingCollective> start_all_reduce_impl(const Array& x, ReduceOp op);
+  // By default all_reduce_impl, completed at once and copied into x's buffer.
+  virtual std::unique_ptr<PendingCollective> start_all_reduce_in_place_impl(const Array& x,
+                                                                            ReduceOp op);
   virtual Array broadcast_impl(const Array& x, int root) = 0;
   virtual Array all_gather_impl(const Array& x) = 0;
   virtual void barrier_impl() = 0;
