@@ -45,7 +45,8 @@ std::shared_ptr<Buffer> ArenaPlacement::take(Backend& backend, std::int64_t byte
   for (std::size_t i = 0; i < slots_.size(); ++i)
     if (!used_[i] && slots_[i].bytes == bytes) {
       used_[i] = true;
-      return slots_[i].offset < 0 ? nullptr : backend.slot(arena_, slots_[i].offset, bytes);
+      if (slots_[i].offset < 0) return nullptr;
+      return backend.slot(slots_[i].in ? slots_[i].in : arena_, slots_[i].offset, bytes);
     }
   return nullptr;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <unordered_map>
 
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/core/device.hpp"
@@ -23,21 +24,35 @@ namespace {
 // put it.
 class Arenas {
  public:
-  // On `device`, where the run computes.
-  Arenas(const BufferAssignment& plan, const ir::Graph& graph, Device device)
-      : plan_(plan), graph_(graph), backend_(&backend(device)) {}
+  // On `device`, where the run computes; result k of the graph goes into destinations[k]
+  // where that has a buffer.
+  Arenas(const BufferAssignment& plan, const ir::Graph& graph, Device device,
+         std::span<const OutputDestination> destinations)
+      : plan_(plan), graph_(graph), backend_(&backend(device)) {
+    for (std::size_t k = 0; k < destinations.size(); ++k)
+      if (destinations[k].buffer != nullptr)
+        destination_.emplace(graph.outvars[k].var, destinations[k]);
+  }
 
   // Before equation i: its results' slots, from a new arena at the first of one.
   std::optional<ArenaPlacement> place(std::ptrdiff_t i, const ir::Eqn& e) {
     if (next_ < plan_.arenas.size() && i == plan_.arenas[next_].first)
       memory_ = backend_->allocate(plan_.arenas[next_++].bytes);
-    if (memory_ == nullptr) return std::nullopt;
     // Every result with a buffer of its own, in order (a result written into an operand
     // allocates nothing): one kept apart takes no slot, and its allocation none of another's.
     std::vector<ArenaPlacement::Slot> slots;
-    for (const ir::VarId v : e.outputs)
-      if (plan_.buffer_of[static_cast<std::size_t>(v)] == v)
-        slots.push_back({plan_.offset_of(v), graph_.aval(v).nbytes()});
+    bool any = memory_ != nullptr;
+    for (const ir::VarId v : e.outputs) {
+      if (plan_.buffer_of[static_cast<std::size_t>(v)] != v) continue;
+      const std::int64_t bytes = graph_.aval(v).nbytes();
+      if (const auto d = destination_.find(v); d != destination_.end()) {
+        slots.push_back({d->second.offset, bytes, d->second.buffer});
+        any = true;
+      } else {
+        slots.push_back({memory_ != nullptr ? plan_.offset_of(v) : -1, bytes});
+      }
+    }
+    if (!any) return std::nullopt;
     return std::optional<ArenaPlacement>(std::in_place, *backend_, memory_, std::move(slots));
   }
 
@@ -47,6 +62,19 @@ class Arenas {
   // loop's row view). One out of place in the arena where another result moves in leaves it
   // first, so that no move writes over a value still to be moved.
   void settle(std::span<const ir::VarId> vars, std::vector<Array>& values) const {
+    // A result with a destination elsewhere first goes there.
+    for (std::size_t k = 0; k < vars.size(); ++k) {
+      const auto d = destination_.find(vars[k]);
+      if (d == destination_.end() || values[k].is_traced() ||
+          &values[k].buffer().backend() != backend_)
+        continue;  // (one on another device: the caller copies it)
+      const auto* want = static_cast<const std::byte*>(d->second.buffer->data()) + d->second.offset;
+      if (values[k].buffer().data() == want) continue;
+      std::shared_ptr<Buffer> slot =
+          backend_->slot(d->second.buffer, d->second.offset, values[k].nbytes());
+      backend_->copy(values[k].buffer(), *slot, values[k].nbytes());
+      values[k] = Array(std::move(slot), values[k].shape(), values[k].dtype());
+    }
     if (memory_ == nullptr) return;
     const auto* base = static_cast<const std::byte*>(memory_->data());
     const auto at = [&](const Array& value) -> std::int64_t {
@@ -100,12 +128,15 @@ class Arenas {
   Backend* backend_;
   std::size_t next_ = 0;            // the arena allocated next
   std::shared_ptr<Buffer> memory_;  // the one held, if any
+  // The results' destinations, by variable.
+  std::unordered_map<ir::VarId, OutputDestination> destination_;
 };
 
 // eval_graph's body; with a sink, outputs leave as soon as they are final; with a plan, the
 // temporaries live in its arena.
 std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
-                             const OutputSink* sink, const BufferAssignment* plan) {
+                             const OutputSink* sink, const BufferAssignment* plan,
+                             std::span<const OutputDestination> destinations = {}) {
   if (args.size() != graph.invars.size())
     throw ValueError(detail::str("eval_graph: the graph takes ", graph.invars.size(),
                                  " inputs, got ", args.size()));
@@ -174,14 +205,15 @@ std::vector<Array> run_graph(const ir::Graph& graph, std::vector<Array>&& args,
   // A run under a trace records its equations: nothing to place. The arena goes where the run
   // computes: its arguments' device (the default device without arguments).
   std::optional<Arenas> arena;
-  if (plan != nullptr && !plan->empty() && ir::current_trace() == nullptr) {
+  if (plan != nullptr && (!plan->empty() || !destinations.empty()) &&
+      ir::current_trace() == nullptr) {
     Device device = default_device();
     for (const ir::VarId v : graph.invars)
       if (const Array& a = env[static_cast<std::size_t>(v)]; a.valid() && !a.is_traced()) {
         device = a.device();
         break;
       }
-    arena.emplace(*plan, graph, device);
+    arena.emplace(*plan, graph, device, destinations);
   }
   std::vector<Array> inputs;
   for (std::ptrdiff_t i = 0; i < n; ++i) {
@@ -262,6 +294,12 @@ void eval_graph(const ir::Graph& graph, std::vector<Array>&& args, const OutputS
 std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args,
                               const BufferAssignment& buffers) {
   return run_graph(graph, std::move(args), nullptr, &buffers);
+}
+
+std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args,
+                              const BufferAssignment& buffers,
+                              std::span<const OutputDestination> destinations) {
+  return run_graph(graph, std::move(args), nullptr, &buffers, destinations);
 }
 
 }  // namespace flaxpp

@@ -57,12 +57,20 @@ bool pins_buffers(const ir::Eqn& e) {
   return effects.collective || effects.async_half || holds_graphs || e.params.has("memory_kind");
 }
 
-Run follow_run(const ir::Graph& graph, const std::vector<bool>& donated) {
+Run follow_run(const ir::Graph& graph, const std::vector<bool>& donated,
+               const std::vector<bool>& placed) {
   FLAXPP_ASSERT(donated.size() == graph.invars.size(), "analyze_memory: ", donated.size(),
                 " donation flags for ", graph.invars.size(), " inputs");
   const std::size_t num_vars = graph.num_vars();
   const auto n = static_cast<std::ptrdiff_t>(graph.eqns.size());
-  const auto bytes = [&](ir::VarId v) { return graph.aval(v).nbytes(); };
+  // A result its caller asked for where it put it (`placed`), made there by an equation that
+  // allocates it (decided at that equation): it holds none of the run's memory.
+  std::vector<bool> asked(num_vars, false), in_callers(num_vars, false);
+  for (std::size_t k = 0; k < placed.size(); ++k)
+    if (placed[k]) asked[static_cast<std::size_t>(graph.outvars[k].var)] = true;
+  const auto bytes = [&](ir::VarId v) {
+    return in_callers[static_cast<std::size_t>(v)] ? 0 : graph.aval(v).nbytes();
+  };
   Run run;
   MemoryAnalysis& m = run.m;
   run.peak_at.assign(static_cast<std::size_t>(n), 0);
@@ -202,6 +210,7 @@ Run follow_run(const ir::Graph& graph, const std::vector<bool>& donated) {
       }
       for (std::size_t k = 0; k < e.outputs.size(); ++k) {
         const auto v = static_cast<std::size_t>(e.outputs[k]);
+        in_callers[v] = asked[v] && from_operand[k] < 0 && !pins_buffers(e);
         if (const int op = from_operand[k]; op >= 0) {
           const auto from = static_cast<std::size_t>(e.inputs[static_cast<std::size_t>(op)].var);
           origin[v] = origin[from];
@@ -255,6 +264,7 @@ Run follow_run(const ir::Graph& graph, const std::vector<bool>& donated) {
   for (std::size_t k = 0; k < graph.outvars.size(); ++k) {
     const ir::Atom& a = graph.outvars[k];
     m.output_origin.push_back(a.is_literal() ? -1 : origin[static_cast<std::size_t>(a.var)]);
+    m.placed_outputs.push_back(!a.is_literal() && in_callers[static_cast<std::size_t>(a.var)]);
     if (a.is_literal()) continue;
     const auto v = static_cast<std::size_t>(a.var);
     if (seen[v]) continue;
@@ -281,7 +291,7 @@ void count_temporaries(MemoryAnalysis& m) {
 }  // namespace
 
 MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& donated) {
-  Run run = follow_run(graph, donated);
+  Run run = follow_run(graph, donated, {});
   count_temporaries(run.m);
   return std::move(run.m);
 }
@@ -327,8 +337,9 @@ Placement place(const Run& run, const std::vector<std::vector<BufferLife>>& grou
 
 }  // namespace
 
-MemoryAnalysis plan_memory(const ir::Graph& graph, const std::vector<bool>& donated) {
-  Run run = follow_run(graph, donated);
+MemoryAnalysis plan_memory(const ir::Graph& graph, const std::vector<bool>& donated,
+                           const std::vector<bool>& placed) {
+  Run run = follow_run(graph, donated, placed);
   // One arena for the whole run, or one between each two loops, the values held across a loop
   // kept apart: whichever peaks lower (one arena on a tie).
   Placement best = place(run, {run.placeable}, graph.num_vars());

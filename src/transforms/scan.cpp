@@ -92,16 +92,29 @@ std::vector<bool> own_results(const ir::Graph& g, const MemoryAnalysis& body,
 // its plan, and scan_memory counts the same.
 class BodyPlans {
  public:
-  BodyPlans(const ir::Graph& g, const ScanShape& s) : g_(g), s_(s), donated_(g.invars.size()) {
+  BodyPlans(const ir::Graph& g, const ScanShape& s)
+      : g_(g), s_(s), donated_(g.invars.size()), rows_in_place_(g.outvars.size(), false) {
     for (std::size_t i = s.num_consts + s.num_carry; i < g.invars.size(); ++i)
       donated_[i] = !read_in_place(g.aval(g.invars[i]));
+    // A ys row is asked for in place, in its stacked result, where it is aligned as the rows
+    // read in place are, and its variable is no other result and no input.
+    for (std::size_t k = s.num_carry; k < g.outvars.size(); ++k) {
+      const ir::Atom& a = g.outvars[k];
+      if (a.is_literal() || !read_in_place(g.aval(a.var)) ||
+          std::find(g.invars.begin(), g.invars.end(), a.var) != g.invars.end())
+        continue;
+      rows_in_place_[k] = std::count_if(g.outvars.begin(), g.outvars.end(), [&](const ir::Atom& b) {
+                            return !b.is_literal() && b.var == a.var;
+                          }) == 1;
+    }
   }
   // Which inputs the current iteration's arguments alone hold.
   const std::vector<bool>& donated() const { return donated_; }
   // The current iteration's plan.
   const MemoryAnalysis& plan() {
     auto it = plans_.find(donated_);
-    if (it == plans_.end()) it = plans_.emplace(donated_, plan_memory(g_, donated_)).first;
+    if (it == plans_.end())
+      it = plans_.emplace(donated_, plan_memory(g_, donated_, rows_in_place_)).first;
     return it->second;
   }
   // On to the next iteration, whose carry is this one's results (own_results).
@@ -114,6 +127,7 @@ class BodyPlans {
   const ir::Graph& g_;
   ScanShape s_;
   std::vector<bool> donated_;
+  std::vector<bool> rows_in_place_;  // per result: a ys row asked for in its stacked result
   std::map<std::vector<bool>, MemoryAnalysis> plans_;
 };
 
@@ -127,10 +141,17 @@ std::vector<Array> run_scan(std::span<const Array> in, const ir::Params& params)
   const auto first_x = static_cast<std::ptrdiff_t>(s.num_consts + s.num_carry);
   std::vector<Array> carry(in.begin() + static_cast<std::ptrdiff_t>(s.num_consts),
                            in.begin() + first_x);
-  // Each ys row is written into its stacked output, allocated where the body's first row is
-  // (the backend that computed it).
+  // The stacked ys, allocated before the first iteration where the loop computes (its
+  // operands' device): the body writes each row in place where its plan says so
+  // (placed_outputs), and the loop copies the others in.
   std::vector<std::shared_ptr<Buffer>> ys(out_avals.size() - s.num_carry);
+  if (s.length > 0) {
+    Backend& be = backend(in.empty() ? default_device() : in.front().device());
+    for (std::size_t k = 0; k < ys.size(); ++k)
+      ys[k] = be.allocate(out_avals[s.num_carry + k].nbytes());
+  }
   BodyPlans plans(g, s);
+  std::vector<OutputDestination> rows(g.outvars.size());
   for (std::int64_t i = 0; i < s.length; ++i) {
     const std::int64_t t = s.reverse ? s.length - 1 - i : i;
     std::vector<Array> args(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(s.num_consts));
@@ -139,15 +160,22 @@ std::vector<Array> run_scan(std::span<const Array> in, const ir::Params& params)
     for (auto x = in.begin() + first_x; x != in.end(); ++x)
       args.push_back(row(*x, t));
     const MemoryAnalysis& plan = plans.plan();
-    std::vector<Array> outs = eval_graph(g, std::move(args), plan.buffers);
+    for (std::size_t k = 0; k < ys.size(); ++k) {
+      const std::int64_t bytes = g.aval(g.outvars[s.num_carry + k].var).nbytes();
+      rows[s.num_carry + k] = plan.placed_outputs[s.num_carry + k]
+                                  ? OutputDestination{ys[k], t * bytes}
+                                  : OutputDestination{};
+    }
+    std::vector<Array> outs = eval_graph(g, std::move(args), plan.buffers, rows);
     plans.advance(own_results(g, plan, plans.donated()));
     carry.assign(std::make_move_iterator(outs.begin()),
                  std::make_move_iterator(outs.begin() + static_cast<std::ptrdiff_t>(s.num_carry)));
     for (std::size_t k = 0; k < ys.size(); ++k) {
       const Array& y = outs[s.num_carry + k];
-      Backend& be = y.buffer().backend();
-      if (!ys[k]) ys[k] = be.allocate(y.nbytes() * s.length);
-      be.copy(y.buffer(), 0, *ys[k], t * y.nbytes(), y.nbytes());
+      const auto* at = static_cast<const std::byte*>(ys[k]->data()) + t * y.nbytes();
+      if (y.buffer().data() == at) continue;  // written in place
+      const Array here = y.to(ys[k]->device());
+      ys[k]->backend().copy(here.buffer(), 0, *ys[k], t * y.nbytes(), y.nbytes());
     }
   }
   std::vector<Array> results = std::move(carry);
@@ -209,8 +237,9 @@ ir::BatchedResults scan_batched(const ir::BatchArgs& a) {
 // run_scan's memory, iteration by iteration (scan's memory model). An iteration copies the xs
 // rows it does not read in place, runs the body on them and the carry (the body frees the
 // copies, and a carry the loop made, after their last reader; the first carry is the
-// operands'; a row read in place is the operand's memory), then writes its ys rows
-// into the stacked results, which the first iteration allocates. Its results go at its end,
+// operands'; a row read in place is the operand's memory), then copies into the stacked
+// results, allocated before the first iteration, the ys rows the body did not write there in
+// place (placed_outputs). Its results go at its end,
 // except the carry, kept for the next. Exact unless a carry is not the loop's own at the end
 // (passed through from an operand) or two carries share a buffer.
 EqnMemory scan_memory(const ir::Graph& /*graph*/, const ir::Eqn& e) {
@@ -226,7 +255,10 @@ EqnMemory scan_memory(const ir::Graph& /*graph*/, const ir::Eqn& e) {
   std::int64_t rows = 0;  // the copies'
   for (std::size_t i = first_x; i < g.invars.size(); ++i)
     if (plans.donated()[i]) rows += g.aval(g.invars[i]).nbytes();
+  // The stacked results, allocated before the first iteration.
   std::int64_t live = 0;
+  for (std::size_t k = s.num_carry; k < g.outvars.size(); ++k)
+    live += g.aval(g.outvars[k].var).nbytes() * s.length;
   for (std::int64_t t = 0; t < s.length; ++t) {
     live += rows;
     m.peak = std::max(m.peak, live);
@@ -244,16 +276,14 @@ EqnMemory scan_memory(const ir::Graph& /*graph*/, const ir::Eqn& e) {
       if (a.is_literal()) m.exact = false;  // a literal result's array is not modelled
       buffer[k] = from < 0 ? a.var : g.invars[static_cast<std::size_t>(from)];
     }
-    if (t == 0)
-      for (std::size_t k = s.num_carry; k < g.outvars.size(); ++k) {
-        live += g.aval(g.outvars[k].var).nbytes() * s.length;
-        m.peak = std::max(m.peak, live);
-      }
-    // The iteration's end: its ys rows go, unless a carry holds the same buffer.
+    // The iteration's end: its ys rows made apart go, unless a carry holds the same buffer
+    // (a row written in place was never the body's).
     std::vector<ir::VarId> kept(buffer.begin(),
                                 buffer.begin() + static_cast<std::ptrdiff_t>(s.num_carry));
     for (std::size_t k = s.num_carry; k < g.outvars.size(); ++k) {
-      if (!own[k] || std::find(kept.begin(), kept.end(), buffer[k]) != kept.end()) continue;
+      if (!own[k] || body.placed_outputs[k] ||
+          std::find(kept.begin(), kept.end(), buffer[k]) != kept.end())
+        continue;
       live -= g.aval(g.outvars[k].var).nbytes();
       kept.push_back(buffer[k]);  // freed once
     }

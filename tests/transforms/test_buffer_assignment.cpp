@@ -2,7 +2,8 @@
 // a byte; offsets aligned; the greedy fit on a hand case) and the jitted step that follows it:
 // every temporary in the arena, so that a call allocates only the arena and what the plan keeps
 // apart; the planned peak measured; the values bit for bit those of the run without a plan;
-// a result that a primitive hands out from its operand (checkpoint_name) moved into its slot.
+// a result that a primitive hands out from its operand (checkpoint_name) moved into its slot;
+// a scan's ys rows written in place into its stacked results; the step's constants counted.
 #include <doctest/doctest.h>
 
 #include <cstdint>
@@ -54,6 +55,31 @@ std::int64_t kept_apart(const ir::Graph& g, const BufferAssignment& a) {
     for (const ir::VarId v : e.outputs)
       if (a.buffer_of[static_cast<std::size_t>(v)] == v && a.offset_of(v) < 0) ++n;
   return n;
+}
+
+// A jitted scan of `body` over `length` rows of f32[64], from a carry of f32[8,64] (seeded),
+// called once: the call's results and allocations.
+struct ScannedStep {
+  Array init, xs;
+  CompiledStep compiled;
+  std::vector<Tree> out;
+  std::int64_t allocations = 0;
+};
+
+ScannedStep scanned_step(const ScanBody& body, std::int64_t length) {
+  const Array init = astype(testing::random_f64(Shape{8, 64}, 9, -1.0, 1.0), DType::f32);
+  const Array xs = astype(testing::random_f64(Shape{length, 64}, 10, -1.0, 1.0), DType::f32);
+  const auto f = [&](std::span<const Tree> a) {
+    const ScanResult r =
+        scan(body, std::vector<Array>{a[0].array()}, std::vector<Array>{a[1].array()});
+    return std::vector<Tree>{Tree(r.carry[0]), Tree(r.ys[0])};
+  };
+  CompiledStep compiled = jit(f).lower(std::vector<Tree>{Tree(init), Tree(xs)});
+  Backend& be = backend(Device::cpu());
+  const std::int64_t before = be.memory_stats().total_allocations;
+  std::vector<Tree> out = compiled({Tree(init), Tree(xs)});
+  const std::int64_t allocations = be.memory_stats().total_allocations - before;
+  return {init, xs, std::move(compiled), std::move(out), allocations};
 }
 
 }  // namespace
@@ -201,33 +227,51 @@ TEST_CASE("jit: a scan's body runs on a plan of its own, iteration by iteration"
   // a plan, each of them would be an allocation of its own per iteration.
   constexpr std::int64_t kLength = 6;
   const Array w = astype(testing::random_f64(Shape{64, 64}, 8, -0.2, 0.2), DType::f32);
-  const auto f = [&](std::span<const Tree> a) {
-    const Array init = a[0].array();
-    const Array xs = a[1].array();
-    const ScanResult r = scan(
-        [&](std::span<const Array> c, std::span<const Array> x) {
-          const Array h1 = matmul(c[0], w);
-          const Array h2 = matmul(tanh(h1), w);
-          const Array h3 = matmul(h2 * h1, w);
-          const Array next = h3 + x[0];
-          return ScanResult{{next}, {sum(h2, Axes{1})}};
-        },
-        std::vector<Array>{init}, std::vector<Array>{xs});
-    return std::vector<Tree>{Tree(r.carry[0]), Tree(r.ys[0])};
+  const ScannedStep s = scanned_step(
+      [&](std::span<const Array> c, std::span<const Array> x) {
+        const Array h1 = matmul(c[0], w);
+        const Array h2 = matmul(tanh(h1), w);
+        const Array h3 = matmul(h2 * h1, w);
+        return ScanResult{{h3 + x[0]}, {sum(h2, Axes{1})}};
+      },
+      kLength);
+  CAPTURE(s.compiled.memory_analysis().str());
+  // Per iteration: the body's arena, its carry and its row of ys (32 bytes: copied in); and
+  // the stacked ys once.
+  CHECK(s.allocations <= 1 + kLength * 3);
+  const std::vector<Array> unplanned =
+      eval_graph(s.compiled.graph(), std::vector<Array>{s.init, s.xs});
+  testing::check_same_values(s.out[0].array(), unplanned[0]);
+  testing::check_same_values(s.out[1].array(), unplanned[1]);
+  testing::check_planned_peak(s.compiled, {Tree(s.init), Tree(s.xs)});
+}
+
+TEST_CASE("jit: a scan's body writes its ys rows in place, into the stacked results") {
+  if (default_device() != Device::cpu()) return;
+  // Each ys row (f32[8,64], 2 KiB) is a product's result: its plan places it in the stacked
+  // ys, so an iteration allocates its arena and its carry, and nothing is copied in.
+  constexpr std::int64_t kLength = 6;
+  const Array w = astype(testing::random_f64(Shape{64, 64}, 8, -0.2, 0.2), DType::f32);
+  const ScanBody body = [&](std::span<const Array> c, std::span<const Array> x) {
+    const Array h1 = matmul(c[0], w);
+    const Array h2 = matmul(tanh(h1), w);
+    return ScanResult{{h2 * h1 + x[0]}, {h2}};
   };
-  const Array init = astype(testing::random_f64(Shape{8, 64}, 9, -1.0, 1.0), DType::f32);
-  const Array xs = astype(testing::random_f64(Shape{kLength, 64}, 10, -1.0, 1.0), DType::f32);
-  const CompiledStep compiled = jit(f).lower(std::vector<Tree>{Tree(init), Tree(xs)});
-  CAPTURE(compiled.memory_analysis().str());
-  Backend& be = backend(Device::cpu());
-  const std::int64_t before = be.memory_stats().total_allocations;
-  const std::vector<Tree> out = compiled({Tree(init), Tree(xs)});
-  // Per iteration: the body's arena, its carry and its row of ys; and the stacked ys once.
-  CHECK(be.memory_stats().total_allocations - before <= 1 + kLength * 3);
-  const std::vector<Array> unplanned = eval_graph(compiled.graph(), std::vector<Array>{init, xs});
-  testing::check_same_values(out[0].array(), unplanned[0]);
-  testing::check_same_values(out[1].array(), unplanned[1]);
-  testing::check_planned_peak(compiled, {Tree(init), Tree(xs)});
+  const ScannedStep s = scanned_step(body, kLength);
+  CAPTURE(s.compiled.memory_analysis().str());
+  CHECK(s.allocations <= 1 + kLength * 2);
+  // The rows where they belong: the loop's own iterations, one by one.
+  Array c = s.init;
+  for (std::int64_t t = 0; t < kLength; ++t) {
+    const Array x = s.xs.row_view(t);
+    const ScanResult r = body(std::span<const Array>(&c, 1), std::span<const Array>(&x, 1));
+    const std::vector<float> got = s.out[1].array().row_view(t).to_vector<float>();
+    const std::vector<float> want = r.ys[0].to_vector<float>();
+    for (std::size_t j = 0; j < want.size(); ++j)
+      REQUIRE(std::abs(got[j] - want[j]) <= 1e-5f * (1.0f + std::abs(want[j])));
+    c = r.carry[0];
+  }
+  testing::check_planned_peak(s.compiled, {Tree(s.init), Tree(s.xs)});
 }
 
 TEST_CASE("jit: a step's arena is not held while a loop runs, where that lowers its peak") {

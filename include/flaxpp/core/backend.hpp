@@ -101,8 +101,11 @@ class DeviceGraph {
 class ArenaPlacement {
  public:
   struct Slot {
-    std::int64_t offset = 0;  // in the arena; negative: not the arena's
+    std::int64_t offset = 0;  // in the arena (or `in`); negative: new memory
     std::int64_t bytes = 0;
+    // A buffer other than the arena that the slot is in (a loop's stacked results, whose row
+    // the equation writes in place); null: the arena.
+    std::shared_ptr<const Buffer> in = nullptr;
   };
   ArenaPlacement(Backend& backend, std::shared_ptr<const Buffer> arena, std::vector<Slot> slots);
   ArenaPlacement(const ArenaPlacement&) = delete;

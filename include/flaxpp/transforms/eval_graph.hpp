@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -32,5 +33,17 @@ void eval_graph(const ir::Graph& graph, std::vector<Array>&& args, const OutputS
 // arena is where the plan puts it; a result an equation made elsewhere is moved there.
 std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args,
                               const BufferAssignment& buffers);
+// Where the caller wants a result written: `bytes` of `buffer` from `offset` (a loop's row of
+// its stacked results). A null buffer: anywhere.
+struct OutputDestination {
+  std::shared_ptr<const Buffer> buffer;
+  std::int64_t offset = 0;
+};
+// The same, with result k written into destinations[k] (plan_memory's placed_outputs, where
+// the plan was made with them): the equation that makes it allocates it there, and a result
+// made elsewhere is moved there. The result is then a slot of that buffer.
+std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args,
+                              const BufferAssignment& buffers,
+                              std::span<const OutputDestination> destinations);
 
 }  // namespace flaxpp

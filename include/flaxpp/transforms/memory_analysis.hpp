@@ -44,6 +44,10 @@ struct MemoryAnalysis {
   std::vector<std::ptrdiff_t> output_origin;
   // plan_memory's: where the step's temporaries live (empty from analyze_memory).
   BufferAssignment buffers;
+  // plan_memory's, for each result: whether it is written where the caller puts it (its
+  // `placed` request, granted where an equation allocates the result), and so holds none of
+  // the run's memory (its bytes are in no figure here).
+  std::vector<bool> placed_outputs;
   // False where the figure is not exact: a primitive's own temporaries are not modelled (a loop
   // without a memory model: the peak is then a lower bound), or a cond's largest branch stands
   // for whichever one runs.
@@ -65,7 +69,10 @@ MemoryAnalysis analyze_memory(const ir::Graph& graph, const std::vector<bool>& d
 // that makes a value in it to the end of the last that reads one, and the peak counts it whole
 // over that span, as XLA counts its temp allocation, beside the arguments, results and what
 // the other equations hold.
-MemoryAnalysis plan_memory(const ir::Graph& graph, const std::vector<bool>& donated);
+// `placed[k]` asks for result k to be written where the caller puts it (eval_graph's
+// destinations: a loop's row of its stacked results); m.placed_outputs says where it is.
+MemoryAnalysis plan_memory(const ir::Graph& graph, const std::vector<bool>& donated,
+                           const std::vector<bool>& placed = {});
 // Adds `graph`'s constants and literals (those of its loop bodies included) to `m`'s peak: a
 // jitted step's, which holds them from its compilation on. A loop body's analysis leaves them
 // out, since the step that holds the loop counts them once.
