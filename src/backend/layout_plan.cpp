@@ -2,6 +2,7 @@
 #include "backend/layout_plan.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace flaxpp::backend_impl {
 
@@ -213,16 +214,53 @@ bool is_identity(const std::vector<std::int64_t>& order) {
   return true;
 }
 
+// `axes` of a row-major array of `dims` as one axis: its size and stride, where walking them
+// in order (size-1 axes aside) walks memory as one axis does; nullopt otherwise.
+std::optional<std::pair<std::int64_t, std::int64_t>> as_one_axis(
+    std::span<const std::int64_t> dims, const std::vector<std::int64_t>& strides,
+    const std::vector<std::int64_t>& axes) {
+  std::int64_t size = 1, stride = 1;
+  bool first = true;
+  for (auto a = axes.rbegin(); a != axes.rend(); ++a) {
+    const auto i = static_cast<std::size_t>(*a);
+    if (dims[i] == 1) continue;
+    if (first) {
+      stride = strides[i];
+      first = false;
+    } else if (strides[i] != stride * size) {
+      return std::nullopt;
+    }
+    size *= dims[i];
+  }
+  return std::pair{size, stride};
+}
+
 // The operand as (batch, rows, cols) matrices: no copy when its memory is already in that
-// order or in (batch, cols, rows) order; otherwise the gather that permutes it there.
+// order or in (batch, cols, rows) order; otherwise the gather that permutes it there. And
+// where the rows and the cols each walk memory as one axis, the operand read in place with
+// strides.
 MatrixOperand matrix_operand(std::span<const std::int64_t> dims,
                              const std::vector<std::int64_t>& batch,
                              const std::vector<std::int64_t>& rows,
                              const std::vector<std::int64_t>& cols) {
   const std::vector<std::int64_t> order = concat(batch, rows, cols);
-  if (is_identity(order)) return {};
-  if (is_identity(concat(batch, cols, rows))) return {.transposed = true};
-  return {.needs_permute = true, .permute = transpose_copy(dims, order)};
+  MatrixOperand m;
+  if (is_identity(concat(batch, cols, rows)) && !is_identity(order)) {
+    m.transposed = true;
+  } else if (!is_identity(order)) {
+    m.needs_permute = true;
+    m.permute = transpose_copy(dims, order);
+  }
+  const std::vector<std::int64_t> strides = row_major_strides(dims);
+  const auto r = as_one_axis(dims, strides, rows), c = as_one_axis(dims, strides, cols);
+  if (!r || !c) return m;
+  for (const std::int64_t a : batch) {
+    m.dims.push_back(dims[static_cast<std::size_t>(a)]);
+    m.strides.push_back(strides[static_cast<std::size_t>(a)]);
+  }
+  m.dims.insert(m.dims.end(), {r->first, c->first});
+  m.strides.insert(m.strides.end(), {r->second, c->second});
+  return m;
 }
 
 }  // namespace

@@ -105,6 +105,11 @@ struct MatrixOperand {
   bool transposed = false;
   bool needs_permute = false;
   StridedCopy permute{};  // when needs_permute: the gather into (batch, rows, cols)
+  // The operand read where it is, for an engine that takes strides (oneDNN's matmul): as
+  // (batch axes..., rows, cols), each batch axis a dimension of its own and the rows and the
+  // cols one dimension each, with their strides in elements. Empty where the rows or the cols
+  // do not walk memory as one axis.
+  std::vector<std::int64_t> dims, strides;
 };
 struct DotPlan {
   std::int64_t batch = 1, m = 1, n = 1, k = 1;

@@ -59,7 +59,18 @@ std::vector<Layout> layouts() {
        dims({2}, {0}, {1}, {1}),
        40},
       {"matrix-vector", {65, 129}, {129}, dims({1}, {0}), 129},
+      // An attention's einsums on (B, T, N, H) arrays: batch axes 0 and 2, read in place by
+      // oneDNN with strides (attention_layouts).
+      {"BTNH,BSNH->BNTS", {2, 17, 3, 16}, {2, 19, 3, 16}, dims({3}, {3}, {0, 2}, {0, 2}), 16},
+      {"BNTS,BSNH->BNTH", {2, 3, 17, 19}, {2, 19, 3, 16}, dims({3}, {1}, {0, 1}, {0, 2}), 19},
   };
+}
+
+// The layouts above whose operands dot_general would permute into a copy, but whose rows and
+// columns each walk memory as one axis: oneDNN reads them in place.
+std::vector<Layout> attention_layouts() {
+  std::vector<Layout> all = layouts();
+  return {all.end() - 2, all.end()};
 }
 
 std::vector<float> product(const Layout& l, const Array& lhs, const Array& rhs) {
@@ -92,6 +103,28 @@ TEST_CASE("cpu gemm engines: oneDNN and the BLAS match a float64 product in ever
         worst = std::max(worst, std::abs(static_cast<double>(got[i]) - exact[i]));
       CHECK(worst <= tolerance);
     }
+  }
+}
+
+TEST_CASE("cpu gemm engines: oneDNN reads a permuted operand in place, with its strides") {
+  if (!cpu::has_onednn()) return;
+  const CpuSettingsGuard guard;
+  cpu::set_gemm_engine(cpu::GemmEngine::onednn);
+  unsigned seed = 100;
+  for (const Layout& l : attention_layouts()) {
+    CAPTURE(std::string(l.name));
+    const Array lhs = random_cpu(l.lhs, seed++);
+    const Array rhs = random_cpu(l.rhs, seed++);
+    const std::int64_t before = cpu::onednn_strided_products();
+    const std::vector<float> in_place = product(l, lhs, rhs);
+    CHECK(cpu::onednn_strided_products() == before + 1);
+    // The same products from the operands permuted into contiguous copies first.
+    cpu::set_gemm_engine(cpu::GemmEngine::blas);
+    const std::vector<float> permuted = product(l, lhs, rhs);
+    cpu::set_gemm_engine(cpu::GemmEngine::onednn);
+    REQUIRE(in_place.size() == permuted.size());
+    for (std::size_t i = 0; i < in_place.size(); ++i)
+      CHECK(std::abs(in_place[i] - permuted[i]) <= static_cast<float>(l.k) * 2.4e-7f);
   }
 }
 

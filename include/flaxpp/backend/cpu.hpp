@@ -60,6 +60,9 @@ void set_num_threads(int threads);
 // How many convolutions ran on oneDNN's convolution primitives in this process so far (0 in a
 // build without oneDNN).
 std::int64_t onednn_convolutions();
+// How many float32 products oneDNN has run reading an operand in place with its strides, where
+// dot_general's layout would otherwise permute it into a copy (an attention's einsums).
+std::int64_t onednn_strided_products();
 
 // How many of the CPU's own kernel loops ran shared among more than one thread in this process
 // so far (0 in a build without oneDNN, or with one thread).

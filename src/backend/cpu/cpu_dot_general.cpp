@@ -83,6 +83,18 @@ Array dot_general_t(const Array& lhs, const Array& rhs, const ir::DotDimensionNu
     std::fill(c, c + p.batch * p.m * p.n, T(0));
     return o.array();
   }
+#ifdef FLAXPP_WITH_ONEDNN
+  // oneDNN reads a permuted operand where it is, with its strides, where it has a kernel for
+  // that layout: no permuted copy.
+  if constexpr (std::is_same_v<T, float>) {
+    const GemmSettings settings = gemm_settings();
+    if (settings.engine == GemmEngine::onednn && (p.lhs.needs_permute || p.rhs.needs_permute) &&
+        !p.lhs.dims.empty() && !p.rhs.dims.empty() &&
+        onednn_strided_gemm({p.lhs.dims, p.lhs.strides, p.rhs.dims, p.rhs.strides}, in_data<T>(lhs),
+                            in_data<T>(rhs), c, settings.threads))
+      return o.array();
+  }
+#endif
   const MatrixBatch<T> a = as_matrix_batch<T>(lhs, p.lhs);  // (batch, m, k)
   const MatrixBatch<T> b = as_matrix_batch<T>(rhs, p.rhs);  // (batch, k, n)
   gemm_batched(p.batch, p.m, p.n, p.k, p.lhs.transposed, p.rhs.transposed, a.data, b.data, c);

@@ -95,6 +95,14 @@ std::int64_t onednn_convolutions() {
 #endif
 }
 
+std::int64_t onednn_strided_products() {
+#ifdef FLAXPP_WITH_ONEDNN
+  return onednn_strided_gemm_runs();
+#else
+  return 0;
+#endif
+}
+
 GemmEngine gemm_engine() {
   return initialised().engine;
 }

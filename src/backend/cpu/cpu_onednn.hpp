@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "backend/conv_library.hpp"
 
@@ -21,6 +22,23 @@ struct BatchedGemm {
 // C = A·B on oneDNN with `threads` threads (0: OpenMP's default), overwriting C. Throws
 // DeviceError with oneDNN's status when it fails.
 void onednn_gemm(const BatchedGemm& gemm, const float* a, const float* b, float* c, int threads);
+
+// A batch of products whose operands are read where they are: each as (batch dims..., rows,
+// cols) with its strides in elements (layout_plan.hpp's MatrixOperand::dims and strides), A
+// (.., m, k) and B (.., k, n); C (batch dims..., m, n) contiguous.
+struct StridedGemm {
+  std::vector<std::int64_t> a_dims, a_strides, b_dims, b_strides;
+  bool operator==(const StridedGemm&) const = default;
+};
+
+// C = A·B as onednn_gemm, reading A and B with their strides. False where oneDNN has only its
+// reference implementation for these layouts (remembered): the caller permutes the operands
+// and multiplies contiguous matrices instead.
+bool onednn_strided_gemm(const StridedGemm& gemm, const float* a, const float* b, float* c,
+                         int threads);
+
+// How many products onednn_strided_gemm has run.
+std::int64_t onednn_strided_gemm_runs();
 
 // The pass `conv` describes on float32 arrays (operands[0] the lhs, [1] the rhs, [2] the
 // result, as conv.x/w/y.operand number them), with `threads` threads; a backward data pass

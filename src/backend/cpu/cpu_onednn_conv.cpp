@@ -152,10 +152,6 @@ std::pair<Primitive, std::string> make(const LibraryConv& c, const Descs& user, 
   throw Error("as_library_conv: an unknown convolution pass");
 }
 
-bool is_reference(const std::string& impl) {
-  return impl.find("ref") != std::string::npos;
-}
-
 // The primitive for `c`: on flaxpp's layouts where an optimised kernel reads them, else on
 // oneDNN's; nullptr where oneDNN has only its reference implementation or none.
 std::shared_ptr<const Primitive> prepare(const LibraryConv& c) {
@@ -163,9 +159,9 @@ std::shared_ptr<const Primitive> prepare(const LibraryConv& c) {
   const Descs user{strided(c.x), strided(w), strided(c.y)};
   try {
     auto [p, impl] = make(c, user, {user.x, any_layout(w), user.y});
-    if (!is_reference(impl)) return std::make_shared<const Primitive>(std::move(p));
+    if (!onednn::is_reference(impl)) return std::make_shared<const Primitive>(std::move(p));
     auto [q, lib_impl] = make(c, user, {any_layout(c.x), any_layout(w), any_layout(c.y)});
-    if (!is_reference(lib_impl)) return std::make_shared<const Primitive>(std::move(q));
+    if (!onednn::is_reference(lib_impl)) return std::make_shared<const Primitive>(std::move(q));
   } catch (const dnnl::error& e) {
     if (e.status != dnnl_unimplemented) throw;
   }

@@ -19,6 +19,7 @@
 #include <functional>
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 #include <unordered_map>
 
 namespace flaxpp::cpu::onednn {
@@ -41,6 +42,12 @@ int use_threads(int threads);
 // the number of shares.
 std::int64_t parallel_for(std::int64_t units, int threads, std::int64_t min_share,
                           const std::function<void(std::int64_t begin, std::int64_t end)>& body);
+
+// Whether oneDNN's implementation of a primitive (its impl_info_str) is its reference one,
+// which is correct but slow (plain loops).
+inline bool is_reference(const std::string& impl) {
+  return impl.find("ref") != std::string::npos;
+}
 
 // The primitives made so far, by key. A program runs a few shapes again and again; one that
 // keeps making new shapes (a growing sequence) starts over past kCapacity.
