@@ -33,8 +33,8 @@ void eval_graph(const ir::Graph& graph, std::vector<Array>&& args, const OutputS
 // arena is where the plan puts it; a result an equation made elsewhere is moved there.
 std::vector<Array> eval_graph(const ir::Graph& graph, std::vector<Array>&& args,
                               const BufferAssignment& buffers);
-// Where the caller wants a result written: `bytes` of `buffer` from `offset` (a loop's row of
-// its stacked results). A null buffer: anywhere.
+// Where the caller wants a result written: its bytes of `buffer` from `offset` (a loop's row
+// of its stacked results). A null buffer: anywhere.
 struct OutputDestination {
   std::shared_ptr<const Buffer> buffer;
   std::int64_t offset = 0;
