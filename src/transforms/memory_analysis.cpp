@@ -67,7 +67,8 @@ Run follow_run(const ir::Graph& graph, const std::vector<bool>& donated,
   // allocates it (decided at that equation): it holds none of the run's memory.
   std::vector<bool> asked(num_vars, false), in_callers(num_vars, false);
   for (std::size_t k = 0; k < placed.size(); ++k)
-    if (placed[k]) asked[static_cast<std::size_t>(graph.outvars[k].var)] = true;
+    if (placed[k] && !graph.outvars[k].is_literal())
+      asked[static_cast<std::size_t>(graph.outvars[k].var)] = true;
   const auto bytes = [&](ir::VarId v) {
     return in_callers[static_cast<std::size_t>(v)] ? 0 : graph.aval(v).nbytes();
   };
