@@ -236,31 +236,37 @@ std::optional<std::pair<std::int64_t, std::int64_t>> as_one_axis(
 }
 
 // The operand as (batch, rows, cols) matrices: no copy when its memory is already in that
-// order or in (batch, cols, rows) order; otherwise the gather that permutes it there. And
-// where the rows and the cols each walk memory as one axis, the operand read in place with
-// strides.
+// order or in (batch, cols, rows) order; otherwise the gather that permutes it there.
 MatrixOperand matrix_operand(std::span<const std::int64_t> dims,
                              const std::vector<std::int64_t>& batch,
                              const std::vector<std::int64_t>& rows,
                              const std::vector<std::int64_t>& cols) {
   const std::vector<std::int64_t> order = concat(batch, rows, cols);
   MatrixOperand m;
-  if (is_identity(concat(batch, cols, rows)) && !is_identity(order)) {
+  if (is_identity(order)) return m;
+  if (is_identity(concat(batch, cols, rows))) {
     m.transposed = true;
-  } else if (!is_identity(order)) {
+  } else {
     m.needs_permute = true;
     m.permute = transpose_copy(dims, order);
   }
+  return m;
+}
+
+// m.dims and m.strides: the operand read in place, where its rows and its cols each walk
+// memory as one axis.
+void read_in_place(MatrixOperand& m, std::span<const std::int64_t> dims,
+                   const std::vector<std::int64_t>& batch, const std::vector<std::int64_t>& rows,
+                   const std::vector<std::int64_t>& cols) {
   const std::vector<std::int64_t> strides = row_major_strides(dims);
   const auto r = as_one_axis(dims, strides, rows), c = as_one_axis(dims, strides, cols);
-  if (!r || !c) return m;
+  if (!r || !c) return;
   for (const std::int64_t a : batch) {
     m.dims.push_back(dims[static_cast<std::size_t>(a)]);
     m.strides.push_back(strides[static_cast<std::size_t>(a)]);
   }
   m.dims.insert(m.dims.end(), {r->first, c->first});
   m.strides.insert(m.strides.end(), {r->second, c->second});
-  return m;
 }
 
 }  // namespace
@@ -278,6 +284,11 @@ DotPlan plan_dot(std::span<const std::int64_t> lhs_dims, std::span<const std::in
   plan.n = product(rhs_dims, rhs_free);
   plan.lhs = matrix_operand(lhs_dims, dn.lhs_batch, lhs_free, dn.lhs_contracting);
   plan.rhs = matrix_operand(rhs_dims, dn.rhs_batch, dn.rhs_contracting, rhs_free);
+  // Only a product with a permuted copy to spare is worth describing with strides.
+  if (plan.lhs.needs_permute || plan.rhs.needs_permute) {
+    read_in_place(plan.lhs, lhs_dims, dn.lhs_batch, lhs_free, dn.lhs_contracting);
+    read_in_place(plan.rhs, rhs_dims, dn.rhs_batch, dn.rhs_contracting, rhs_free);
+  }
   return plan;
 }
 

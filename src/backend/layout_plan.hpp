@@ -108,7 +108,7 @@ struct MatrixOperand {
   // The operand read where it is, for an engine that takes strides (oneDNN's matmul): as
   // (batch axes..., rows, cols), each batch axis a dimension of its own and the rows and the
   // cols one dimension each, with their strides in elements. Empty where the rows or the cols
-  // do not walk memory as one axis.
+  // do not walk memory as one axis, and where neither operand needs a permuted copy.
   std::vector<std::int64_t> dims, strides;
 };
 struct DotPlan {

@@ -63,7 +63,7 @@ class Arenas {
   // first, so that no move writes over a value still to be moved.
   void settle(std::span<const ir::VarId> vars, std::vector<Array>& values) const {
     // A result with a destination elsewhere first goes there.
-    for (std::size_t k = 0; k < vars.size(); ++k) {
+    for (std::size_t k = 0; !destination_.empty() && k < vars.size(); ++k) {
       const auto d = destination_.find(vars[k]);
       if (d == destination_.end() || values[k].is_traced() ||
           &values[k].buffer().backend() != backend_)

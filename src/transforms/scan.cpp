@@ -160,13 +160,16 @@ std::vector<Array> run_scan(std::span<const Array> in, const ir::Params& params)
     for (auto x = in.begin() + first_x; x != in.end(); ++x)
       args.push_back(row(*x, t));
     const MemoryAnalysis& plan = plans.plan();
+    bool placing = false;
     for (std::size_t k = 0; k < ys.size(); ++k) {
       const std::int64_t bytes = g.aval(g.outvars[s.num_carry + k].var).nbytes();
-      rows[s.num_carry + k] = plan.placed_outputs[s.num_carry + k]
-                                  ? OutputDestination{ys[k], t * bytes}
-                                  : OutputDestination{};
+      const bool placed = plan.placed_outputs[s.num_carry + k];
+      rows[s.num_carry + k] = placed ? OutputDestination{ys[k], t * bytes} : OutputDestination{};
+      placing = placing || placed;
     }
-    std::vector<Array> outs = eval_graph(g, std::move(args), plan.buffers, rows);
+    std::vector<Array> outs = eval_graph(
+        g, std::move(args), plan.buffers,
+        placing ? std::span<const OutputDestination>(rows) : std::span<const OutputDestination>());
     plans.advance(own_results(g, plan, plans.donated()));
     carry.assign(std::make_move_iterator(outs.begin()),
                  std::make_move_iterator(outs.begin() + static_cast<std::ptrdiff_t>(s.num_carry)));
