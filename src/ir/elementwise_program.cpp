@@ -5,12 +5,27 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "flaxpp/core/error.hpp"
+#include "flaxpp/ir/lax.hpp"
 
 namespace flaxpp::ir {
 
 using Op = ElementwiseProgram::Op;
+
+std::optional<Op> program_op(const Primitive& p) {
+  static const std::map<const Primitive*, Op> ops = {
+#define FLAXPP_PROGRAM_OP_OF(name, ...) {&lax::name##_p, Op::name},
+      FLAXPP_ELEMENTWISE_BINARY(FLAXPP_PROGRAM_OP_OF)
+          FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_PROGRAM_OP_OF)
+              FLAXPP_ELEMENTWISE_UNARY(FLAXPP_PROGRAM_OP_OF)
+#undef FLAXPP_PROGRAM_OP_OF
+                  {&lax::integer_pow_p, Op::integer_pow}};
+  const auto it = ops.find(&p);
+  if (it == ops.end()) return std::nullopt;
+  return it->second;
+}
 
 int ElementwiseProgram::arity(Op op) {
   return kernels::program_op_arity(op);

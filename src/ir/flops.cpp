@@ -12,12 +12,7 @@
 namespace flaxpp::ir {
 
 std::int64_t eqn_flops(const Graph& graph, const Eqn& e) {
-  std::vector<AVal> inputs, outputs;
-  for (const Atom& a : e.inputs)
-    inputs.push_back(a.is_literal() ? a.literal.aval() : graph.aval(a.var));
-  for (const VarId v : e.outputs)
-    outputs.push_back(graph.aval(v));
-  return eqn_flops(e, inputs, outputs);
+  return eqn_flops(e, graph.input_avals(e), graph.output_avals(e));
 }
 
 std::int64_t eqn_flops(const Eqn& e, std::span<const AVal> inputs, std::span<const AVal> outputs) {

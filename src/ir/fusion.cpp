@@ -20,24 +20,12 @@ namespace {
 using Op = ElementwiseProgram::Op;
 
 // The program operation of an elementwise primitive (select_n and convert_element_type are
-// handled apart), if the fusion pass may put it into a program: every line of
-// flaxpp/kernels/elementwise.hpp's lists whose `unfused` column is empty, and integer_pow.
+// handled apart), if the fusion pass may put it into a program: those whose line of
+// flaxpp/kernels/elementwise.hpp's lists has an empty `unfused` column, and integer_pow.
 std::optional<Op> op_of(const Primitive* p) {
-  static const std::map<const Primitive*, Op> ops = [] {
-    std::map<const Primitive*, Op> m = {
-#define FLAXPP_FUSION_OP(name, ...) {&lax::name##_p, Op::name},
-        FLAXPP_ELEMENTWISE_BINARY(FLAXPP_FUSION_OP) FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_FUSION_OP)
-            FLAXPP_ELEMENTWISE_UNARY(FLAXPP_FUSION_OP)
-#undef FLAXPP_FUSION_OP
-                {&lax::integer_pow_p, Op::integer_pow}};
-    std::erase_if(m, [](const auto& entry) {
-      return *kernels::program_op_unfused_reason(entry.second) != '\0';
-    });
-    return m;
-  }();
-  const auto it = ops.find(p);
-  if (it == ops.end()) return std::nullopt;
-  return it->second;
+  const std::optional<Op> op = program_op(*p);
+  if (!op || *kernels::program_op_unfused_reason(*op) != '\0') return std::nullopt;
+  return op;
 }
 
 // A literal's value as a double, exactly (16-bit ones from their bits on the host).

@@ -53,6 +53,20 @@ VarId Graph::new_var(AVal aval) {
   return static_cast<VarId>(vars_.size() - 1);
 }
 
+std::vector<AVal> Graph::input_avals(const Eqn& e) const {
+  std::vector<AVal> out;
+  for (const Atom& a : e.inputs)
+    out.push_back(aval(a));
+  return out;
+}
+
+std::vector<AVal> Graph::output_avals(const Eqn& e) const {
+  std::vector<AVal> out;
+  for (const VarId v : e.outputs)
+    out.push_back(aval(v));
+  return out;
+}
+
 std::string Graph::str(int indent) const {
   const std::string pad(static_cast<std::size_t>(indent), ' ');
   std::ostringstream os;

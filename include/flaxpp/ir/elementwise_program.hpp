@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -182,5 +183,10 @@ FLAXPP_ELEMENTWISE_UNARY(FLAXPP_EVALUE_UNARY)
 EValue integer_pow(EValue x, std::int32_t y);
 // cond != 0 ? on_true : on_false (lax.select's argument order).
 EValue select(EValue cond, EValue on_true, EValue on_false);
+
+class Primitive;
+// The program operation of an elementwise primitive: every line of
+// flaxpp/kernels/elementwise.hpp's lists, and integer_pow; none for any other primitive.
+std::optional<ElementwiseProgram::Op> program_op(const Primitive& p);
 
 }  // namespace flaxpp::ir

@@ -42,6 +42,9 @@ class Graph {
   const AVal& aval(VarId v) const { return vars_.at(static_cast<std::size_t>(v)); }
   AVal aval(const Atom& a) const { return a.is_literal() ? a.literal.aval() : aval(a.var); }
   std::size_t num_vars() const { return vars_.size(); }
+  // The avals of an equation's operands and results.
+  std::vector<AVal> input_avals(const Eqn& e) const;
+  std::vector<AVal> output_avals(const Eqn& e) const;
 
   // Constants: variables bound to fixed arrays (concrete, or tracers of an outer trace).
   std::vector<VarId> constvars;

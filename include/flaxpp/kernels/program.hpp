@@ -27,8 +27,8 @@ enum class ProgramOp : std::uint8_t {
 #undef FLAXPP_PROGRAM_OP_ENUMERATOR
 
 // An operation's name (as programs print it), its number of operands, whether it is a
-// comparison, and why jit's fusion pass may not put its primitive into a program ("" where it
-// may): each a table generated from the lists, in the enum's order.
+// comparison or transcendental, and why jit's fusion pass may not put its primitive into a
+// program ("" where it may): each a table generated from the lists, in the enum's order.
 inline const char* program_op_name(ProgramOp op) {
 #define FLAXPP_PROGRAM_OP_NAME(name, ...) #name,
   static constexpr const char* kNames[] = {
@@ -59,6 +59,24 @@ constexpr bool program_op_is_comparison(ProgramOp op) {
 #undef FLAXPP_PROGRAM_OP_NO
 #undef FLAXPP_PROGRAM_OP_YES
   return kComparison[static_cast<int>(op)];
+}
+// Whether an operation is transcendental as XLA's cost analysis counts them (exp, log, tanh,
+// logistic, sqrt, rsqrt, erf, sin, cos, pow: HloCostAnalysis's `transcendentals`): the lines
+// whose dtypes are floating only (Fp).
+constexpr bool program_op_is_transcendental(ProgramOp op) {
+#define FLAXPP_PROGRAM_OP_FP(name, Functor, dtypes, unfused) FLAXPP_PROGRAM_OP_IS_##dtypes,
+#define FLAXPP_PROGRAM_OP_NO(name, ...) false,
+#define FLAXPP_PROGRAM_OP_IS_Fp true
+#define FLAXPP_PROGRAM_OP_IS_Num false
+  constexpr bool kTranscendental[] = {FLAXPP_ELEMENTWISE_BINARY(FLAXPP_PROGRAM_OP_FP)
+                                          FLAXPP_ELEMENTWISE_COMPARISONS(FLAXPP_PROGRAM_OP_NO)
+                                              FLAXPP_ELEMENTWISE_UNARY(FLAXPP_PROGRAM_OP_FP) false,
+                                      false};
+#undef FLAXPP_PROGRAM_OP_FP
+#undef FLAXPP_PROGRAM_OP_NO
+#undef FLAXPP_PROGRAM_OP_IS_Fp
+#undef FLAXPP_PROGRAM_OP_IS_Num
+  return kTranscendental[static_cast<int>(op)];
 }
 constexpr const char* program_op_unfused_reason(ProgramOp op) {
 #define FLAXPP_PROGRAM_OP_REASON(name, Functor, dtypes, unfused) unfused,
