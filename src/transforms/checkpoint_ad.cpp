@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "flaxpp/ir/cost_model.hpp"
 #include "flaxpp/ir/flops.hpp"
 #include "flaxpp/ir/passes.hpp"
 #include "flaxpp/ir/primitive_rules.hpp"
@@ -32,10 +33,14 @@ struct Region final : TapeEntry {
   void backward(Cotangents& cts) const override;
 };
 
+// Whether the equation's reverse rule saves it whatever the policy.
+bool saved_by_rule(const TapeEqn& t) {
+  const ReverseRule* rule = reverse_rule_of(*t.eqn->prim);
+  return rule && rule->saved_in_region && rule->saved_in_region(*t.eqn);
+}
+
 ir::Decision decide(const ir::Policy& policy, const TapeEqn& t) {
-  if (const ReverseRule* rule = reverse_rule_of(*t.eqn->prim);
-      rule && rule->saved_in_region && rule->saved_in_region(*t.eqn))
-    return ir::Decision::save();
+  if (saved_by_rule(t)) return ir::Decision::save();
   std::vector<AVal> avals;
   for (const Array& x : t.ins)
     avals.push_back(x.aval());
@@ -98,24 +103,39 @@ namespace {
 // Tells the budget search (RegionPolicies) which saved values the backward body reads: the
 // outputs of equation i sit in operand slots first_saved[i]..., read where `read(slot)`. Each
 // with what recomputing it alone would cost: its equation and those it depends on inside the
-// region.
+// region. And the region's values (remat_values.hpp), timed by the scope's cost model.
 template <class Read>
 void note_kept(const Region& r, const std::vector<ir::Decision>& decisions,
                const std::vector<std::size_t>& first_saved, const Read& read) {
-  if (!RegionPolicies::active()) return;
+  RegionPolicies* scope = RegionPolicies::active();
+  if (scope == nullptr) return;
   const std::size_t n = r.eqns.size();
-  std::unordered_map<const Tracer*, std::size_t> producer;
+  std::unordered_map<const Tracer*, std::pair<std::size_t, std::size_t>> producer;
   std::vector<std::int64_t> own_flops(n);
+  RegionValues values;
   for (std::size_t i = 0; i < n; ++i) {
     const TapeEqn& t = r.eqns[i];
+    RegionValues::Node node{.primitive = t.eqn->prim->name(), .always_saved = saved_by_rule(t)};
     std::vector<AVal> ins, outs;
-    for (const Array& x : t.ins)
+    for (const Array& x : t.ins) {
       ins.push_back(x.aval());
-    for (const Array& y : t.outs) {
+      node.input_shapes.push_back(x.shape());
+      const auto it = x.is_traced() ? producer.find(x.tracer()) : producer.end();
+      node.operands.emplace_back(
+          it == producer.end() ? -1 : static_cast<std::ptrdiff_t>(it->second.first),
+          it == producer.end() ? 0 : it->second.second);
+    }
+    for (std::size_t j = 0; j < t.outs.size(); ++j) {
+      const Array& y = t.outs[j];
       outs.push_back(y.aval());
-      if (y.is_traced()) producer.emplace(y.tracer(), i);
+      node.output_bytes.push_back(y.aval().nbytes());
+      node.read.push_back(decisions[i].kind != ir::Decision::Kind::recompute &&
+                          read(first_saved[i] + j));
+      if (y.is_traced()) producer.emplace(y.tracer(), std::pair{i, j});
     }
     own_flops[i] = ir::eqn_flops(*t.eqn, ins, outs);
+    node.seconds = ir::eqn_seconds(*t.eqn, ins, outs, scope->cost_model());
+    values.nodes.push_back(std::move(node));
   }
   const auto recompute_flops = [&](std::size_t i) {
     std::vector<bool> in_cone(n, false);
@@ -127,23 +147,20 @@ void note_kept(const Region& r, const std::vector<ir::Decision>& decisions,
       if (in_cone[j]) continue;
       in_cone[j] = true;
       total += own_flops[j];
-      for (const Array& x : r.eqns[j].ins)
-        if (x.is_traced())
-          if (const auto it = producer.find(x.tracer()); it != producer.end())
-            stack.push_back(it->second);
+      for (const auto& [p, output] : values.nodes[j].operands)
+        if (p >= 0) stack.push_back(static_cast<std::size_t>(p));
     }
     return total;
   };
   std::vector<RematPlan::Kept> kept;
   for (std::size_t i = 0; i < n; ++i) {
-    if (decisions[i].kind == ir::Decision::Kind::recompute) continue;
     const std::vector<Array>& outs = r.eqns[i].outs;
     for (std::size_t j = 0; j < outs.size(); ++j)
-      if (read(first_saved[i] + j))
+      if (values.nodes[i].read[j])
         kept.push_back({r.eqns[i].eqn->prim->name(), outs[j].aval().str(), outs[j].aval().nbytes(),
                         recompute_flops(i)});
   }
-  RegionPolicies::note_kept(r.declared_body, std::move(kept));
+  scope->note_kept(r.declared_body, std::move(kept), std::move(values));
 }
 
 void backward_region(const Region& r, Cotangents& cts) {

@@ -377,7 +377,8 @@ struct Jitted::State {
     transforms::LoweredStep lowered;
     if (options.memory_budget > 0) {
       s->remat.emplace();
-      lowered = transforms::plan_remat(options.memory_budget, lower, *s->remat);
+      lowered = transforms::plan_remat(options.memory_budget, lower, ir::CostModel::of(device.kind),
+                                       *s->remat);
     } else {
       lowered = lower();
     }

@@ -8,8 +8,8 @@ namespace {
 thread_local RegionPolicies* active_scope = nullptr;
 }  // namespace
 
-RegionPolicies::RegionPolicies(std::vector<PolicyPtr> chosen)
-    : chosen_(std::move(chosen)), outer_(active_scope) {
+RegionPolicies::RegionPolicies(std::vector<PolicyPtr> chosen, const ir::CostModel& model)
+    : chosen_(std::move(chosen)), model_(model), outer_(active_scope) {
   active_scope = this;
 }
 
@@ -27,20 +27,22 @@ PolicyPtr RegionPolicies::policy_of(const ir::Eqn& e) {
     scope->own_.push_back(own);
     scope->bodies_.push_back(body);
     scope->kept_.emplace_back();
+    scope->values_.emplace_back();
   }
   const std::size_t i = it->second;
   return i < scope->chosen_.size() && scope->chosen_[i] != nullptr ? scope->chosen_[i] : own;
 }
 
-bool RegionPolicies::active() {
-  return active_scope != nullptr;
+RegionPolicies* RegionPolicies::active() {
+  return active_scope;
 }
 
-void RegionPolicies::note_kept(const ir::Graph* body, std::vector<RematPlan::Kept> kept) {
-  RegionPolicies* scope = active_scope;
-  if (scope == nullptr) return;
-  if (const auto it = scope->ordinal_.find(body); it != scope->ordinal_.end())
-    scope->kept_[it->second] = std::move(kept);
+void RegionPolicies::note_kept(const ir::Graph* body, std::vector<RematPlan::Kept> kept,
+                               RegionValues values) {
+  if (const auto it = ordinal_.find(body); it != ordinal_.end()) {
+    kept_[it->second] = std::move(kept);
+    values_[it->second] = std::move(values);
+  }
 }
 
 }  // namespace flaxpp::transforms

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <utility>
 
+#include "flaxpp/ir/cost_model.hpp"
 #include "flaxpp/ir/flops.hpp"
 #include "flaxpp/ir/primitive_rules.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
@@ -22,6 +23,10 @@ std::int64_t RematPlan::Region::kept_bytes() const {
   for (const Kept& k : kept)
     bytes += k.bytes;
   return bytes;
+}
+
+double RematPlan::recompute_seconds() const {
+  return std::max(0.0, modeled_seconds - keep_all_modeled_seconds);
 }
 
 std::string RematPlan::str() const {
@@ -41,7 +46,9 @@ std::string RematPlan::str() const {
   os << "planned peak: " << planned_peak_bytes << " bytes" << (exact ? "" : " (at least)")
      << " (keeping everything: " << keep_all_peak_bytes << " bytes, the least: " << least_peak_bytes
      << " bytes)\n"
-     << "recomputed: " << recompute_flops << " FLOPs per step\n"
+     << "recomputed: " << recompute_flops
+     << " FLOPs per step; modeled step: " << modeled_seconds * 1e3
+     << " ms (keeping everything: " << keep_all_modeled_seconds * 1e3 << " ms)\n"
      << "search: " << candidates << " candidates planned in "
      << static_cast<std::int64_t>(search_seconds * 1000.0) << " ms";
   return os.str();
@@ -128,18 +135,21 @@ PolicyPtr save_kinds(std::vector<std::string> names) {
 }
 
 // Per region, keeping its k most valuable primitives' results, for every k between keeping
-// nothing and keeping everything; regions alike at each step (a shorter chain at its last).
-std::vector<Policies> kind_candidates(const std::vector<std::shared_ptr<const ir::Graph>>& bodies) {
-  std::vector<std::vector<PolicyPtr>> chains;
+// nothing and keeping everything.
+std::vector<PolicyPtr> kind_chain(const ir::Graph& body) {
+  const std::vector<std::string> kinds = kinds_by_value(body);
+  std::vector<PolicyPtr> chain;
+  for (std::size_t k = 1; k < kinds.size(); ++k)
+    chain.push_back(save_kinds({kinds.begin(), kinds.begin() + static_cast<std::ptrdiff_t>(k)}));
+  return chain;
+}
+
+// One candidate per step of the regions' chains, regions alike at each step (a shorter chain at
+// its last; a region without one keeps nothing).
+std::vector<Policies> in_step(const std::vector<std::vector<PolicyPtr>>& chains) {
   std::size_t longest = 0;
-  for (const auto& body : bodies) {
-    const std::vector<std::string> kinds = kinds_by_value(*body);
-    std::vector<PolicyPtr> chain;
-    for (std::size_t k = 1; k < kinds.size(); ++k)
-      chain.push_back(save_kinds({kinds.begin(), kinds.begin() + static_cast<std::ptrdiff_t>(k)}));
+  for (const auto& chain : chains)
     longest = std::max(longest, chain.size());
-    chains.push_back(std::move(chain));
-  }
   std::vector<Policies> out;
   for (std::size_t j = 0; j < longest; ++j) {
     Policies c;
@@ -154,43 +164,63 @@ std::vector<Policies> kind_candidates(const std::vector<std::shared_ptr<const ir
 struct Candidate {
   Policies policies;
   LoweredStep step;
+  double seconds = 0;  // the step's modeled time
   std::int64_t flops = 0;
   std::vector<std::vector<RematPlan::Kept>> kept;  // per region
 };
 
-// Whether `a` costs less than `b`: less recomputation, then a smaller peak.
-bool cheaper(const Candidate& a, const Candidate& b) {
+bool keeps_everything(const Policies& policies) {
+  return std::all_of(policies.begin(), policies.end(),
+                     [](const PolicyPtr& p) { return spelling(p) == ladder().front()->str(); });
+}
+
+// Whether `a` costs less than `b`: less modeled recomputation time (beyond the step that keeps
+// everything, which takes `keep_all_seconds`), then fewer FLOPs, then keeping everything, then
+// a smaller peak. A candidate modeled faster than keeping everything counts as recomputing
+// nothing, so that a budget that fits everything keeps everything.
+bool cheaper(const Candidate& a, const Candidate& b, double keep_all_seconds) {
+  const double ra = std::max(0.0, a.seconds - keep_all_seconds);
+  const double rb = std::max(0.0, b.seconds - keep_all_seconds);
+  if (ra != rb) return ra < rb;
   if (a.flops != b.flops) return a.flops < b.flops;
+  const bool ka = keeps_everything(a.policies), kb = keeps_everything(b.policies);
+  if (ka != kb) return ka;
   return a.step.memory.peak_bytes < b.step.memory.peak_bytes;
 }
 
 }  // namespace
 
-LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, RematPlan& plan) {
+LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, const ir::CostModel& model,
+                       RematPlan& plan) {
   const auto start = std::chrono::steady_clock::now();
   if (budget <= 0)
     throw ValueError(
         detail::str("jit: memory_budget must be a positive number of bytes, got ", budget));
+  const auto measure = [&](Candidate& c) {
+    c.seconds = ir::modeled_seconds(c.step.graph, model);
+    c.flops = ir::flops(c.step.graph);
+  };
   // The step as declared: its regions and their own policies.
   Candidate declared;
   std::vector<std::shared_ptr<const ir::Graph>> bodies;
   {
-    RegionPolicies scope({});
+    RegionPolicies scope({}, model);
     declared.step = lower();
     declared.policies = scope.own();
     declared.kept = scope.kept();
     bodies = scope.bodies();
   }
-  declared.flops = ir::flops(declared.step.graph);
+  measure(declared);
   const Policies own = declared.policies;
   const std::size_t regions = own.size();
 
   // The best candidate that fits; of all, the least peak's plan and the keep-everything one's
-  // cost and peak (what the report and the error need, not their graphs).
+  // cost, peak and values (what the report, the error and the value chains need, not their
+  // graphs).
   std::optional<Candidate> best;
   std::optional<MemoryAnalysis> least;
-  std::optional<std::int64_t> keep_all_flops;
-  std::int64_t keep_all_peak = 0;
+  std::optional<Candidate> keep_all;
+  std::vector<RegionValues> values;
   std::set<std::vector<std::string>> seen;  // candidates by their policies' spellings
   const auto fresh = [&](const Policies& policies) {
     std::vector<std::string> names;
@@ -200,40 +230,53 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, RematPlan& p
   };
   const auto consider = [&](Candidate c) {
     const MemoryAnalysis& m = c.step.memory;
-    const bool keeps_all =
-        std::all_of(c.policies.begin(), c.policies.end(),
-                    [](const PolicyPtr& p) { return spelling(p) == ladder().front()->str(); });
-    if (keeps_all) {
-      keep_all_flops = c.flops;
-      keep_all_peak = m.peak_bytes;
+    if (keeps_everything(c.policies)) {
+      keep_all.emplace();
+      keep_all->seconds = c.seconds;
+      keep_all->flops = c.flops;
+      keep_all->step.memory = m;
     }
     if (!least || m.peak_bytes < least->peak_bytes) least = m;
-    if (m.peak_bytes <= budget && (!best || cheaper(c, *best))) best = std::move(c);
+    if (m.peak_bytes <= budget && (!best || cheaper(c, *best, keep_all->seconds)))
+      best = std::move(c);
   };
-  fresh(declared.policies);
-  consider(std::move(declared));
-  std::vector<Policies> all = candidates(regions);
-  for (Policies& c : kind_candidates(bodies))
-    all.push_back(std::move(c));
-  for (Policies& policies : all) {
-    if (!fresh(policies)) continue;  // the same decisions as one planned already
-    Candidate c;
-    {
-      RegionPolicies scope(policies);
-      c.step = lower();
-      if (scope.own().size() != regions)
-        throw ValueError(detail::str("jit: memory_budget: the function has ", regions,
-                                     " checkpoint regions in one trace "
-                                     "and ",
-                                     scope.own().size(),
-                                     " in another; a budget needs a function that traces the "
-                                     "same way every time"));
-      c.kept = scope.kept();
+  const auto plan_candidates = [&](std::vector<Policies> all) {
+    for (Policies& policies : all) {
+      if (!fresh(policies)) continue;  // the same decisions as one planned already
+      Candidate c;
+      {
+        RegionPolicies scope(policies, model);
+        c.step = lower();
+        if (scope.own().size() != regions)
+          throw ValueError(detail::str("jit: memory_budget: the function has ", regions,
+                                       " checkpoint regions in one trace "
+                                       "and ",
+                                       scope.own().size(),
+                                       " in another; a budget needs a function that traces the "
+                                       "same way every time"));
+        c.kept = scope.kept();
+        if (keeps_everything(policies)) values = scope.values();
+      }
+      measure(c);
+      c.policies = std::move(policies);
+      consider(std::move(c));
     }
-    c.flops = ir::flops(c.step.graph);
-    c.policies = std::move(policies);
-    consider(std::move(c));
-  }
+  };
+  // Keeping everything first (the measure of recomputation, and the regions' values), then
+  // the step as declared, the ladder, the primitive kinds and the value classes.
+  plan_candidates({Policies(regions, ladder().front())});
+  if (fresh(declared.policies)) consider(std::move(declared));
+  std::vector<std::vector<PolicyPtr>> kinds;
+  for (const auto& body : bodies)
+    kinds.push_back(kind_chain(*body));
+  std::vector<Policies> all = candidates(regions);
+  for (Policies& c : in_step(kinds))
+    all.push_back(std::move(c));
+  plan_candidates(std::move(all));
+  std::vector<std::vector<PolicyPtr>> chains;
+  for (const RegionValues& v : values)
+    chains.push_back(value_chain(v));
+  plan_candidates(in_step(chains));
 
   if (!best) {
     const MemoryAnalysis& m = *least;
@@ -257,8 +300,10 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, RematPlan& p
     plan.regions.push_back({spelling(best->policies[i]), spelling(own[i]), best->kept[i]});
   plan.planned_peak_bytes = best->step.memory.peak_bytes;
   plan.exact = best->step.memory.exact;
-  plan.recompute_flops = best->flops - keep_all_flops.value_or(best->flops);
-  plan.keep_all_peak_bytes = keep_all_peak;
+  plan.recompute_flops = best->flops - keep_all->flops;
+  plan.modeled_seconds = best->seconds;
+  plan.keep_all_modeled_seconds = keep_all->seconds;
+  plan.keep_all_peak_bytes = keep_all->step.memory.peak_bytes;
   plan.least_peak_bytes = least->peak_bytes;
   plan.candidates = seen.size();
   plan.search_seconds =

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 
+#include "flaxpp/ir/cost_model.hpp"
 #include "flaxpp/ir/graph.hpp"
 #include "flaxpp/transforms/memory_analysis.hpp"
 #include "flaxpp/transforms/remat_plan.hpp"
@@ -18,9 +19,10 @@ struct LoweredStep {
 // Traces and plans the step; called once per candidate, under the candidate's RegionPolicies.
 using LowerStep = std::function<LoweredStep()>;
 
-// The candidate with the least recomputation whose planned peak is at most `budget` bytes, and
-// what was chosen in `plan`. A ValueError where no candidate fits: it names the least planned
-// peak and what it is made of.
-LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, RematPlan& plan);
+// The candidate whose step `model` finds fastest among those whose planned peak is at most
+// `budget` bytes, and what was chosen in `plan`. A ValueError where no candidate fits: it names the
+// least planned peak and what it is made of.
+LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, const ir::CostModel& model,
+                       RematPlan& plan);
 
 }  // namespace flaxpp::transforms

@@ -1,9 +1,10 @@
 // Remat by budget (JitOptions::memory_budget): for every checkpoint region jit chooses what the
-// backward pass keeps, with the least recomputation whose planned peak fits. The guarantees:
-// the measured peak equals the planned one and is within the budget; a smaller budget never
-// gives a larger peak nor less recomputation; the step's results equal the plain step's; a
-// budget below every candidate's peak is an error naming the least; a budget at or above the
-// keep-everything peak keeps everything.
+// backward pass keeps, with the least modeled recomputation time whose planned peak fits. The
+// guarantees: the measured peak equals the planned one and is within the budget; a smaller
+// budget never gives a larger peak nor less recomputation; the step's results equal the plain
+// step's; a budget below every candidate's peak is an error naming the least; a budget at or
+// above the keep-everything peak keeps everything; at a named policy's own peak the choice is
+// modeled no slower than the policy, and faster where the policy keeps cheap values.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -12,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "flaxpp/ir/flops.hpp"
+#include "flaxpp/ir/cost_model.hpp"
 #include "flaxpp/nn/language_model.hpp"
 #include "flaxpp/ops/numpy.hpp"
 #include "flaxpp/optim/transform.hpp"
@@ -25,6 +26,7 @@
 #include "harness/stack_train_step.hpp"
 
 using namespace flaxpp;
+using flaxpp::testing::StackTrainStep;
 namespace cp = flaxpp::checkpoint_policies;
 
 namespace {
@@ -124,7 +126,7 @@ TEST_CASE(
   CHECK(top->least_peak_bytes == least);
 
   std::int64_t last_peak = top->keep_all_peak_bytes;
-  std::int64_t last_flops = 0;
+  double last_seconds = 0;
   const int steps = 12;
   for (int i = 0; i <= steps; ++i) {
     const std::int64_t budget =
@@ -137,17 +139,17 @@ TEST_CASE(
     CHECK(plan.exact);
     CHECK(plan.planned_peak_bytes == compiled.memory_analysis().peak_bytes);
     CHECK(plan.planned_peak_bytes <= budget);
-    // Monotonic: a smaller budget, never a larger peak nor less recomputation.
+    // Monotonic: a smaller budget, never a larger peak nor less (modeled) recomputation.
     CHECK(plan.planned_peak_bytes <= last_peak);
-    CHECK(plan.recompute_flops >= last_flops);
+    CHECK(plan.recompute_seconds() >= last_seconds);
     last_peak = plan.planned_peak_bytes;
-    last_flops = plan.recompute_flops;
+    last_seconds = plan.recompute_seconds();
     std::vector<Tree> run = mlp_args(x);
     CHECK(testing::measured_peak(compiled, run, {}) == plan.planned_peak_bytes);
     testing::check_close(leaves_of(step(mlp_args(x))), plain, 1e-5);
   }
   CHECK(last_peak == least);
-  CHECK(last_flops > 0);
+  CHECK(last_seconds > 0);
   // At the least peak every layer keeps less than when it keeps everything.
   const CompiledStep tightest = mlp_step(x, cp::nothing_saveable(), least).lower(args);
   for (std::size_t i = 0; i < kLayers; ++i)
@@ -182,8 +184,15 @@ TEST_CASE("remat by budget: a scanned body is one region, its choice planned exa
   testing::check_planned_peak(tight, args, {0, 1});
 
   // A named policy's own planned peak as the budget: a choice that fits it and recomputes no
-  // more than that policy does (the named policies are candidates).
-  const std::int64_t keep_all_flops = ir::flops(roomy.graph());
+  // more than that policy does (the named policies are candidates), by the modeled time the
+  // choice is made by; less where the policy keeps values that are cheap to recompute, which
+  // only a choice of value classes finds. Its step's results are those of the step as declared.
+  const ir::CostModel model = ir::CostModel::of(DeviceKind::cpu);
+  const double keep_all_seconds = roomy.remat_plan()->keep_all_modeled_seconds;
+  CHECK(keep_all_seconds == ir::modeled_seconds(roomy.graph(), model));
+  const StackTrainStep plain = testing::stack_train_step(config, x);
+  const std::vector<Array> plain_results = leaves_of(plain.step(plain.args));
+  int faster = 0;
   for (const PolicyPtr& named :
        {cp::dots_saveable(), cp::dots_with_no_batch_dims_saveable(), cp::nothing_saveable()}) {
     CAPTURE(named->str());
@@ -192,11 +201,22 @@ TEST_CASE("remat by budget: a scanned body is one region, its choice planned exa
     // Fresh arguments: the check above donated these.
     const std::vector<Tree> fresh = testing::stack_train_step(config, x).args;
     const CompiledStep own = testing::stack_train_step(declared, x).step.lower(fresh);
-    const CompiledStep chosen = step_with(own.memory_analysis().peak_bytes).lower(fresh);
-    CAPTURE(chosen.remat_plan()->str());
-    CHECK(chosen.remat_plan()->planned_peak_bytes <= own.memory_analysis().peak_bytes);
-    CHECK(chosen.remat_plan()->recompute_flops <= ir::flops(own.graph()) - keep_all_flops);
+    const std::int64_t budget = own.memory_analysis().peak_bytes;
+    const CompiledStep chosen = step_with(budget).lower(fresh);
+    const RematPlan& plan = *chosen.remat_plan();
+    CAPTURE(plan.str());
+    CHECK(plan.planned_peak_bytes <= budget);
+    const double named_seconds =
+        std::max(0.0, ir::modeled_seconds(own.graph(), model) - keep_all_seconds);
+    CHECK(plan.recompute_seconds() <= named_seconds);
+    if (plan.recompute_seconds() < named_seconds) {
+      ++faster;
+      CHECK(plan.regions[0].policy.starts_with("lambda prim, *avals, **_: (prim.name, tuple("));
+    }
+    testing::check_close(leaves_of(step_with(budget)(testing::stack_train_step(config, x).args)),
+                         plain_results, 1e-5);
   }
+  CHECK(faster >= 1);
 }
 
 TEST_CASE("remat by budget: a step without checkpoint regions has nothing to choose") {

@@ -2,21 +2,29 @@
 // JitOptions::memory_budget): for every checkpoint region of the step, the policy its backward
 // pass follows, with the planned peak and what the choice recomputes.
 //
-// The choice is the least recomputation whose planned peak (memory_analysis(), which counts the
-// whole step: parameters, gradients, optimiser state, the batch, temporaries) is at most the
-// budget. The candidates, each traced and planned exactly:
+// The choice is the candidate whose step is modeled fastest (ir::CostModel: a roofline of the
+// device's product rate, memory bandwidth, transcendental rate and per-equation cost, over the
+// step's graph after jit's passes, fusion included) among those whose planned peak
+// (memory_analysis(), which counts the whole step: parameters, gradients, optimiser state, the
+// batch, temporaries) is at most the budget. The candidates, each traced and planned exactly:
 // - per region, the policies from keeping everything to keeping nothing (everything_saveable,
 //   dots_saveable, dots_with_no_batch_dims_saveable, nothing_saveable): all regions alike, and
 //   the first k regions one step further down that list than the rest;
 // - per region, the results of its k most valuable primitives kept, for every k (a primitive's
 //   value: the FLOPs that recomputing its results costs per byte they hold), spelled as the
 //   lambda a JAX program would pass: `lambda prim, *_, **__: prim.name in ('dot_general',)`;
+// - per region, value classes kept one more at a time (a class: an equation's primitive and
+//   its operands' shapes, all a JAX policy sees of it), greedily by the modeled recomputation
+//   time each saves per byte it adds, so that a choice can keep an expensive elementwise
+//   result (softmax's probabilities) where a named policy keeps a cheap product (the scores):
+//   `lambda prim, *avals, **_: (prim.name, tuple(a.shape for a in avals)) in {...}`;
 // - the regions' own policies.
 // A region inside a scanned body is one region: its choice holds for every layer.
-// Recomputation is counted as the step's FLOPs (ir::flops: products 2·M·N·K, other work one per
-// element written) beyond those of the candidate that keeps everything: a count, not a
-// measured cost model. Among candidates of equal cost the smaller peak wins, so a smaller
-// budget never gives a larger planned peak, nor less recomputation.
+// The cost of recomputation is the modeled step's time beyond that of the step that keeps
+// everything (none where it is modeled faster, so that a budget that fits everything keeps
+// everything), then the recomputed FLOPs (ir::flops: products 2·M·N·K, other work one per
+// element written), then the peak: a smaller budget never gives a larger planned peak, nor
+// less modeled recomputation.
 #pragma once
 
 #include <cstddef>
@@ -51,6 +59,10 @@ struct RematPlan {
   std::int64_t planned_peak_bytes = 0;
   bool exact = true;  // the plan is exact (memory_analysis().exact), so the peak is a guarantee
   std::int64_t recompute_flops = 0;      // FLOPs beyond the keep-everything candidate's
+  double modeled_seconds = 0;            // the chosen step's modeled time (ir::CostModel)
+  double keep_all_modeled_seconds = 0;   // the keep-everything step's
+  // The modeled recomputation time: what the chosen step takes beyond keeping everything.
+  double recompute_seconds() const;
   std::int64_t keep_all_peak_bytes = 0;  // the planned peak when every region keeps everything
   std::int64_t least_peak_bytes = 0;  // the least planned peak of the candidates: the least budget
   std::size_t candidates = 0;         // candidates traced and planned
