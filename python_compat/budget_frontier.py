@@ -45,22 +45,70 @@ def mib(b: int) -> str:
     return f"{b / 2**20:.2f}"
 
 
+def short(chosen: list[str], notes: list[str]) -> str:
+    """A region's choice for the table: a named policy as it is, a longer lambda as a note."""
+    out = []
+    for c in sorted(set(chosen)):
+        if len(c) <= 80:
+            out.append(c)
+            continue
+        if c not in notes:
+            notes.append(c)
+        classes = c.count("('")
+        out.append(f"[{notes.index(c) + 1}] ({classes} classes)")
+    return ", ".join(out) or "(no region)"
+
+
 def table(rows: list[dict], model: str) -> str:
     named = [r for r in rows if r["model"] == model and r["policy"] != "budget"]
     budgets = sorted((r for r in rows if r["model"] == model and r["policy"] == "budget"),
                      key=lambda r: r["budget_bytes"])
     lines = [f"**{MODELS.get(model, model)}**", "",
-             "| step | budget MiB | chosen | recomputed GFLOP | step ms | measured peak MiB | "
-             "planned peak MiB | runs |",
-             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: |"]
+             "| step | budget MiB | at the peak of | chosen | recomputed GFLOP | modeled ms | "
+             "step ms | measured peak MiB | planned peak MiB | runs |",
+             "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in named:
-        lines.append(f"| `{r['policy']}` | | | | {r['step_ms']:.1f} | {mib(r['peak_bytes'])} | "
-                     f"{mib(r['planned_peak_bytes'])} | {r['runs']} |")
-    for r in budgets:
-        chosen = ", ".join(sorted(set(r["chosen"]))) or "(no region)"
-        lines.append(f"| budget | {mib(r['budget_bytes'])} | {chosen} | "
-                     f"{r['recompute_flops'] / 1e9:.3f} | {r['step_ms']:.1f} | "
+        lines.append(f"| `{r['policy']}` | | | | | | {r['step_ms']:.1f} | "
                      f"{mib(r['peak_bytes'])} | {mib(r['planned_peak_bytes'])} | {r['runs']} |")
+    notes: list[str] = []
+    for r in budgets:
+        at = ", ".join(f"`{n}`" for n in r.get("at_peak_of", []))
+        modeled = f"{r['modeled_ms']:.1f}" if "modeled_ms" in r else ""
+        lines.append(f"| budget | {mib(r['budget_bytes'])} | {at} | {short(r['chosen'], notes)} | "
+                     f"{r['recompute_flops'] / 1e9:.3f} | {modeled} | {r['step_ms']:.1f} | "
+                     f"{mib(r['peak_bytes'])} | {mib(r['planned_peak_bytes'])} | {r['runs']} |")
+    lines.append("")
+    for i, n in enumerate(notes):
+        lines.append(f"[{i + 1}] `{n}`")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def at_named_peaks(paths: list[str], model: str) -> str:
+    """Per named policy whose own peak was a budget: the policy's step time over the budget's
+    choice's, run by run (both in the same run), and the median of those ratios."""
+    ratios = defaultdict(list)
+    ms = defaultdict(lambda: ([], []))
+    for path in paths:
+        with open(path) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        named = {r["policy"]: r for r in rows if r["model"] == model and r["policy"] != "budget"}
+        for r in rows:
+            if r["model"] != model or r["policy"] != "budget":
+                continue
+            for n in r.get("at_peak_of", []):
+                ratios[n].append(named[n]["step_ms"] / r["step_ms"])
+                ms[n][0].append(named[n]["step_ms"])
+                ms[n][1].append(r["step_ms"])
+    if not ratios:
+        return ""
+    lines = ["| named policy | its step ms | the budget's step ms at its peak | "
+             "policy / budget, per run | median |",
+             "| --- | ---: | ---: | --- | ---: |"]
+    for n, rs in ratios.items():
+        lines.append(f"| `{n}` | {statistics.median(ms[n][0]):.1f} | "
+                     f"{statistics.median(ms[n][1]):.1f} | "
+                     f"{', '.join(f'{x:.2f}' for x in rs)} | {statistics.median(rs):.2f} |")
     return "\n".join(lines) + "\n"
 
 
@@ -102,6 +150,7 @@ def main(argv=None) -> int:
     rows = pooled(args.runs)
     for model in sorted({r["model"] for r in rows}):
         sys.stdout.write(table(rows, model) + "\n")
+        sys.stdout.write(at_named_peaks(args.runs, model) + "\n")
         plot(rows, model, os.path.join(args.out_dir, f"budget_frontier_{model}.png"))
     return 0
 

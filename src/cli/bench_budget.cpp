@@ -2,6 +2,8 @@
 
 #include <functional>
 #include <iostream>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +38,8 @@ io::Json measure(const std::string& model, StepBench b, std::int64_t budget, std
       chosen.push_back(r.policy);
     line["chosen"] = chosen;
     line["recompute_flops"] = plan->recompute_flops;
+    line["modeled_ms"] = plan->modeled_seconds * 1e3;
+    line["recompute_modeled_ms"] = plan->recompute_seconds() * 1e3;
     line["candidates"] = static_cast<std::int64_t>(plan->candidates);
     line["search_ms"] = plan->search_seconds * 1000.0;
   }
@@ -45,11 +49,15 @@ io::Json measure(const std::string& model, StepBench b, std::int64_t budget, std
 void sweep(const std::string& model, const MakeBench& make, std::int64_t steps, std::int64_t points,
            std::ostream& out) {
   namespace cp = checkpoint_policies;
+  // Budget -> the named policies whose own planned peak it is.
+  std::map<std::int64_t, std::vector<std::string>> named_peaks;
   for (const char* name : {"none", "everything_saveable", "dots_saveable",
                            "dots_with_no_batch_dims_saveable", "nothing_saveable"}) {
     std::cerr << "bench: " << model << ", policy " << name << "\n";
     io::Json line = measure(model, make(cp::from_name(name)), 0, steps);
     line["policy"] = name;
+    if (std::string(name) != "none")
+      named_peaks[line["planned_peak_bytes"].get<std::int64_t>()].push_back(name);
     out << line.dump() << std::endl;
   }
   // The search space's ends, from a plan under a budget nothing exceeds.
@@ -59,16 +67,24 @@ void sweep(const std::string& model, const MakeBench& make, std::int64_t steps, 
     b.step.set_memory_budget(std::int64_t{1} << 60);
     ends = *b.step.lower(b.state, b.x, b.y).remat_plan();
   }
-  std::int64_t last = -1;
-  for (std::int64_t i = 0; i < points; ++i) {
-    const std::int64_t budget =
-        ends.least_peak_bytes + (ends.keep_all_peak_bytes - ends.least_peak_bytes) * i /
-                                    std::max<std::int64_t>(points - 1, 1);
-    if (budget == last) continue;  // a search space of one peak: one budget
-    last = budget;
+  // Evenly spaced budgets from the least to the keep-everything peak, and each named policy's
+  // own peak (where the budget's choice must be at least as fast as the policy).
+  std::set<std::int64_t> budgets;
+  for (std::int64_t i = 0; i < points; ++i)
+    budgets.insert(ends.least_peak_bytes + (ends.keep_all_peak_bytes - ends.least_peak_bytes) * i /
+                                               std::max<std::int64_t>(points - 1, 1));
+  for (const auto& [peak, names] : named_peaks)
+    if (peak >= ends.least_peak_bytes) budgets.insert(peak);
+  for (const std::int64_t budget : budgets) {
     std::cerr << "bench: " << model << ", budget " << budget << " bytes\n";
     io::Json line = measure(model, make(cp::nothing_saveable()), budget, steps);
     line["policy"] = "budget";
+    if (const auto it = named_peaks.find(budget); it != named_peaks.end()) {
+      io::Json at = io::Json::array();
+      for (const std::string& n : it->second)
+        at.push_back(n);
+      line["at_peak_of"] = at;
+    }
     out << line.dump() << std::endl;
   }
 }
