@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <optional>
 #include <random>
@@ -14,6 +15,7 @@
 #include "cli/args.hpp"
 #include "cli/bench_budget.hpp"
 #include "cli/bench_common.hpp"
+#include "cli/bench_cost_model.hpp"
 #include "cli/bench_data_parallel.hpp"
 #include "cli/bench_gemm_peak.hpp"
 #include "cli/bench_lm.hpp"
@@ -44,6 +46,7 @@ constexpr const char* kBenchUsage =
     "                    [--out FILE.jsonl]\n"
     "       flaxpp bench --budget-sweep [--width W] [--points P] [--steps N] [--device D]\n"
     "                    [--out FILE.jsonl]\n"
+    "       flaxpp bench --cost-model [--steps N] [--device D] [--out FILE.jsonl]\n"
     "  Times MLP classifier training steps (SGD) on the device (default: the default device,\n"
     "  FLAXPP_DEVICE, else the GPU if present, else the CPU) for each width, depth, batch and\n"
     "  remat policy of the grid (--width: only that width) and writes one JSON line per\n"
@@ -63,6 +66,9 @@ constexpr const char* kBenchUsage =
     "  budgets (default 8) from the least feasible planned peak to the keep-everything one; per\n"
     "  step its median time, measured and planned peak and, for a budget, what it chose.\n"
     "  python_compat/budget_frontier.py draws the frontier and writes its table.\n"
+    "  --cost-model: the rates of the cost model the budget chooses by (products' FLOP/s,\n"
+    "  transcendentals/s, bytes/s, seconds per equation), measured on the device from steps of\n"
+    "  one equation, beside the built-in ones.\n"
     "  On the CPU, FLAXPP_CPU_GEMM=blas|onednn picks the engine of the float32 products; each\n"
     "  line names it (python_compat/bench_compare.py --engines compares runs of both).\n";
 
@@ -250,7 +256,7 @@ int bench_command(const std::vector<std::string>& args) {
   std::int64_t steps = 20, only_width = 0;
   DType dtype = DType::f32;
   DataParallelBench data_parallel;
-  bool worker = false, budget_sweep = false;
+  bool worker = false, budget_sweep = false, cost_model = false;
   std::int64_t points = 8;
   for (std::size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--help" || args[i] == "-h") {
@@ -288,6 +294,8 @@ int bench_command(const std::vector<std::string>& args) {
       }
     } else if (args[i] == "--budget-sweep") {
       budget_sweep = true;
+    } else if (args[i] == "--cost-model") {
+      cost_model = true;
     } else if (args[i] == "--points") {
       points = parse_int_option("--points", option_value(args, i), 2, 1000);
     } else if (args[i] == "--processes") {
@@ -306,22 +314,21 @@ int bench_command(const std::vector<std::string>& args) {
   if (only_width != 0) data_parallel.width = only_width;
   data_parallel.steps = steps;
   if (worker) return bench_data_parallel_worker(data_parallel);
-  if (!data_parallel.processes.empty()) {
-    std::ofstream file;
-    if (!out_path.empty()) file.open(out_path);
-    return bench_processes(data_parallel, out_path.empty() ? std::cout : file);
-  }
-  if (budget_sweep) {
-    std::ofstream file;
-    if (!out_path.empty()) file.open(out_path);
-    return bench_budget_sweep(only_width != 0 ? only_width : 1024, steps, points,
-                              out_path.empty() ? std::cout : file);
-  }
-  if (model == "lm") {
-    std::ofstream file;
-    if (!out_path.empty()) file.open(out_path);
-    return bench_lm(steps, attention, out_path.empty() ? std::cout : file);
-  }
+  // The other modes write their lines to the --out file, or to stdout without one.
+  const auto to_out = [&out_path](const std::function<int(std::ostream&)>& write) {
+    if (out_path.empty()) return write(std::cout);
+    std::ofstream file(out_path);
+    return write(file);
+  };
+  if (!data_parallel.processes.empty())
+    return to_out([&](std::ostream& out) { return bench_processes(data_parallel, out); });
+  if (cost_model) return to_out([&](std::ostream& out) { return bench_cost_model(steps, out); });
+  if (budget_sweep)
+    return to_out([&](std::ostream& out) {
+      return bench_budget_sweep(only_width != 0 ? only_width : 1024, steps, points, out);
+    });
+  if (model == "lm")
+    return to_out([&](std::ostream& out) { return bench_lm(steps, attention, out); });
   if (dtype == DType::bf16 && default_device().kind == DeviceKind::cpu) {
     std::cerr << "flaxpp bench: --dtype bfloat16 needs a GPU (the CPU backend computes in "
                  "float32 and float64); use --device cuda on a machine with one\n";

@@ -57,10 +57,11 @@ CostModel CostModel::of(DeviceKind kind) {
             .transcendentals_per_second = 4e12,
             .bytes_per_second = 3e12,
             .seconds_per_equation = 2e-6};
-  // Measured on the development machine, each a jitted step of one equation (medians):
-  // products of 2048x64x64 to 1024^3 at 340-460 GFLOP/s; exp over 2^19 and 2^21 elements at
-  // 2.7·10^9 elements/s; add over the same at 165 GB/s moved (read and written, in cache);
-  // a step of one tiny equation 1.5 µs.
+  // Measured on the development machine (docs/PERFORMANCE.md, "Remat by budget"), each a
+  // jitted step of one equation at the LM's sizes (medians): products of 2048x64x64 to 1024^3
+  // at 340-460 GFLOP/s; exp over 2^19 and 2^21 elements at 2.7·10^9 elements/s; add over the
+  // same at 165 GB/s moved; a step of one tiny equation 1.5 µs. `flaxpp bench --cost-model`
+  // measures the four on any machine.
   return {.flops_per_second = 400e9,
           .transcendentals_per_second = 2.7e9,
           .bytes_per_second = 165e9,
