@@ -133,10 +133,11 @@ def plot(rows: list[dict], model: str, path: str) -> None:
                 "k.-", label="memory_budget (measured peak)", zorder=2)
         ax.plot([r["budget_bytes"] / 2**20 for r in budgets], [r["step_ms"] for r in budgets],
                 "x", color="gray", label="the budgets asked for", zorder=1)
+    ax.ticklabel_format(useOffset=False)
     ax.set_xlabel("peak MiB (measured by the allocator)")
     ax.set_ylabel("step ms (median)")
     ax.set_title(MODELS.get(model, model), fontsize=9)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="center right")
     ax.grid(True, alpha=0.3)
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)

@@ -2,6 +2,7 @@
 
 #include <functional>
 #include <iostream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -67,14 +68,22 @@ void sweep(const std::string& model, const MakeBench& make, std::int64_t steps, 
     b.step.set_memory_budget(std::int64_t{1} << 60);
     ends = *b.step.lower(b.state, b.x, b.y).remat_plan();
   }
-  // Evenly spaced budgets from the least to the keep-everything peak, and each named policy's
-  // own peak (where the budget's choice must be at least as fast as the policy).
+  // Each named policy's own peak (where the budget's choice must be at least as fast as the
+  // policy), and budgets evenly spaced from the least to the keep-everything peak, but none
+  // within 64 KiB of another (the MLP's peaks all lie within a few bytes).
   std::set<std::int64_t> budgets;
-  for (std::int64_t i = 0; i < points; ++i)
-    budgets.insert(ends.least_peak_bytes + (ends.keep_all_peak_bytes - ends.least_peak_bytes) * i /
-                                               std::max<std::int64_t>(points - 1, 1));
   for (const auto& [peak, names] : named_peaks)
     if (peak >= ends.least_peak_bytes) budgets.insert(peak);
+  constexpr std::int64_t kApart = 64 << 10;
+  for (std::int64_t i = 0; i < points; ++i) {
+    const std::int64_t b =
+        ends.least_peak_bytes + (ends.keep_all_peak_bytes - ends.least_peak_bytes) * i /
+                                    std::max<std::int64_t>(points - 1, 1);
+    const auto next = budgets.lower_bound(b);
+    const bool near = (next != budgets.end() && *next - b < kApart) ||
+                      (next != budgets.begin() && b - *std::prev(next) < kApart);
+    if (!near) budgets.insert(b);
+  }
   for (const std::int64_t budget : budgets) {
     std::cerr << "bench: " << model << ", budget " << budget << " bytes\n";
     io::Json line = measure(model, make(cp::nothing_saveable()), budget, steps);
