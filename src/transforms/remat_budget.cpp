@@ -196,7 +196,7 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, const ir::Co
   if (budget <= 0)
     throw ValueError(
         detail::str("jit: memory_budget must be a positive number of bytes, got ", budget));
-  const auto measure = [&](Candidate& c) {
+  const auto model_cost = [&](Candidate& c) {
     c.seconds = ir::modeled_seconds(c.step.graph, model);
     c.flops = ir::flops(c.step.graph);
   };
@@ -210,7 +210,7 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, const ir::Co
     declared.kept = scope.kept();
     bodies = scope.bodies();
   }
-  measure(declared);
+  model_cost(declared);
   const Policies own = declared.policies;
   const std::size_t regions = own.size();
 
@@ -257,7 +257,7 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, const ir::Co
         c.kept = scope.kept();
         if (keeps_everything(policies)) values = scope.values();
       }
-      measure(c);
+      model_cost(c);
       c.policies = std::move(policies);
       consider(std::move(c));
     }
