@@ -18,6 +18,10 @@ from collections import defaultdict
 MODELS = {"mlp": "MLP (width 1024, depth 4, batch 128, SGD; one region)",
           "lm8": "LM with 8 scanned Blocks (width 64, 64 tokens, batch 32, SGD; one region)"}
 
+# How a choice of value classes starts (flaxpp/transforms/remat_plan.hpp).
+VALUE_CLASSES = "lambda prim, *avals, **_: (prim.name, tuple(a.shape for a in avals)) in {"
+CLASS_START = "('"  # each class is ('primitive', (shapes...))
+
 
 def key(r: dict):
     return (r["model"], r["policy"], r.get("budget_bytes", 0))
@@ -54,8 +58,8 @@ def short(chosen: list[str], notes: list[str]) -> str:
             continue
         if c not in notes:
             notes.append(c)
-        classes = c.count("('")
-        out.append(f"[{notes.index(c) + 1}] ({classes} classes)")
+        what = f"{c.count(CLASS_START)} classes" if c.startswith(VALUE_CLASSES) else "lambda"
+        out.append(f"[{notes.index(c) + 1}] ({what})")
     return ", ".join(out) or "(no region)"
 
 
@@ -97,6 +101,8 @@ def at_named_peaks(paths: list[str], model: str) -> str:
             if r["model"] != model or r["policy"] != "budget":
                 continue
             for n in r.get("at_peak_of", []):
+                if n not in named:
+                    continue  # the run lacks that policy's own line
                 ratios[n].append(named[n]["step_ms"] / r["step_ms"])
                 ms[n][0].append(named[n]["step_ms"])
                 ms[n][1].append(r["step_ms"])

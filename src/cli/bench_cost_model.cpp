@@ -20,6 +20,7 @@ namespace {
 struct Probe {
   double seconds = 0;
   ir::Cost cost;
+  std::int64_t equations = 0;  // in its lowered step: 1 unless jit added one
 };
 
 Probe probe(const ArrayFn& f, const std::vector<Array>& args, std::int64_t steps) {
@@ -33,6 +34,7 @@ Probe probe(const ArrayFn& f, const std::vector<Array>& args, std::int64_t steps
   const CompiledStep compiled = step.lower(trees);
   Probe p;
   for (const ir::Eqn& e : compiled.graph().eqns) {
+    ++p.equations;
     const ir::Cost c =
         ir::eqn_cost(e, compiled.graph().input_avals(e), compiled.graph().output_avals(e));
     p.cost.flops += c.flops;
@@ -87,9 +89,16 @@ int bench_cost_model(std::int64_t steps, std::ostream& out) {
                     {"bytes_per_second", m.bytes_per_second},
                     {"seconds_per_equation", m.seconds_per_equation}};
   };
+  io::Json equations = io::Json::object();
+  for (const auto& [name, p] : {std::pair<const char*, const Probe&>{"tiny", tiny},
+                                {"bytes", moved},
+                                {"transcendentals", transcendental},
+                                {"flops", products}})
+    equations[name] = p.equations;
   out << io::Json{{"framework", "flaxpp"},
                   {"backend", default_device().kind == DeviceKind::cpu ? "cpu" : "cuda"},
                   {"steps", steps},
+                  {"probe_equations", equations},
                   {"measured", json(measured)},
                   {"built_in", json(built_in)}}
              .dump()

@@ -60,8 +60,9 @@ CostModel CostModel::of(DeviceKind kind) {
   // Measured on the development machine (docs/PERFORMANCE.md, "Remat by budget"), each a
   // jitted step of one equation at the LM's sizes (medians): products of 2048x64x64 to 1024^3
   // at 340-460 GFLOP/s; exp over 2^19 and 2^21 elements at 2.7·10^9 elements/s; add over the
-  // same at 165 GB/s moved; a step of one tiny equation 1.5 µs. `flaxpp bench --cost-model`
-  // measures the four on any machine.
+  // same at 165 GB/s moved; a whole step of one tiny equation 1.5 µs, of which an equation
+  // inside a longer step costs about 1 µs. `flaxpp bench --cost-model` measures the four on
+  // any machine.
   return {.flops_per_second = 400e9,
           .transcendentals_per_second = 2.7e9,
           .bytes_per_second = 165e9,

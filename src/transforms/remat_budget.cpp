@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <memory>
@@ -15,6 +16,7 @@
 #include "flaxpp/ir/primitive_rules.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 #include "transforms/region_policies.hpp"
+#include "transforms/remat_values.hpp"
 
 namespace flaxpp {
 
@@ -122,13 +124,12 @@ std::vector<std::string> kinds_by_value(const ir::Graph& body) {
 // Saves the results of the primitives named, recomputes the rest; spelled as the lambda a JAX
 // program would pass as its policy.
 PolicyPtr save_kinds(std::vector<std::string> names) {
-  std::string tuple;
+  std::vector<std::string> quoted;
   for (const std::string& n : names)
-    tuple += (tuple.empty() ? "'" : ", '") + n + "'";
-  if (names.size() == 1) tuple += ",";
+    quoted.push_back("'" + n + "'");
   std::set<std::string> kept(names.begin(), names.end());
   return checkpoint_policies::custom(
-      detail::str("lambda prim, *_, **__: prim.name in (", tuple, ")"),
+      "lambda prim, *_, **__: prim.name in " + python_tuple(quoted),
       [kept = std::move(kept)](const ir::Primitive& p, std::span<const AVal>, const ir::Params&) {
         return kept.count(p.name()) != 0 ? ir::Decision::save() : ir::Decision::recompute();
       });
@@ -175,16 +176,16 @@ bool keeps_everything(const Policies& policies) {
 }
 
 // Whether `a` costs less than `b`: less modeled recomputation time (beyond the step that keeps
-// everything, which takes `keep_all_seconds`), then fewer FLOPs, then keeping everything, then
+// everything, which takes `keep_all_seconds`), then keeping everything, then fewer FLOPs, then
 // a smaller peak. A candidate modeled faster than keeping everything counts as recomputing
 // nothing, so that a budget that fits everything keeps everything.
 bool cheaper(const Candidate& a, const Candidate& b, double keep_all_seconds) {
   const double ra = std::max(0.0, a.seconds - keep_all_seconds);
   const double rb = std::max(0.0, b.seconds - keep_all_seconds);
   if (ra != rb) return ra < rb;
-  if (a.flops != b.flops) return a.flops < b.flops;
   const bool ka = keeps_everything(a.policies), kb = keeps_everything(b.policies);
   if (ka != kb) return ka;
+  if (a.flops != b.flops) return a.flops < b.flops;
   return a.step.memory.peak_bytes < b.step.memory.peak_bytes;
 }
 
@@ -196,6 +197,13 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, const ir::Co
   if (budget <= 0)
     throw ValueError(
         detail::str("jit: memory_budget must be a positive number of bytes, got ", budget));
+  for (const double rate :
+       {model.flops_per_second, model.transcendentals_per_second, model.bytes_per_second})
+    if (!(rate > 0) || !std::isfinite(rate))
+      throw ValueError(
+          detail::str("jit: memory_budget: the cost model's rates must be positive "
+                      "and finite, got ",
+                      rate, "; use ir::CostModel::of(device kind)"));
   const auto model_cost = [&](Candidate& c) {
     c.seconds = ir::modeled_seconds(c.step.graph, model);
     c.flops = ir::flops(c.step.graph);

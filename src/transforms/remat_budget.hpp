@@ -19,9 +19,9 @@ struct LoweredStep {
 // Traces and plans the step; called once per candidate, under the candidate's RegionPolicies.
 using LowerStep = std::function<LoweredStep()>;
 
-// The candidate whose step `model` finds fastest among those whose planned peak is at most
-// `budget` bytes, and what was chosen in `plan`. A ValueError where no candidate fits: it names the
-// least planned peak and what it is made of.
+// The candidate with the least recomputation time by `model` (remat_plan.hpp says how ties
+// go) among those whose planned peak is at most `budget` bytes, and what was chosen in `plan`. A
+// ValueError where no candidate fits: it names the least planned peak and what it is made of.
 LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, const ir::CostModel& model,
                        RematPlan& plan);
 

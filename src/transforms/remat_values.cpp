@@ -1,23 +1,19 @@
 #include "transforms/remat_values.hpp"
 
-#include <algorithm>
 #include <limits>
-#include <map>
 #include <set>
 #include <span>
 
-#include "flaxpp/core/error.hpp"
-
 namespace flaxpp::transforms {
-namespace {
 
-// A Python tuple of the items as written: "()", "(a,)", "(a, b)".
 std::string python_tuple(const std::vector<std::string>& items) {
   std::string out = "(";
   for (std::size_t i = 0; i < items.size(); ++i)
     out += (i == 0 ? "" : ", ") + items[i];
   return out + (items.size() == 1 ? ",)" : ")");
 }
+
+namespace {
 
 std::string python_shape(const Shape& s) {
   std::vector<std::string> dims;
@@ -109,10 +105,11 @@ std::vector<PolicyPtr> value_chain(const RegionValues& values) {
   Outcome now = weigher.weigh(kept);
   std::vector<PolicyPtr> chain;
   while (true) {
-    // The class with the most seconds saved per byte added; one that adds no bytes first.
+    // The class with the most seconds saved per byte added; of those that add no bytes, the
+    // one that saves the most.
     std::string best;
     Outcome best_outcome;
-    double best_rate = 0;
+    double best_rate = 0, best_saved = 0;
     for (const std::string& c : candidates) {
       std::set<std::string> with = kept;
       with.insert(c);
@@ -122,9 +119,10 @@ std::vector<PolicyPtr> value_chain(const RegionValues& values) {
       const std::int64_t added = o.bytes - now.bytes;
       const double rate =
           added <= 0 ? std::numeric_limits<double>::infinity() : saved / static_cast<double>(added);
-      if (best.empty() || rate > best_rate) {
+      if (best.empty() || rate > best_rate || (rate == best_rate && saved > best_saved)) {
         best = c;
         best_rate = rate;
+        best_saved = saved;
         best_outcome = o;
       }
     }

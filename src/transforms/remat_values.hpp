@@ -5,6 +5,7 @@
 // pass (`lambda prim, *avals, **_: (prim.name, tuple(a.shape for a in avals)) in {...}`).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -33,10 +34,15 @@ struct RegionValues {
   std::vector<Node> nodes;
 };
 
+// A Python tuple of the items as written: "()", "(a,)", "(a, b)".
+std::string python_tuple(const std::vector<std::string>& items);
+
 // Policies keeping ever more classes of the region's values, greedily by the modeled seconds
 // of recomputation they save per byte they add (a knapsack's greedy order), each step's gain
 // worked out on the region's own equations: what the backward pass reads and what recomputing
-// the rest needs. Ends where keeping more saves nothing.
+// the rest needs. Ends where keeping more saves nothing. The equations are the region's as
+// its keep-everything trace flattens them; inside a cond's branches the policy's answer is
+// its own (no class is proposed there, so they are recomputed).
 std::vector<PolicyPtr> value_chain(const RegionValues& values);
 
 }  // namespace flaxpp::transforms

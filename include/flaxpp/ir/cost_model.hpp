@@ -1,7 +1,8 @@
 // flaxpp/ir/cost_model.hpp — what a graph costs in time, modeled before it runs: XLA's cost
 // analysis' figures per equation (flops, transcendentals, bytes accessed; HloCostAnalysis) and
 // a roofline model of one device that turns them into seconds. The remat budget
-// (flaxpp/transforms/remat_plan.hpp) chooses the candidate the model finds fastest.
+// (flaxpp/transforms/remat_plan.hpp) chooses the candidate whose recomputation it finds
+// cheapest.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +25,8 @@ Cost eqn_cost(const Eqn& e, std::span<const AVal> inputs, std::span<const AVal> 
 // A device's rates. An equation takes
 //   seconds_per_equation + max(flops / flops_per_second, bytes / bytes_per_second)
 //                        + transcendentals / transcendentals_per_second,
-// a loop its body's per iteration, a call its body's once.
+// a loop its body's per iteration, a call its body's once; an equation holding several graphs
+// (a cond's branches) counts every one, as ir::flops counts them.
 struct CostModel {
   double flops_per_second = 0;
   double transcendentals_per_second = 0;

@@ -60,9 +60,9 @@ constexpr bool program_op_is_comparison(ProgramOp op) {
 #undef FLAXPP_PROGRAM_OP_YES
   return kComparison[static_cast<int>(op)];
 }
-// Whether an operation is transcendental as XLA's cost analysis counts them (exp, log, tanh,
-// logistic, sqrt, rsqrt, erf, sin, cos, pow: HloCostAnalysis's `transcendentals`): the lines
-// whose dtypes are floating only (Fp).
+// Whether an operation is transcendental as XLA's cost analysis counts them (exp, log, log1p,
+// tanh, logistic, sqrt, rsqrt, erf, sin, cos, pow: HloCostAnalysis's `transcendentals`): the
+// lines whose dtypes are floating only (Fp).
 constexpr bool program_op_is_transcendental(ProgramOp op) {
 #define FLAXPP_PROGRAM_OP_FP(name, Functor, dtypes, unfused) FLAXPP_PROGRAM_OP_IS_##dtypes,
 #define FLAXPP_PROGRAM_OP_NO(name, ...) false,

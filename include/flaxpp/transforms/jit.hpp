@@ -56,9 +56,9 @@ struct JitOptions {
   bool overlap_collectives = true;
   // Remat by budget: the most bytes the step may hold at once (its planned peak, arguments
   // included: parameters, optimiser state, the batch). For every checkpoint region, jit chooses
-  // which values the backward pass keeps: the step the device's cost model (ir::CostModel)
-  // finds fastest among those that fit (flaxpp/transforms/remat_plan.hpp), per input
-  // signature; a budget no choice fits is a ValueError naming the least peak. 0: no budget,
+  // which values the backward pass keeps: the least recomputation time by the device's cost
+  // model (ir::CostModel) among the choices that fit (flaxpp/transforms/remat_plan.hpp), per
+  // input signature; a budget no choice fits is a ValueError naming the least peak. 0: no budget,
   // each region follows its own policy.
   std::int64_t memory_budget = 0;
 };

@@ -2,11 +2,12 @@
 // JitOptions::memory_budget): for every checkpoint region of the step, the policy its backward
 // pass follows, with the planned peak and what the choice recomputes.
 //
-// The choice is the candidate whose step is modeled fastest (ir::CostModel: a roofline of the
-// device's product rate, memory bandwidth, transcendental rate and per-equation cost, over the
-// step's graph after jit's passes, fusion included) among those whose planned peak
-// (memory_analysis(), which counts the whole step: parameters, gradients, optimiser state, the
-// batch, temporaries) is at most the budget. The candidates, each traced and planned exactly:
+// The choice is the candidate with the least modeled recomputation time (ir::CostModel: a
+// roofline of the device's product rate, memory bandwidth, transcendental rate and
+// per-equation cost, over the step's graph after jit's passes, fusion included) among those
+// whose planned peak (memory_analysis(), which counts the whole step: parameters, gradients,
+// optimiser state, the batch, temporaries) is at most the budget. The candidates, each traced and
+// planned exactly:
 // - per region, the policies from keeping everything to keeping nothing (everything_saveable,
 //   dots_saveable, dots_with_no_batch_dims_saveable, nothing_saveable): all regions alike, and
 //   the first k regions one step further down that list than the rest;
@@ -21,9 +22,10 @@
 // - the regions' own policies.
 // A region inside a scanned body is one region: its choice holds for every layer.
 // The cost of recomputation is the modeled step's time beyond that of the step that keeps
-// everything (none where it is modeled faster, so that a budget that fits everything keeps
-// everything), then the recomputed FLOPs (ir::flops: products 2·M·N·K, other work one per
-// element written), then the peak: a smaller budget never gives a larger planned peak, nor
+// everything (none where it is modeled faster); ties go to keeping everything, so that a
+// budget that fits everything keeps everything, then to fewer recomputed FLOPs (ir::flops:
+// products 2·M·N·K, other work one per element written), then to the smaller peak. The order
+// is the same for every budget, so a smaller budget never gives a larger planned peak, nor
 // less modeled recomputation.
 #pragma once
 
