@@ -10,6 +10,7 @@
 
 #include "flaxpp/ir/cost_model.hpp"
 #include "flaxpp/ir/flops.hpp"
+#include "flaxpp/ir/lax.hpp"
 #include "flaxpp/ir/passes.hpp"
 #include "flaxpp/ir/primitive_rules.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
@@ -158,7 +159,10 @@ void note_kept(const Region& r, const std::vector<ir::Decision>& decisions,
     for (std::size_t j = 0; j < outs.size(); ++j)
       if (values.nodes[i].read[j])
         kept.push_back({r.eqns[i].eqn->prim->name(), outs[j].aval().str(), outs[j].aval().nbytes(),
-                        recompute_flops(i)});
+                        recompute_flops(i),
+                        r.eqns[i].eqn->prim == &lax::name_p
+                            ? r.eqns[i].eqn->params.get<std::string>("name")
+                            : std::string()});
   }
   scope->note_kept(r.declared_body, std::move(kept), std::move(values));
 }

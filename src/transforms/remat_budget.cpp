@@ -36,14 +36,15 @@ std::string RematPlan::str() const {
   os << "memory budget: " << budget_bytes << " bytes\n";
   for (std::size_t i = 0; i < regions.size(); ++i) {
     os << "  region " << i << ": " << regions[i].policy;
+    if (!regions[i].same_as.empty()) os << " (keeps what " << regions[i].same_as << " keeps)";
     if (regions[i].own_policy != regions[i].policy)
       os << " (declared: " << regions[i].own_policy << ")";
     os << "\n    keeps " << regions[i].kept.size() << " values besides its inputs, "
        << regions[i].kept_bytes() << " bytes per run"
        << (regions[i].kept.empty() ? "" : " (each: what recomputing it costs)") << "\n";
     for (const RematPlan::Kept& k : regions[i].kept)
-      os << "      " << k.primitive << " " << k.aval << ": " << k.bytes << " bytes, " << k.flops
-         << " FLOPs\n";
+      os << "      " << k.primitive << (k.name.empty() ? "" : " '" + k.name + "'") << " " << k.aval
+         << ": " << k.bytes << " bytes, " << k.flops << " FLOPs\n";
   }
   os << "planned peak: " << planned_peak_bytes << " bytes" << (exact ? "" : " (at least)")
      << " (keeping everything: " << keep_all_peak_bytes << " bytes, the least: " << least_peak_bytes
@@ -170,6 +171,18 @@ struct Candidate {
   std::vector<std::vector<RematPlan::Kept>> kept;  // per region
 };
 
+// The ladder's policy every region follows, if they all follow one.
+std::optional<std::string> named_alike(const Policies& policies) {
+  for (const PolicyPtr& p : ladder()) {
+    const std::string name = p->str();
+    if (!policies.empty() && std::all_of(policies.begin(), policies.end(), [&](const PolicyPtr& q) {
+          return spelling(q) == name;
+        }))
+      return name;
+  }
+  return std::nullopt;
+}
+
 bool keeps_everything(const Policies& policies) {
   return std::all_of(policies.begin(), policies.end(),
                      [](const PolicyPtr& p) { return spelling(p) == ladder().front()->str(); });
@@ -230,6 +243,8 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, const ir::Co
   std::optional<Candidate> keep_all;
   std::vector<RegionValues> values;
   std::set<std::vector<std::string>> seen;  // candidates by their policies' spellings
+  // What each named policy of the ladder keeps per region, when every region follows it.
+  std::vector<NamedKept> named_kept;
   const auto fresh = [&](const Policies& policies) {
     std::vector<std::string> names;
     for (const PolicyPtr& p : policies)
@@ -264,6 +279,8 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, const ir::Co
                                        "same way every time"));
         c.kept = scope.kept();
         if (keeps_everything(policies)) values = scope.values();
+        if (const std::optional<std::string> name = named_alike(policies))
+          named_kept.emplace_back(*name, c.kept);
       }
       model_cost(c);
       c.policies = std::move(policies);
@@ -305,7 +322,11 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, const ir::Co
   plan.budget_bytes = budget;
   plan.regions.clear();
   for (std::size_t i = 0; i < regions; ++i)
-    plan.regions.push_back({spelling(best->policies[i]), spelling(own[i]), best->kept[i]});
+    plan.regions.push_back({spelling(best->policies[i]), spelling(own[i]),
+                            named_alike({best->policies[i]})
+                                ? std::string()
+                                : named_equivalent(best->kept[i], i, named_kept),
+                            best->kept[i]});
   plan.planned_peak_bytes = best->step.memory.peak_bytes;
   plan.exact = best->step.memory.exact;
   plan.recompute_flops = best->flops - keep_all->flops;

@@ -13,6 +13,19 @@ std::string python_tuple(const std::vector<std::string>& items) {
   return out + (items.size() == 1 ? ",)" : ")");
 }
 
+std::string named_equivalent(const std::vector<RematPlan::Kept>& kept, std::size_t region,
+                             const std::vector<NamedKept>& named) {
+  for (const auto& [spelling, per_region] : named)
+    if (region < per_region.size() && per_region[region] == kept) return spelling;
+  std::set<std::string> names;
+  for (const RematPlan::Kept& k : kept) {
+    if (k.name.empty()) return "";
+    names.insert(k.name);
+  }
+  if (names.empty()) return "";
+  return checkpoint_policies::save_only_these_names({names.begin(), names.end()})->str();
+}
+
 namespace {
 
 std::string python_shape(const Shape& s) {

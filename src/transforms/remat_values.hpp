@@ -13,6 +13,7 @@
 
 #include "flaxpp/core/shape.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
+#include "flaxpp/transforms/remat_plan.hpp"
 
 namespace flaxpp::transforms {
 
@@ -33,6 +34,14 @@ struct RegionValues {
   };
   std::vector<Node> nodes;
 };
+
+// A named policy's spelling, and what it keeps per region when every region follows it.
+using NamedKept = std::pair<std::string, std::vector<std::vector<RematPlan::Kept>>>;
+// For a choice that keeps `kept` in region `region`: the spelling of the first of `named`
+// that keeps the same values there, else save_only_these_names(...) where every kept value is
+// a checkpoint_name's output; "" where neither says it.
+std::string named_equivalent(const std::vector<RematPlan::Kept>& kept, std::size_t region,
+                             const std::vector<NamedKept>& named);
 
 // A Python tuple of the items as written: "()", "(a,)", "(a, b)".
 std::string python_tuple(const std::vector<std::string>& items);

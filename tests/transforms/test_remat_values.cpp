@@ -79,3 +79,22 @@ TEST_CASE("python_tuple: Python's spelling of tuples of none, one and several it
   CHECK(transforms::python_tuple({"8"}) == "(8,)");
   CHECK(transforms::python_tuple({"8", "4"}) == "(8, 4)");
 }
+
+TEST_CASE("named_equivalent: a choice that keeps what a named policy keeps is said by its name") {
+  using Kept = RematPlan::Kept;
+  const Kept product{"dot_general", "f32[8,4]", 128, 512, ""};
+  const Kept a{"name", "f32[8,4]", 128, 544, "a"}, b{"name", "f32[8,4]", 128, 576, "b"};
+  // What two named policies keep in regions 0 and 1 when every region follows them.
+  const std::vector<transforms::NamedKept> named = {
+      {"everything_saveable", {{product, a, b}, {product}}},
+      {"dots_saveable", {{product}, {product}}},
+      {"nothing_saveable", {{}, {}}}};
+  CHECK(transforms::named_equivalent({product}, 0, named) == "dots_saveable");
+  CHECK(transforms::named_equivalent({product}, 1, named) == "everything_saveable");  // the first
+  CHECK(transforms::named_equivalent({}, 0, named) == "nothing_saveable");
+  // Kept values that are all checkpoint_name outputs: save_only_these_names, names sorted.
+  CHECK(transforms::named_equivalent({b, a}, 0, named) == "save_only_these_names('a', 'b')");
+  // Neither: a product beside a name, or a region no named policy was planned for.
+  CHECK(transforms::named_equivalent({product, a}, 0, named).empty());
+  CHECK(transforms::named_equivalent({product}, 2, named).empty());
+}

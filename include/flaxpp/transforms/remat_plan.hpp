@@ -47,11 +47,16 @@ struct RematPlan {
     // What recomputing it alone would cost (ir::eqn_flops of its equation and of those it
     // depends on inside the region); values that share work share it in their figures.
     std::int64_t flops = 0;
+    std::string name{};  // a checkpoint_name's output: its name; "" for other values
+    bool operator==(const Kept&) const = default;
   };
   // Per checkpoint region, in the order the regions are differentiated.
   struct Region {
     std::string policy;      // chosen, as JAX spells it: what a JAX program would pass
     std::string own_policy;  // the one the model declared
+    // Where `policy` is not a named one: a named policy that keeps the same values here, as
+    // JAX spells it (dots_saveable, save_only_these_names('a', 'b'), ...); "" if none does.
+    std::string same_as{};
     // What the chosen policy keeps, per run of the region (per layer in a scan), in the
     // body's order.
     std::vector<Kept> kept{};
