@@ -244,7 +244,10 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, const ir::Co
   std::vector<RegionValues> values;
   std::set<std::vector<std::string>> seen;  // candidates by their policies' spellings
   // What each named policy of the ladder keeps per region, when every region follows it.
-  std::vector<NamedKept> named_kept;
+  std::map<std::string, std::vector<std::vector<RematPlan::Kept>>> named_kept;
+  const auto note_named = [&](const Candidate& c) {
+    if (const std::optional<std::string> name = named_alike(c.policies)) named_kept[*name] = c.kept;
+  };
   const auto fresh = [&](const Policies& policies) {
     std::vector<std::string> names;
     for (const PolicyPtr& p : policies)
@@ -279,18 +282,20 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, const ir::Co
                                        "same way every time"));
         c.kept = scope.kept();
         if (keeps_everything(policies)) values = scope.values();
-        if (const std::optional<std::string> name = named_alike(policies))
-          named_kept.emplace_back(*name, c.kept);
       }
       model_cost(c);
       c.policies = std::move(policies);
+      note_named(c);
       consider(std::move(c));
     }
   };
   // Keeping everything first (the measure of recomputation, and the regions' values), then
   // the step as declared, the ladder, the primitive kinds and the value classes.
   plan_candidates({Policies(regions, ladder().front())});
-  if (fresh(declared.policies)) consider(std::move(declared));
+  if (fresh(declared.policies)) {
+    note_named(declared);
+    consider(std::move(declared));
+  }
   std::vector<std::vector<PolicyPtr>> kinds;
   for (const auto& body : bodies)
     kinds.push_back(kind_chain(*body));
@@ -321,11 +326,14 @@ LoweredStep plan_remat(std::int64_t budget, const LowerStep& lower, const ir::Co
   }
   plan.budget_bytes = budget;
   plan.regions.clear();
+  std::vector<NamedKept> named;  // in the ladder's order
+  for (const PolicyPtr& p : ladder())
+    if (const auto it = named_kept.find(p->str()); it != named_kept.end()) named.push_back(*it);
   for (std::size_t i = 0; i < regions; ++i)
     plan.regions.push_back({spelling(best->policies[i]), spelling(own[i]),
                             named_alike({best->policies[i]})
                                 ? std::string()
-                                : named_equivalent(best->kept[i], i, named_kept),
+                                : named_equivalent(best->kept[i], i, named),
                             best->kept[i]});
   plan.planned_peak_bytes = best->step.memory.peak_bytes;
   plan.exact = best->step.memory.exact;
