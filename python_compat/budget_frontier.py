@@ -72,7 +72,8 @@ def table(rows: list[dict], model: str) -> str:
              "step ms | measured peak MiB | planned peak MiB | runs |",
              "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in named:
-        lines.append(f"| `{r['policy']}` | | | | | | {r['step_ms']:.1f} | "
+        modeled = f"{r['modeled_ms']:.1f}" if "modeled_ms" in r else ""
+        lines.append(f"| `{r['policy']}` | | | | | {modeled} | {r['step_ms']:.1f} | "
                      f"{mib(r['peak_bytes'])} | {mib(r['planned_peak_bytes'])} | {r['runs']} |")
     notes: list[str] = []
     for r in budgets:

@@ -11,6 +11,7 @@
 #include "cli/bench_common.hpp"
 #include "flaxpp/core/backend.hpp"
 #include "flaxpp/io/json.hpp"
+#include "flaxpp/ir/cost_model.hpp"
 #include "flaxpp/transforms/checkpoint.hpp"
 
 namespace flaxpp::cli {
@@ -31,6 +32,9 @@ io::Json measure(const std::string& model, StepBench b, std::int64_t budget, std
                 {"step_ms", ms},
                 {"peak_bytes", backend(default_device()).memory_stats().peak_bytes},
                 {"planned_peak_bytes", compiled.memory_analysis().peak_bytes},
+                {"modeled_ms", ir::modeled_seconds(compiled.graph(),
+                                                   ir::CostModel::of(default_device().kind)) *
+                                   1e3},
                 {"constant_bytes", compiled.memory_analysis().constant_bytes}};
   if (const RematPlan* plan = compiled.remat_plan()) {
     line["budget_bytes"] = budget;
@@ -39,7 +43,6 @@ io::Json measure(const std::string& model, StepBench b, std::int64_t budget, std
       chosen.push_back(r.policy);
     line["chosen"] = chosen;
     line["recompute_flops"] = plan->recompute_flops;
-    line["modeled_ms"] = plan->modeled_seconds * 1e3;
     line["recompute_modeled_ms"] = plan->recompute_seconds() * 1e3;
     line["candidates"] = static_cast<std::int64_t>(plan->candidates);
     line["search_ms"] = plan->search_seconds * 1000.0;
