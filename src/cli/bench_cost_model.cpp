@@ -35,11 +35,7 @@ Probe probe(const ArrayFn& f, const std::vector<Array>& args, std::int64_t steps
   Probe p;
   for (const ir::Eqn& e : compiled.graph().eqns) {
     ++p.equations;
-    const ir::Cost c =
-        ir::eqn_cost(e, compiled.graph().input_avals(e), compiled.graph().output_avals(e));
-    p.cost.flops += c.flops;
-    p.cost.transcendentals += c.transcendentals;
-    p.cost.bytes += c.bytes;
+    p.cost += ir::eqn_cost(e, compiled.graph().input_avals(e), compiled.graph().output_avals(e));
   }
   p.seconds = median_step_ms(steps, [&] { (void)compiled(trees); }) / 1e3;
   return p;

@@ -71,14 +71,10 @@ CostModel CostModel::of(DeviceKind kind) {
 
 double eqn_seconds(const Eqn& e, std::span<const AVal> inputs, std::span<const AVal> outputs,
                    const CostModel& model) {
-  bool holds_graph = false;
-  double total = 0;
-  const double trips = static_cast<double>(loop_trips(e).value_or(1));
-  for_each_subgraph(e, [&](const std::string&, const Graph& sub) {
-    holds_graph = true;
-    total += trips * modeled_seconds(sub, model);
-  });
-  return holds_graph ? total : model.seconds(eqn_cost(e, inputs, outputs));
+  if (const auto held = over_held_graphs<double>(
+          e, [&](const Graph& g) { return modeled_seconds(g, model); }))
+    return *held;
+  return model.seconds(eqn_cost(e, inputs, outputs));
 }
 
 double eqn_seconds(const Graph& graph, const Eqn& e, const CostModel& model) {

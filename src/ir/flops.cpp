@@ -17,14 +17,9 @@ std::int64_t eqn_flops(const Graph& graph, const Eqn& e) {
 
 std::int64_t eqn_flops(const Eqn& e, std::span<const AVal> inputs, std::span<const AVal> outputs) {
   if (const FlopsRule* rule = flops_rule(*e.prim)) return (*rule)(inputs, outputs, e.params);
-  bool holds_graph = false;
+  if (const auto held = over_held_graphs<std::int64_t>(e, [](const Graph& g) { return flops(g); }))
+    return *held;
   std::int64_t total = 0;
-  const std::int64_t trips = loop_trips(e).value_or(1);
-  for_each_subgraph(e, [&](const std::string&, const Graph& sub) {
-    holds_graph = true;
-    total += trips * flops(sub);
-  });
-  if (holds_graph) return total;
   for (const AVal& out : outputs)
     total += out.shape.size();
   if (e.prim == &lax::fused_elementwise_p) {

@@ -183,9 +183,9 @@ std::optional<std::string> named_alike(const Policies& policies) {
   return std::nullopt;
 }
 
+// Whether every region keeps everything (a step without regions does).
 bool keeps_everything(const Policies& policies) {
-  return std::all_of(policies.begin(), policies.end(),
-                     [](const PolicyPtr& p) { return spelling(p) == ladder().front()->str(); });
+  return policies.empty() || named_alike(policies) == ladder().front()->str();
 }
 
 // Whether `a` costs less than `b`: less modeled recomputation time (beyond the step that keeps

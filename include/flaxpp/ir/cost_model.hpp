@@ -18,6 +18,12 @@ struct Cost {
   std::int64_t flops = 0;            // ir::eqn_flops
   std::int64_t transcendentals = 0;  // elements written by transcendental operations (exp, tanh…)
   std::int64_t bytes = 0;            // operands read and results written
+  Cost& operator+=(const Cost& o) {
+    flops += o.flops;
+    transcendentals += o.transcendentals;
+    bytes += o.bytes;
+    return *this;
+  }
 };
 // The cost of an equation without a body, whose operands and results have these avals.
 Cost eqn_cost(const Eqn& e, std::span<const AVal> inputs, std::span<const AVal> outputs);

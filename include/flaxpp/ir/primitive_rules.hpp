@@ -70,6 +70,19 @@ const std::string* loop_body(const Primitive& prim);
 // How often the loop `e` runs its body, where that is known before it runs; nullopt for a loop
 // decided while it runs (while_loop) and for an equation that is no loop.
 std::optional<std::int64_t> loop_trips(const Eqn& e);
+// A measure of an equation that holds graphs, from `per_graph` (the measure of one graph):
+// every graph it holds once, a loop's body once per iteration (loop_trips; once where that
+// is unknown); nullopt for an equation that holds none. ir::flops and ir::modeled_seconds
+// count bodies this way.
+template <class T, class F>
+std::optional<T> over_held_graphs(const Eqn& e, F&& per_graph) {
+  std::optional<T> total;
+  const T trips = static_cast<T>(loop_trips(e).value_or(1));
+  for_each_subgraph(e, [&](const std::string&, const Graph& sub) {
+    total = total.value_or(T{}) + trips * per_graph(sub);
+  });
+  return total;
+}
 
 // Batching (JAX's per-primitive batching rules, on which transforms/vmap.hpp stands): an
 // equation applied to a batch of examples in one go. An operand marked batched carries the batch
