@@ -13,18 +13,22 @@
 namespace flaxpp::ir {
 namespace {
 
-// Transcendental operations per element written: a fused program's transcendental
-// instructions, or one for a transcendental primitive.
-std::int64_t transcendentals_per_element(const Eqn& e) {
+// Transcendental operations: a fused program's transcendental instructions for each element
+// it runs over, or one per element written by a transcendental primitive.
+std::int64_t transcendentals(const Eqn& e, std::span<const AVal> inputs,
+                             std::span<const AVal> outputs) {
   if (e.prim == &lax::fused_elementwise_p) {
     const auto& program = e.params.get<std::shared_ptr<const ElementwiseProgram>>("program");
-    return std::count_if(program->code.begin(), program->code.end(),
+    return program->group_elements(inputs) *
+           std::count_if(program->code.begin(), program->code.end(),
                          [](const ElementwiseProgram::Instr& i) {
                            return kernels::program_op_is_transcendental(i.op);
                          });
   }
   const std::optional<ElementwiseProgram::Op> op = program_op(*e.prim);
-  return op && kernels::program_op_is_transcendental(*op) ? 1 : 0;
+  return op && kernels::program_op_is_transcendental(*op) && !outputs.empty()
+             ? outputs.front().shape.size()
+             : 0;
 }
 
 }  // namespace
@@ -32,9 +36,7 @@ std::int64_t transcendentals_per_element(const Eqn& e) {
 Cost eqn_cost(const Eqn& e, std::span<const AVal> inputs, std::span<const AVal> outputs) {
   Cost c;
   c.flops = eqn_flops(e, inputs, outputs);
-  // A program's results are written alike: the first one's elements.
-  const std::int64_t elements = outputs.empty() ? 0 : outputs.front().shape.size();
-  c.transcendentals = elements * transcendentals_per_element(e);
+  c.transcendentals = transcendentals(e, inputs, outputs);
   for (const AVal& a : inputs)
     c.bytes += a.nbytes();
   for (const AVal& a : outputs)

@@ -55,6 +55,15 @@ std::vector<int> ElementwiseProgram::donations(const std::vector<bool>& free) co
   return from;
 }
 
+std::int64_t ElementwiseProgram::group_elements(std::span<const AVal> operands) const {
+  std::int64_t total = 0;
+  if (num_inputs == 0) return total;
+  for (auto g = static_cast<std::size_t>(num_scalars); g < operands.size();
+       g += static_cast<std::size_t>(num_inputs))
+    total += operands[g].shape.size();
+  return total;
+}
+
 std::string ElementwiseProgram::str() const {
   std::string out = detail::str("{scalars=", num_scalars, " inputs=", num_inputs);
   if (!masks.empty()) {
@@ -93,6 +102,11 @@ std::string ElementwiseProgram::str() const {
     out += detail::str(" r", int(outputs[k]));
     if (k < aliases.size() && aliases[k] >= 0) out += detail::str("@in", int(aliases[k]));
   }
+  if (!row_reductions.empty()) {
+    out += detail::str("; rows(", row_axes, "):");
+    for (const RowReduction& r : row_reductions)
+      out += detail::str(" ", kernels::program_op_name(r.op), "(r", int(r.reg), ")");
+  }
   return out + "}";
 }
 
@@ -126,6 +140,18 @@ void ElementwiseProgram::validate() const {
       fail(detail::str("output ", k, " aliases operand ", int(aliases[k]), " of ", num_inputs));
     if (aliases[k] >= 0 && std::count(aliases.begin(), aliases.end(), aliases[k]) > 1)
       fail(detail::str("operand ", int(aliases[k]), " is aliased by two outputs"));
+  }
+  if (results_per_group() > static_cast<std::size_t>(kMaxRegisters))
+    fail(detail::str(results_per_group(), " results; a program has at most ", kMaxRegisters));
+  if (row_reductions.empty() != (row_axes == 0) || row_axes < 0)
+    fail(detail::str(row_reductions.size(), " row reductions over ", row_axes,
+                     " trailing axes; row reductions need at least one axis, and axes need them"));
+  for (const RowReduction& r : row_reductions) {
+    if (r.op != Op::add && r.op != Op::max)
+      fail(detail::str("a row reduction by ", kernels::program_op_name(r.op),
+                       "; only add and max reduce rows"));
+    if (r.reg >= num_registers)
+      fail(detail::str("row reduction register r", int(r.reg), " does not exist"));
   }
   for (const Instr& in : code) {
     if (in.dst < first_temporary() || in.dst >= num_registers)
@@ -223,13 +249,30 @@ int ElementwiseBuilder::output(Value v, Value in_place_of) {
   return static_cast<int>(outputs_.size()) - 1;
 }
 
+int ElementwiseBuilder::reduce_rows(Op op, Value v, int row_axes) {
+  if ((op != Op::add && op != Op::max) || row_axes <= 0 ||
+      (row_axes_ != 0 && row_axes != row_axes_))
+    throw ValueError(detail::str(
+        "a row reduction of an elementwise program adds or takes the maximum over the same "
+        "trailing axes (at least one) as its others; got ",
+        kernels::program_op_name(op), " over ", row_axes, " axes",
+        row_axes_ != 0 ? detail::str(" after ", row_axes_) : std::string()));
+  row_axes_ = row_axes;
+  row_reductions_.emplace_back(op, check(v));
+  return static_cast<int>(row_reductions_.size()) - 1;
+}
+
 std::shared_ptr<const ElementwiseProgram> ElementwiseBuilder::finish() const {
   const int count = static_cast<int>(nodes_.size());
   // The last instruction reading each node (outputs are read after every instruction).
   constexpr int kForever = std::numeric_limits<int>::max();
   std::vector<int> last_use(static_cast<std::size_t>(count), -1);
   std::vector<bool> live(static_cast<std::size_t>(count), false);
-  for (const int o : outputs_) {
+  // Results (outputs and row reductions) are read after every instruction.
+  std::vector<int> results = outputs_;
+  for (const auto& [op, node] : row_reductions_)
+    results.push_back(node);
+  for (const int o : results) {
     live[static_cast<std::size_t>(o)] = true;
     last_use[static_cast<std::size_t>(o)] = kForever;
   }
@@ -294,8 +337,14 @@ std::shared_ptr<const ElementwiseProgram> ElementwiseBuilder::finish() const {
     throw ValueError(detail::str("an elementwise program needs ", program->num_registers,
                                  " registers, more than the ", ElementwiseProgram::kMaxRegisters,
                                  " a fused kernel has; split it into smaller programs"));
+  const auto reg_of = [&](int node) {
+    return static_cast<std::uint8_t>(reg[static_cast<std::size_t>(node)]);
+  };
   for (const int o : outputs_)
-    program->outputs.push_back(static_cast<std::uint8_t>(reg[static_cast<std::size_t>(o)]));
+    program->outputs.push_back(reg_of(o));
+  for (const auto& [op, node] : row_reductions_)
+    program->row_reductions.push_back({op, reg_of(node)});
+  program->row_axes = row_axes_;
   if (std::any_of(aliases_.begin(), aliases_.end(), [](std::int8_t a) { return a >= 0; }))
     program->aliases = aliases_;
   if (std::find(masks_.begin(), masks_.end(), true) != masks_.end()) program->masks = masks_;

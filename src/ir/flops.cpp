@@ -19,14 +19,15 @@ std::int64_t eqn_flops(const Eqn& e, std::span<const AVal> inputs, std::span<con
   if (const FlopsRule* rule = flops_rule(*e.prim)) return (*rule)(inputs, outputs, e.params);
   if (const auto held = over_held_graphs<std::int64_t>(e, [](const Graph& g) { return flops(g); }))
     return *held;
+  if (e.prim == &lax::fused_elementwise_p) {
+    // An operation per instruction and per row reduction, for each element.
+    const auto& program = e.params.get<std::shared_ptr<const ElementwiseProgram>>("program");
+    return program->group_elements(inputs) *
+           static_cast<std::int64_t>(program->code.size() + program->row_reductions.size());
+  }
   std::int64_t total = 0;
   for (const AVal& out : outputs)
     total += out.shape.size();
-  if (e.prim == &lax::fused_elementwise_p) {
-    const auto& program = e.params.get<std::shared_ptr<const ElementwiseProgram>>("program");
-    total = total / static_cast<std::int64_t>(std::max<std::size_t>(e.outputs.size(), 1)) *
-            static_cast<std::int64_t>(program->code.size());
-  }
   return total;
 }
 

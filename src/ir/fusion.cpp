@@ -54,7 +54,7 @@ struct Cluster {
 
 class Fuser {
  public:
-  Fuser(Graph& g, bool sixteen_bit) : g_(g), sixteen_bit_(sixteen_bit), uses_(g) {}
+  Fuser(Graph& g, FusionOptions options) : g_(g), options_(options), uses_(g) {}
   int run();
 
  private:
@@ -75,17 +75,28 @@ class Fuser {
     std::int64_t inner = 0;
   };
   Read through_broadcast(const Atom& a) const;
-  void build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool>& drop);
+  // The trailing axes a reduce_sum or reduce_max `e` folds, if a program can take it as a row
+  // reduction (of a fusible dtype, over non-empty rows of its last axes); else 0.
+  int row_axes(const Eqn& e) const;
+  // The cluster that can take row reduction `r` (row_axes(g_.eqns[r]) > 0): the one that
+  // computes its operand, else the first to read the operand element by element (not through
+  // a broadcast) and start before r; -1 for none.
+  std::ptrdiff_t row_reduction_cluster(std::size_t r, const std::vector<Cluster>& clusters,
+                                       const std::vector<std::ptrdiff_t>& cluster_of) const;
+  // Replaces cluster `c` and the row reductions it takes (`reductions`, over `axes` trailing
+  // axes) by one fused equation, where that is worth it and fits a program.
+  void build(const Cluster& c, const std::vector<std::size_t>& reductions, int axes,
+             std::vector<Eqn>& replaced, std::vector<bool>& drop);
 
   // float32 and float64 always; bfloat16 and float16 where the backend rounds each
   // instruction's result to them (a 16-bit value rounds after every primitive).
   bool fusible_dtype(DType d) const {
     return d == DType::f32 || d == DType::f64 ||
-           (sixteen_bit_ && (d == DType::bf16 || d == DType::f16));
+           (options_.sixteen_bit && (d == DType::bf16 || d == DType::f16));
   }
 
   Graph& g_;
-  bool sixteen_bit_;
+  FusionOptions options_;
   DefUse uses_;
 };
 
@@ -186,6 +197,44 @@ std::optional<AVal> Fuser::fusible(const Eqn& e) const {
   return aval;
 }
 
+int Fuser::row_axes(const Eqn& e) const {
+  if (!options_.row_reductions || (e.prim != &lax::reduce_sum_p && e.prim != &lax::reduce_max_p) ||
+      e.inputs[0].is_literal())
+    return 0;
+  const AVal x = g_.aval(e.inputs[0]);
+  const auto& axes = e.params.get<std::vector<std::int64_t>>("axes");
+  const auto m = static_cast<std::int64_t>(axes.size());
+  if (!fusible_dtype(x.dtype) || m == 0 || x.shape.size() == 0) return 0;
+  for (std::int64_t k = 0; k < m; ++k)  // sorted and distinct: the last m axes
+    if (axes[static_cast<std::size_t>(k)] != x.shape.rank() - m + k) return 0;
+  return static_cast<int>(m);
+}
+
+std::ptrdiff_t Fuser::row_reduction_cluster(std::size_t r, const std::vector<Cluster>& clusters,
+                                            const std::vector<std::ptrdiff_t>& cluster_of) const {
+  const Atom& x = g_.eqns[r].inputs[0];
+  const AVal aval = g_.aval(x);
+  const auto takes = [&](std::ptrdiff_t c) {
+    return c >= 0 && clusters[static_cast<std::size_t>(c)].aval == aval;
+  };
+  // Its fused equation stands at the cluster's first equation, which comes before r, so the
+  // reduction's readers (after r) see its result; a member of the cluster never reads it (a
+  // member reads nothing made at or after the cluster's first equation but by the cluster).
+  const std::ptrdiff_t p = uses_.producer[static_cast<std::size_t>(x.var)];
+  if (p >= 0) {
+    const std::ptrdiff_t c = cluster_of[static_cast<std::size_t>(p)];
+    if (c >= 0) return takes(c) ? c : -1;
+  }
+  // A broadcast the cluster reads through is not among its values.
+  const Read read = through_broadcast(x);
+  if (read.atom.is_literal() || read.atom.var != x.var) return -1;
+  for (const std::size_t k : uses_.readers[static_cast<std::size_t>(x.var)]) {
+    const std::ptrdiff_t c = cluster_of[k];
+    if (k < r && takes(c) && clusters[static_cast<std::size_t>(c)].first < r) return c;
+  }
+  return -1;
+}
+
 int Fuser::run() {
   // Greedy, in program order: an equation joins the cluster of an operand's producer when
   // every other operand it reads from outside that cluster exists before the cluster's first
@@ -229,11 +278,13 @@ int Fuser::run() {
     }
     for (const Atom& a : e.inputs)
       if (!a.is_literal()) try_join(uses_.producer[static_cast<std::size_t>(a.var)]);
-    // A comparison of a value an earlier cluster reads too (relu's mask of a product that its
-    // max reads) joins that cluster: its bool is then taken where the value is made and the
-    // value need not live on to the mask's readers (a remat'd backward pass's select_n), as
-    // when the comparison joins its operand's producer.
-    if (!needs_bool && kernels::program_op_is_comparison(*op_of(e.prim)))
+    // An equation reading a value an earlier cluster reads too joins that cluster (XLA's
+    // sibling fusion): the value is read once, and what the equation makes need not be stored
+    // where the cluster reads it (GELU's gradient: product * x and product * tanh' in one
+    // program). A comparison's bool is then taken where the value is made (relu's mask of a
+    // product that its max reads), so the value need not live on to the mask's readers (a
+    // remat'd backward pass's select_n).
+    if (!needs_bool)
       for (const Atom& a : e.inputs)
         if (!a.is_literal())
           for (const std::size_t k : uses_.readers[static_cast<std::size_t>(a.var)])
@@ -246,12 +297,27 @@ int Fuser::run() {
     cluster_of[i] = joined;
   }
 
+  // Row reductions join the cluster of their operand, each cluster's over one number of
+  // trailing axes (its first's).
+  std::vector<std::vector<std::size_t>> reductions(clusters.size());
+  std::vector<int> axes(clusters.size(), 0);
+  for (std::size_t r = 0; r < g_.eqns.size(); ++r) {
+    const int m = row_axes(g_.eqns[r]);
+    if (m == 0) continue;
+    const std::ptrdiff_t c = row_reduction_cluster(r, clusters, cluster_of);
+    if (c < 0) continue;
+    const auto k = static_cast<std::size_t>(c);
+    if (axes[k] != 0 && axes[k] != m) continue;
+    axes[k] = m;
+    reductions[k].push_back(r);
+  }
+
   std::vector<Eqn> replaced(g_.eqns.size());  // per first equation: the fused one
   std::vector<bool> drop(g_.eqns.size(), false);
   int fused = 0;
-  for (const Cluster& c : clusters) {
-    build(c, replaced, drop);
-    fused += replaced[c.first].prim != nullptr ? 1 : 0;
+  for (std::size_t k = 0; k < clusters.size(); ++k) {
+    build(clusters[k], reductions[k], axes[k], replaced, drop);
+    fused += replaced[clusters[k].first].prim != nullptr ? 1 : 0;
   }
   if (fused == 0) return 0;
   std::vector<Eqn> eqns;
@@ -266,10 +332,13 @@ int Fuser::run() {
   return fused;
 }
 
-void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool>& drop) {
+void Fuser::build(const Cluster& c, const std::vector<std::size_t>& reductions, int axes,
+                  std::vector<Eqn>& replaced, std::vector<bool>& drop) {
   std::vector<bool> member(g_.eqns.size(), false);
   for (const std::size_t i : c.eqns)
     member[i] = true;
+  for (const std::size_t r : reductions)
+    member[r] = true;  // its operand need not be a result for it
   const auto read_outside = [&](VarId v) {
     const auto& readers = uses_.readers[static_cast<std::size_t>(v)];
     return uses_.output[static_cast<std::size_t>(v)] ||
@@ -289,7 +358,7 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
     const VarId v = g_.eqns[i].outputs[0];
     if (!kept[i] && g_.aval(v).dtype != DType::bool_ && read_outside(v)) outputs.push_back(v);
   }
-  if (outputs.empty()) return;
+  if (outputs.empty() && reductions.empty()) return;
 
   ElementwiseBuilder b;
   std::map<VarId, EValue> value;
@@ -382,11 +451,23 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
       std::count_if(absorbed.begin(), absorbed.end(), [&](VarId v) { return !read_outside(v); }));
   const auto replaced_eqns =
       static_cast<std::int64_t>(c.eqns.size()) - std::count(kept.begin(), kept.end(), true);
+  // Every row reduction's operand is a value of the program (a member's result or an operand
+  // a member reads).
+  for (const std::size_t r : reductions)
+    FLAXPP_ASSERT(value.count(g_.eqns[r].inputs[0].var) == 1,
+                  "fuse_elementwise: a row reduction's operand is not the program's");
+  const auto reduced = static_cast<std::int64_t>(reductions.size());
   // One equation alone is worth a program only when it reads a broadcast through (relu's
   // backward select and its zeros, which go once every reader of them is fused).
-  if (replaced_eqns < 2 && absorbed.empty()) return;
+  if (replaced_eqns + reduced < 2 && absorbed.empty()) return;
   for (const VarId v : outputs)
     b.output(value.at(v));
+  for (const std::size_t r : reductions) {
+    const Eqn& e = g_.eqns[r];
+    b.reduce_rows(e.prim == &lax::reduce_sum_p ? Op::add : Op::max, value.at(e.inputs[0].var),
+                  axes);
+    outputs.push_back(e.outputs[0]);
+  }
   std::shared_ptr<const ElementwiseProgram> program;
   try {
     program = b.finish();
@@ -397,16 +478,18 @@ void Fuser::build(const Cluster& c, std::vector<Eqn>& replaced, std::vector<bool
   f.inputs.insert(f.inputs.end(), inputs.begin(), inputs.end());
   f.params.set("program", std::move(program));
   f.params.set("donate", true);
-  f.params.set("fused_eqns", replaced_eqns + dropped);
+  f.params.set("fused_eqns", replaced_eqns + dropped + reduced);
   replaced[c.first] = std::move(f);
   for (const std::size_t i : c.eqns)
     drop[i] = !kept[i];
+  for (const std::size_t r : reductions)
+    drop[r] = true;
 }
 
 }  // namespace
 
-int fuse_elementwise(Graph& graph, bool sixteen_bit) {
-  return Fuser(graph, sixteen_bit).run();
+int fuse_elementwise(Graph& graph, FusionOptions options) {
+  return Fuser(graph, options).run();
 }
 
 OpCounts op_counts(const Graph& graph) {

@@ -217,7 +217,7 @@ int split_fused_groups(Graph& graph) {
     const auto& program = e.params.get<std::shared_ptr<const ElementwiseProgram>>("program");
     const auto scalars = static_cast<std::size_t>(program->num_scalars);
     const auto per_group = static_cast<std::size_t>(program->num_inputs);
-    const std::size_t per_output = program->outputs.size();
+    const std::size_t per_output = program->results_per_group();
     const std::size_t groups = (e.inputs.size() - scalars) / per_group;
     if (groups <= 1) {
       eqns.push_back(std::move(e));

@@ -309,8 +309,10 @@ struct Jitted::State {
       checked([&] { ir::dce(graph); });
       if (options.fuse_dot_bias) checked([&] { ir::fuse_dot_bias(graph); });
       if (options.fuse_elementwise) {
-        // A GPU's fused kernel rounds each instruction to bf16/f16 as its primitive would.
-        checked([&] { ir::fuse_elementwise(graph, device.kind != DeviceKind::cpu); });
+        // A GPU's fused kernel rounds each instruction to bf16/f16 as its primitive would; the
+        // CPU's programs reduce rows.
+        const bool cpu = device.kind == DeviceKind::cpu;
+        checked([&] { ir::fuse_elementwise(graph, {.sixteen_bit = !cpu, .row_reductions = cpu}); });
         checked([&] { ir::dce(graph); });  // scalars' broadcasts the fused programs no longer read
       }
       ir::rewrite_subgraphs(graph, simplify_and_fuse);

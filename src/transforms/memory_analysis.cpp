@@ -195,16 +195,16 @@ Run follow_run(const ir::Graph& graph, const std::vector<bool>& donated,
             *e.params.get<std::shared_ptr<const ir::ElementwiseProgram>>("program");
         const auto scalars = static_cast<std::size_t>(program.num_scalars);
         const auto per_group = static_cast<std::size_t>(program.num_inputs);
-        const std::size_t per_output = program.outputs.size();
+        const std::size_t per_result = program.results_per_group();
         for (std::size_t g = 0; scalars + g * per_group < e.inputs.size(); ++g) {
           std::vector<bool> free(per_group);
           for (std::size_t j = 0; j < per_group; ++j)
             free[j] = unshared(e.inputs[scalars + g * per_group + j]);
-          const std::vector<int> from = program.donations(free);
-          for (std::size_t k = 0; k < per_output; ++k)
+          const std::vector<int> from = program.donations(free);  // the outputs' (not rows')
+          for (std::size_t k = 0; k < from.size(); ++k)
             if (from[k] >= 0) {
               const std::size_t op = scalars + g * per_group + static_cast<std::size_t>(from[k]);
-              from_operand[g * per_output + k] = static_cast<int>(op);
+              from_operand[g * per_result + k] = static_cast<int>(op);
               taken_operand[op] = true;
             }
         }

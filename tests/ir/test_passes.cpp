@@ -3,6 +3,7 @@
 // passes' effect on whole train steps is tested with jit (tests/transforms).
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -144,6 +145,90 @@ TEST_CASE("fuse_elementwise: programs read row values and biases through their b
   CHECK(ir::count_eqns(g, lax::fused_elementwise_p) == 2);  // before and after the sum
   CHECK(ir::count_eqns(g, lax::exp_p) == 0);
   CHECK(ir::count_eqns(g, lax::div_p) == 0);
+}
+
+TEST_CASE("fuse_elementwise: an equation joins the program of an earlier reader of its operand") {
+  // GELU's gradient's shape: g * 2 and g * y read the same g, which no program makes; the
+  // second joins the first's program, and so does their sum: one program, no equation left.
+  ir::Graph g = make_graph(
+      [](std::span<const Array> v) {
+        const Array a = v[0] * 2.0, b = v[0] * v[1];
+        return std::vector<Array>{a + b};
+      },
+      kTwoF32);
+  int fused = 0;
+  check_same_results(g, [&](ir::Graph& graph) { fused = ir::fuse_elementwise(graph); });
+  CAPTURE(g.str());
+  CHECK(fused == 1);
+  REQUIRE(g.eqns.size() == 1);
+  CHECK(g.eqns[0].params.get<std::int64_t>("fused_eqns") == 3);
+}
+
+TEST_CASE("fuse_elementwise: row reductions join the program that makes or reads their operand") {
+  // softmax with a bias: z's row maximum joins z's program, the exponentials' sum theirs, the
+  // sum of v[1] (which z's program reads) that program too, and the sum of y * y the division's
+  // program, which then never stores y * y. A sum over both axes of z is another row length
+  // than z's program's, and the sum of the maximum's broadcast is of no program's value (the
+  // exponentials' program reads the maximum itself): they stay. Without the option every
+  // reduction stays.
+  const Shape full{6, 70};
+  const std::vector<AVal> avals{AVal{full, DType::f32}, AVal{full, DType::f32}};
+  const auto f = [&](std::span<const Array> v) {
+    const Array z = v[0] * 0.5 + v[1];
+    const Array m = lax::reduce_max(z, {1});
+    const Array m_rows = lax::broadcast_in_dim(m, full, {0});
+    const Array e = exp(z - m_rows);
+    const Array s = lax::reduce_sum(e, {1});
+    const Array y = e / lax::broadcast_in_dim(s, full, {0});
+    return std::vector<Array>{y,
+                              m,
+                              s,
+                              lax::reduce_sum(v[1], {1}),
+                              lax::reduce_sum(y * y, {1}),
+                              lax::reduce_sum(z, {0, 1}),
+                              lax::reduce_sum(m_rows, {1})};
+  };
+  std::vector<float> x0(420), x1(420);
+  for (std::size_t i = 0; i < x0.size(); ++i) {
+    x0[i] = 3.0f * std::sin(0.3f * static_cast<float>(i));
+    x1[i] = std::cos(0.7f * static_cast<float>(i));
+  }
+  const std::vector<Array> in{Array::from_vector(x0, full, Device::cpu()),
+                              Array::from_vector(x1, full, Device::cpu())};
+  ir::Graph plain = make_graph(f, avals);
+  const std::vector<Array> before = eval_graph(plain, in);
+  CHECK(ir::fuse_elementwise(plain) == 3);
+  CHECK(ir::count_eqns(plain, lax::reduce_sum_p) == 5);
+  CHECK(ir::count_eqns(plain, lax::reduce_max_p) == 1);
+
+  ir::Graph g = make_graph(f, avals);
+  CHECK(ir::fuse_elementwise(g, {.row_reductions = true}) == 3);
+  ir::dce(g);
+  g.verify();
+  CAPTURE(g.str());
+  CHECK(ir::count_eqns(g, lax::reduce_max_p) == 0);
+  CHECK(ir::count_eqns(g, lax::reduce_sum_p) == 2);
+  const std::vector<Array> after = eval_graph(g, in);
+  REQUIRE(after.size() == before.size());
+  for (std::size_t k = 0; k < before.size(); ++k) {
+    CAPTURE(k);
+    CHECK(after[k].to_vector<float>() == before[k].to_vector<float>());
+  }
+  int rows_programs = 0;
+  for (const ir::Eqn& e : g.eqns) {
+    if (e.prim != &lax::fused_elementwise_p) continue;
+    const auto& program = *e.params.get<std::shared_ptr<const ir::ElementwiseProgram>>("program");
+    if (program.row_reductions.empty()) continue;
+    ++rows_programs;
+    CHECK(program.row_axes == 1);
+    CHECK(e.outputs.size() == program.results_per_group());
+    if (program.str().find("div(") != std::string::npos) {
+      CHECK(program.outputs.size() == 1);  // y; y * y is summed, never stored
+      // div, mul, the broadcast of s it reads through, and the sum.
+      CHECK(e.params.get<std::int64_t>("fused_eqns") == 4);
+    }
+  }
+  CHECK(rows_programs == 3);
 }
 
 TEST_CASE("rewrite_subgraphs: each distinct body is rewritten once, however often it appears") {

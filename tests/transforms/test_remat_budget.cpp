@@ -150,10 +150,18 @@ TEST_CASE(
   }
   CHECK(last_peak == least);
   CHECK(last_seconds > 0);
-  // At the least peak every layer keeps less than when it keeps everything.
+  // At the least peak no layer keeps more than when it keeps everything, and the layers keep
+  // less in all (a layer whose values are not live at the peak may keep them at no cost).
   const CompiledStep tightest = mlp_step(x, cp::nothing_saveable(), least).lower(args);
-  for (std::size_t i = 0; i < kLayers; ++i)
-    CHECK(tightest.remat_plan()->regions[i].kept_bytes() < top->regions[i].kept_bytes());
+  CAPTURE(tightest.remat_plan()->str());
+  std::int64_t kept = 0, kept_at_top = 0;
+  for (std::size_t i = 0; i < kLayers; ++i) {
+    CAPTURE(i);
+    CHECK(tightest.remat_plan()->regions[i].kept_bytes() <= top->regions[i].kept_bytes());
+    kept += tightest.remat_plan()->regions[i].kept_bytes();
+    kept_at_top += top->regions[i].kept_bytes();
+  }
+  CHECK(kept < kept_at_top);
 }
 
 TEST_CASE("remat by budget: a scanned body is one region, its choice planned exactly") {

@@ -9,9 +9,12 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "flaxpp/core/aval.hpp"
 #include "flaxpp/kernels/program.hpp"
 
 namespace flaxpp::ir {
@@ -59,6 +62,23 @@ struct ElementwiseProgram {
                : 0;
   }
   bool is_broadcast(int input) const { return broadcast_inner(input) > 0; }
+  // Reductions along the last axes (XLA's row reductions in a fusion): each folds a
+  // register's values over every row of the group's `row_axes` trailing axes, by add
+  // (reduce_sum) or max (reduce_max), in the order the primitive's own loop folds a row (the
+  // same bits). Their results follow the outputs', of the group's shape without those axes.
+  // The CPU backend runs them; the jit pass makes them there only.
+  struct RowReduction {
+    Op op = Op::add;  // add or max
+    std::uint8_t reg = 0;
+    bool operator==(const RowReduction&) const = default;
+  };
+  std::vector<RowReduction> row_reductions;
+  int row_axes = 0;  // > 0 exactly when there are row reductions
+  // The results of one group: the outputs, then the row reductions.
+  std::size_t results_per_group() const { return outputs.size() + row_reductions.size(); }
+  // The elements the code runs over, in every group of `operands` (a fused_elementwise
+  // equation's, scalars first).
+  std::int64_t group_elements(std::span<const AVal> operands) const;
 
   // For each result of one group, the group input whose buffer it takes (or -1 for a new
   // buffer), given which inputs may be given up (`free[j]`: donated and held by nothing else):
@@ -71,11 +91,13 @@ struct ElementwiseProgram {
   int first_temporary() const { return first_constant() + static_cast<int>(constants.size()); }
   // "{scalars=0 inputs=2 constants=(0.9); r3=mul(r2, r0); r3=add(r3, r1); -> r3@in1}" for
   // printed graphs (@inN: the result takes input N's buffer when that input is donated;
-  // "broadcasts=(1/64)": input 1 is read as a broadcast with inner 64).
+  // "broadcasts=(1/64)": input 1 is read as a broadcast with inner 64; "rows(1): add(r3)
+  // max(r2)": row reductions over the last axis).
   std::string str() const;
   // ValueError unless the registers fit: at most kMaxRegisters of them and of outputs, every
   // register read exists, and the code writes temporaries only; and unless operand 0 is read
-  // element by element and no result takes a broadcast operand's buffer.
+  // element by element and no result takes a broadcast operand's buffer; and unless the row
+  // reductions add or max existing registers over at least one axis.
   void validate() const;
   bool operator==(const ElementwiseProgram&) const = default;
 };
@@ -128,6 +150,10 @@ class ElementwiseBuilder {
   // Adds a result; returns its index among the outputs. With `in_place_of` (an input()),
   // the result takes that operand's buffer when the operand is donated.
   int output(Value v, Value in_place_of = {});
+  // Adds a row reduction (ElementwiseProgram::row_reductions) of `v` by `op` (add or max) over
+  // the group's `row_axes` trailing axes, the same for every one of a program; returns its
+  // index among them.
+  int reduce_rows(ElementwiseProgram::Op op, Value v, int row_axes);
 
   int num_scalars() const { return num_scalars_; }
   int num_inputs() const { return num_inputs_; }
@@ -149,6 +175,8 @@ class ElementwiseBuilder {
   std::vector<Node> nodes_;
   std::vector<double> constants_;
   std::vector<int> outputs_;              // node ids
+  std::vector<std::pair<ElementwiseProgram::Op, int>> row_reductions_;  // (op, node id)
+  int row_axes_ = 0;
   std::vector<std::int8_t> aliases_;      // per output: an input's number, or -1
   std::vector<bool> masks_;               // per input
   std::vector<std::int64_t> broadcasts_;  // per input

@@ -126,7 +126,8 @@ extern const ir::Primitive layer_norm_p, layer_norm_dx_p, layer_norm_dscale_p;
 // groups of num_inputs arrays, the arrays of a group of one shape (groups may differ) but the
 // program's broadcast operands, which the group's elements read repeatedly; all
 // of one floating dtype but the program's masks, which are bool. Results: for each group, one
-// array per program output, of the group's shape and that dtype. A backend runs all groups in one
+// array per program output, of the group's shape and that dtype, then one per row reduction, of
+// the group's shape without the program's row_axes trailing axes. A backend runs all groups in one
 // pass (on CUDA: one kernel launch). Param "donate" (optional, bool): a result may reuse the buffer
 // of an input of its group that no other Array holds. No VJP.
 extern const ir::Primitive fused_elementwise_p;

@@ -45,10 +45,20 @@ int rewrite_subgraphs(Graph& graph, const std::function<void(Graph&)>& rewrite);
 // fusion: one pass over memory, one CUDA launch, the intermediates never stored, the same
 // bits. Each fused equation stands where its first equation stood and may write into
 // operands it reads last; its param "fused_eqns" says how many equations it replaced. Returns
-// how many fused equations it made. With `sixteen_bit`, bfloat16 and float16 chains fuse too:
-// for a backend whose fused programs round each instruction's result to the arrays' dtype, as
-// a primitive stores it (CUDA's; the CPU has no 16-bit arithmetic).
-int fuse_elementwise(Graph& graph, bool sixteen_bit = false);
+// how many fused equations it made.
+struct FusionOptions {
+  // bfloat16 and float16 chains fuse too: for a backend whose fused programs round each
+  // instruction's result to the arrays' dtype, as a primitive stores it (CUDA's; the CPU has
+  // no 16-bit arithmetic).
+  bool sixteen_bit = false;
+  // A reduce_sum or reduce_max over the trailing axes of a value a chain computes or reads
+  // element by element joins the chain as a row reduction (ElementwiseProgram::row_reductions;
+  // XLA's reduction fusion): the value is read once, and not stored at all where only the
+  // reduction reads it (a softmax's exponentials' sum, LayerNorm's squares). For the CPU's
+  // programs, which run them.
+  bool row_reductions = false;
+};
+int fuse_elementwise(Graph& graph, FusionOptions options = {});
 
 // Turns each float32/float64 dot_general without batch dims whose one reader adds a bias
 // broadcast along its rhs free axes (nn.Dense's kernel product and bias) into

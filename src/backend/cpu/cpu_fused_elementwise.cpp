@@ -4,33 +4,23 @@
 // inputs in place (a bool mask is converted into its row, a broadcast operand gathered into
 // it). A chunk's results are written after its code has run, so donated inputs take results
 // in place. Large groups are shared among the CPU's threads by runs of chunks
-// (cpu_parallel.hpp): the same bits for any count.
+// (cpu_parallel.hpp): the same bits for any count. A program with row reductions runs over
+// chunks of whole rows and folds each row from its chunk's registers as reduce_sum and
+// reduce_max fold it (cpu_fold.hpp).
 #include <algorithm>
 #include <type_traits>
 #include <vector>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
+#include "backend/cpu/cpu_fold.hpp"
 #include "backend/cpu/cpu_parallel.hpp"
-#include "backend/cpu/cpu_unary_loop.hpp"
+#include "backend/cpu/cpu_program_loop.hpp"
 #include "flaxpp/ir/elementwise_program.hpp"
-#include "kernels/elementwise_program.hpp"
 
 namespace flaxpp::cpu {
 namespace {
 
 constexpr std::int64_t kChunk = 256;
-
-// d[i] = f(a[i], b[i], c[i]) over one chunk of m elements; a unary operation through the
-// primitive's own loop (cpu_unary_loop.hpp: the same bits).
-template <class F, class T>
-void run_instruction(F f, const T* a, const T* b, const T* c, T* d, std::int64_t m) {
-  if constexpr (requires { f.op; }) {  // kernels::Unary3
-    unary_loop(f.op, a, d, m);
-  } else {
-    for (std::int64_t i = 0; i < m; ++i)
-      d[i] = f(a[i], b[i], c[i]);
-  }
-}
 
 // d[k] = as(x[((start + k) / inner) % size]) for k < m: a broadcast operand's row, walked in
 // runs without a division per element: runs of one value (a per-row value, inner > 1) are
@@ -87,12 +77,10 @@ class Chunks {
     }
   }
 
-  // Runs the program over elements [start, start + m) of a group (m <= kChunk) and writes
-  // them to dst. The code reads the inputs where they are; results are written after the
-  // chunk's code. An input that is itself a result is copied first: another result may take
-  // its buffer.
-  void run(std::span<const Array> inputs, const std::vector<T*>& dst, std::int64_t start,
-           std::int64_t m) {
+  // Runs the program over elements [start, start + m) of a group (m <= kChunk); store() then
+  // writes them. The code reads the inputs where they are. An input that is itself a result
+  // is copied first: another result may take its buffer.
+  void compute(std::span<const Array> inputs, std::int64_t start, std::int64_t m) {
     for (int i = 0; i < p_.num_inputs; ++i) {
       const int r = p_.num_scalars + i;
       const Array& x = inputs[static_cast<std::size_t>(i)];
@@ -124,8 +112,13 @@ class Chunks {
       const T* a = reg_[instr.a];
       const T* b = reg_[instr.b];
       const T* c = reg_[instr.c];
-      kernels::visit_instr(instr.op, instr.y, [&](auto f) { run_instruction(f, a, b, c, d, m); });
+      run_program_instr(instr.op, instr.y, a, b, c, d, m);
     }
+  }
+  // The chunk's values of register r, once computed.
+  const T* value(std::uint8_t r) const { return reg_[r]; }
+  // Writes the outputs of the chunk computed last to dst.
+  void store(const std::vector<T*>& dst, std::int64_t start, std::int64_t m) const {
     for (std::size_t o = 0; o < p_.outputs.size(); ++o)
       std::copy_n(reg_[p_.outputs[o]], m, dst[o] + start);
   }
@@ -139,6 +132,91 @@ class Chunks {
   std::vector<const T*> reg_;
   std::vector<bool> is_result_;
 };
+
+// Calls f(functor, identity) for a row reduction's operation (add or max).
+template <class T, class F>
+void visit_fold(ir::ElementwiseProgram::Op op, F&& f) {
+  if (op == ir::ElementwiseProgram::Op::add)
+    f(kernels::Add{}, T(0));
+  else
+    f(kernels::Max{}, kernels::max_identity<T>());
+}
+
+// One row reduction over a row longer than a chunk, folded chunk by chunk.
+template <class T>
+class LongRowFold {
+ public:
+  explicit LongRowFold(ir::ElementwiseProgram::Op op) : op_(op) {}
+  // Folds the row's next m values; returns the row's result after its last chunk (`last`).
+  T add(const T* x, std::int64_t m, bool last) {
+    if (op_ == ir::ElementwiseProgram::Op::add) return kernels::Add{}(T(0), sum_.add(x, m, last));
+    return kernels::Max{}(kernels::max_identity<T>(), max_.add(x, m, last));
+  }
+
+ private:
+  ir::ElementwiseProgram::Op op_;
+  LaneFold<T, kernels::Add> sum_{kernels::Add{}, T(0)};
+  LaneFold<T, kernels::Max> max_{kernels::Max{}, kernels::max_identity<T>()};
+};
+
+// A group whose program reduces rows: the threads take runs of whole rows. Rows of up to
+// kChunk elements go as many to a chunk as fit, each folded from the chunk's registers; a
+// longer row goes in chunks of kChunk (a multiple of LaneFold's lanes, so that its fold is the
+// primitive's), its folds carried from chunk to chunk. The reductions' results are appended
+// to `results`.
+template <class T>
+void run_rows(const ir::ElementwiseProgram& p, std::span<const Array> scalars,
+              std::span<const Array> inputs, const std::vector<T*>& dst,
+              std::span<const AVal> row_avals, std::vector<Array>& results) {
+  static_assert(kChunk % LaneFold<T, kernels::Add>::kLanes == 0);
+  const std::int64_t n = inputs[0].size();
+  const std::int64_t rows = row_avals[0].shape.size();
+  const std::int64_t length = rows == 0 ? 0 : n / rows;
+  std::vector<T*> ys;
+  for (std::size_t k = 0; k < p.row_reductions.size(); ++k) {
+    const Output result(row_avals[k]);
+    ys.push_back(result.data<T>());
+    results.push_back(result.array());
+  }
+  if (length == 0) {  // empty rows: each reduction's identity
+    for (std::size_t k = 0; k < ys.size(); ++k)
+      visit_fold<T>(p.row_reductions[k].op,
+                    [&](auto, T identity) { std::fill_n(ys[k], rows, identity); });
+    return;
+  }
+  parallel_rows(rows, length, [&](std::int64_t begin, std::int64_t end) {
+    Chunks<T> chunks(p, scalars);
+    if (length <= kChunk) {
+      const std::int64_t per_chunk = kChunk / length;
+      for (std::int64_t r = begin; r < end; r += per_chunk) {
+        const std::int64_t count = std::min(per_chunk, end - r);
+        chunks.compute(inputs, r * length, count * length);
+        for (std::size_t k = 0; k < ys.size(); ++k)
+          visit_fold<T>(p.row_reductions[k].op, [&](auto op, T identity) {
+            fold_rows(op, chunks.value(p.row_reductions[k].reg), count, length, identity,
+                      ys[k] + r);
+          });
+        chunks.store(dst, r * length, count * length);
+      }
+      return;
+    }
+    for (std::int64_t r = begin; r < end; ++r) {
+      std::vector<LongRowFold<T>> folds;
+      for (const ir::ElementwiseProgram::RowReduction& reduction : p.row_reductions)
+        folds.emplace_back(reduction.op);
+      for (std::int64_t at = 0; at < length; at += kChunk) {
+        const std::int64_t m = std::min(kChunk, length - at);
+        const bool last = at + m == length;
+        chunks.compute(inputs, r * length + at, m);
+        for (std::size_t k = 0; k < ys.size(); ++k) {
+          const T y = folds[k].add(chunks.value(p.row_reductions[k].reg), m, last);
+          if (last) ys[k][r] = y;
+        }
+        chunks.store(dst, r * length + at, m);
+      }
+    }
+  });
+}
 
 template <class T>
 std::vector<Array> run(const ir::ElementwiseProgram& p, bool donate, std::span<const Array> in,
@@ -159,18 +237,26 @@ std::vector<Array> run(const ir::ElementwiseProgram& p, bool donate, std::span<c
         dst.push_back(const_cast<T*>(in_data<T>(donor)));
         results.push_back(donor);
       } else {
-        const Output result(out[g * num_outputs + o]);
+        const Output result(out[g * p.results_per_group() + o]);
         dst.push_back(result.data<T>());
         results.push_back(result.array());
       }
     }
+    const std::int64_t n = inputs[0].size();
+    if (!p.row_reductions.empty()) {
+      run_rows<T>(p, scalars, inputs, dst, out.subspan(g * p.results_per_group() + num_outputs),
+                  results);
+      continue;
+    }
     // Chunks are independent (each reads and writes only its own elements, so a donated
     // buffer is safe too): the threads take runs of them.
-    const std::int64_t n = inputs[0].size();
     parallel_rows((n + kChunk - 1) / kChunk, kChunk, [&](std::int64_t begin, std::int64_t end) {
       Chunks<T> chunks(p, scalars);
-      for (std::int64_t c = begin; c < end; ++c)
-        chunks.run(inputs, dst, c * kChunk, std::min(kChunk, n - c * kChunk));
+      for (std::int64_t c = begin; c < end; ++c) {
+        const std::int64_t m = std::min(kChunk, n - c * kChunk);
+        chunks.compute(inputs, c * kChunk, m);
+        chunks.store(dst, c * kChunk, m);
+      }
     });
   }
   return results;

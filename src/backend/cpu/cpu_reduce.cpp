@@ -1,34 +1,14 @@
-// CPU evaluation of reduce_sum and reduce_max over any set of axes. Sums accumulate in the
-// element type (f32 in f32, like XLA on CPU), in eight interleaved partial sums.
+// CPU evaluation of reduce_sum and reduce_max over any set of axes, each contiguous run folded
+// as cpu_fold.hpp folds it.
 #include <algorithm>
-#include <type_traits>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
+#include "backend/cpu/cpu_fold.hpp"
 #include "backend/cpu/cpu_parallel.hpp"
-#include "backend/cpu/cpu_row_max.hpp"
 #include "flaxpp/kernels/elementwise.hpp"
 
 namespace flaxpp::cpu {
 namespace {
-
-// op-reduction of n contiguous elements, starting from init. Eight independent accumulators
-// let the loop vectorise without reassociation flags (and shorten float sums' error chain).
-template <class T, class Op>
-T reduce_contiguous(Op op, const T* x, std::int64_t n, T init) {
-  constexpr int kLanes = 8;
-  T acc[kLanes];
-  std::fill(acc, acc + kLanes, init);
-  std::int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int l = 0; l < kLanes; ++l)
-      acc[l] = op(acc[l], x[i + l]);
-  T result = init;
-  for (int l = 0; l < kLanes; ++l)
-    result = op(result, acc[l]);
-  for (; i < n; ++i)
-    result = op(result, x[i]);
-  return result;
-}
 
 // Reduces x over `axes` into `out` (x's shape without those axes), starting from init.
 // The operand is read once in row-major order; each step handles its innermost group
@@ -60,11 +40,7 @@ Array reduce(const Array& x, const std::vector<std::int64_t>& axes, const AVal& 
     // Rows reduced along the last axes (a softmax's maximum and sum): one result per row, the
     // rows shared among the CPU's threads.
     parallel_rows(groups[0].size, inner.size, [&](std::int64_t begin, std::int64_t end) {
-      if constexpr (std::is_same_v<T, float> && std::is_same_v<Op, kernels::Max>)
-        max_rows_f32(xs + begin * inner.size, end - begin, inner.size, ys + begin);
-      else
-        for (std::int64_t r = begin; r < end; ++r)
-          ys[r] = op(init, reduce_contiguous(op, xs + r * inner.size, inner.size, init));
+      fold_rows(op, xs + begin * inner.size, end - begin, inner.size, init, ys + begin);
     });
     return o.array();
   }

@@ -122,6 +122,11 @@ std::vector<Array> Families::fused_elementwise(const ir::Primitive& prim, std::s
                                                std::span<const AVal> out) {
   if (out.empty()) return {};
   const auto [program, donate] = backend_impl::fused_params(params);
+  if (!program.row_reductions.empty())
+    throw ValueError(detail::str(
+        "fused_elementwise: the program ", program.str(),
+        " reduces rows, which the CPU backend runs and this CUDA backend does not yet; jit makes "
+        "such programs for the CPU only, so on a GPU bind reduce_sum / reduce_max apart"));
   return visit_dtype<Families::kFp, std::vector<Array>>(
       prim, out[0].dtype, in[0].device(), [&]<class S>(TypeTag<S>) {
         if (ir::fits(program, kLimits)) return run<S>(prim, program, donate, in, out);

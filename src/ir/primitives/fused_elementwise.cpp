@@ -58,6 +58,15 @@ std::vector<AVal> shape_rule(std::span<const AVal> in, const ir::Params& params)
                                        "'s ", n, " elements"));
     }
     out.insert(out.end(), program->outputs.size(), AVal{in[g].shape, dtype});
+    if (program->row_reductions.empty()) continue;
+    // Row reductions: the group's shape without its trailing row_axes axes.
+    const std::vector<std::int64_t>& dims = in[g].shape.dims();
+    if (in[g].shape.rank() < program->row_axes)
+      rules::fail(kName, detail::str("the program reduces rows of ", program->row_axes,
+                                     " trailing axes; operand ", g, " is ", in[g]));
+    const Shape leading(std::vector<std::int64_t>(
+        dims.begin(), dims.end() - static_cast<std::ptrdiff_t>(program->row_axes)));
+    out.insert(out.end(), program->row_reductions.size(), AVal{leading, dtype});
   }
   return out;
 }
