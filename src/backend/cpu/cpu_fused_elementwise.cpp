@@ -200,8 +200,10 @@ void run_rows(const ir::ElementwiseProgram& p, std::span<const Array> scalars,
       }
       return;
     }
+    std::vector<LongRowFold<T>> folds;  // one row's, reallocated never after the first
+    folds.reserve(ys.size());
     for (std::int64_t r = begin; r < end; ++r) {
-      std::vector<LongRowFold<T>> folds;
+      folds.clear();
       for (const ir::ElementwiseProgram::RowReduction& reduction : p.row_reductions)
         folds.emplace_back(reduction.op);
       for (std::int64_t at = 0; at < length; at += kChunk) {
