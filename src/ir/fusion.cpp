@@ -281,14 +281,24 @@ int Fuser::run() {
     // An equation reading a value an earlier cluster reads too joins that cluster (XLA's
     // sibling fusion): the value is read once, and what the equation makes need not be stored
     // where the cluster reads it (GELU's gradient: product * x and product * tanh' in one
-    // program). A comparison's bool is then taken where the value is made (relu's mask of a
-    // product that its max reads), so the value need not live on to the mask's readers (a
-    // remat'd backward pass's select_n).
+    // program). The fused equation computes it at the cluster's first equation, so it joins
+    // only a cluster that every equation since then belongs to: nothing runs in between, and
+    // nothing lives longer (a backward pass's reader of a forward value stays where it is). A
+    // comparison joins any earlier reader: its bool is then taken where the value is made
+    // (relu's mask of a product that its max reads), so the value need not live on to the
+    // mask's readers (a remat'd backward pass's select_n).
+    const bool comparison = g_.aval(e.outputs[0]).dtype == DType::bool_;
+    const auto sibling = [&](std::size_t k) {
+      const std::ptrdiff_t c = cluster_of[k];
+      if (c < 0 || comparison) return c >= 0;
+      const Cluster& cl = clusters[static_cast<std::size_t>(c)];
+      return cl.eqns.size() == i - cl.first;  // its members are every equation since its first
+    };
     if (!needs_bool)
       for (const Atom& a : e.inputs)
         if (!a.is_literal())
           for (const std::size_t k : uses_.readers[static_cast<std::size_t>(a.var)])
-            if (k < i) try_join(static_cast<std::ptrdiff_t>(k));
+            if (k < i && sibling(k)) try_join(static_cast<std::ptrdiff_t>(k));
     if (joined < 0) {
       joined = static_cast<std::ptrdiff_t>(clusters.size());
       clusters.push_back({*aval, i, {}});
@@ -320,13 +330,11 @@ int Fuser::run() {
     fused += replaced[clusters[k].first].prim != nullptr ? 1 : 0;
   }
   if (fused == 0) return 0;
+  // A kept comparison that was its cluster's first stays there, ahead of the fused equation.
   std::vector<Eqn> eqns;
   for (std::size_t i = 0; i < g_.eqns.size(); ++i) {
-    if (replaced[i].prim != nullptr) {
-      eqns.push_back(std::move(replaced[i]));
-    } else if (!drop[i]) {
-      eqns.push_back(std::move(g_.eqns[i]));
-    }
+    if (!drop[i]) eqns.push_back(std::move(g_.eqns[i]));
+    if (replaced[i].prim != nullptr) eqns.push_back(std::move(replaced[i]));
   }
   g_.eqns = std::move(eqns);
   return fused;

@@ -149,19 +149,42 @@ TEST_CASE("fuse_elementwise: programs read row values and biases through their b
 
 TEST_CASE("fuse_elementwise: an equation joins the program of an earlier reader of its operand") {
   // GELU's gradient's shape: g * 2 and g * y read the same g, which no program makes; the
-  // second joins the first's program, and so does their sum: one program, no equation left.
+  // second joins the first's program, and so does their sum: one program. A later reader of g
+  // that a reduction separates from that program does not join it (its value would be made
+  // before the reduction and live across it): it stays, and so does the reduction.
   ir::Graph g = make_graph(
       [](std::span<const Array> v) {
         const Array a = v[0] * 2.0, b = v[0] * v[1];
-        return std::vector<Array>{a + b};
+        const Array sum = a + b;
+        return std::vector<Array>{sum, lax::reduce_sum(sum, {0}), v[0] - v[1]};
       },
       kTwoF32);
   int fused = 0;
   check_same_results(g, [&](ir::Graph& graph) { fused = ir::fuse_elementwise(graph); });
   CAPTURE(g.str());
   CHECK(fused == 1);
-  REQUIRE(g.eqns.size() == 1);
+  REQUIRE(g.eqns.size() == 3);
   CHECK(g.eqns[0].params.get<std::int64_t>("fused_eqns") == 3);
+  CHECK(g.eqns[1].prim == &lax::reduce_sum_p);
+  CHECK(g.eqns[2].prim == &lax::sub_p);
+}
+
+TEST_CASE("fuse_elementwise: a comparison read outside its program stays, also as its first") {
+  // m = v[0] > 0 starts a program (the select and the product join it); a second select of m
+  // reads a value made after m (a reversal), so it cannot join and reads m from memory: m
+  // stays an equation of its own, at the program's place.
+  ir::Graph g = make_graph(
+      [](std::span<const Array> v) {
+        const Array zero = lax::zeros_like(v[0]);
+        const Array m = greater(v[0], zero);
+        const Array y = lax::select_n(m, std::vector<Array>{zero, v[0]}) * 2.0;
+        const Array later = lax::rev(v[1], {0});
+        return std::vector<Array>{y, lax::select_n(m, std::vector<Array>{later, v[1]})};
+      },
+      kTwoF32);
+  check_same_results(g, [&](ir::Graph& graph) { CHECK(ir::fuse_elementwise(graph) >= 1); });
+  CAPTURE(g.str());
+  CHECK(ir::count_eqns(g, lax::gt_p) == 1);
 }
 
 TEST_CASE("fuse_elementwise: row reductions join the program that makes or reads their operand") {
