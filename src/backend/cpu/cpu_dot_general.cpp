@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_blas.hpp"
 #include "backend/cpu/cpu_eval_impl.hpp"
 #include "backend/cpu/cpu_gemm_settings.hpp"
+#include "backend/cpu/cpu_parallel.hpp"
 #ifdef FLAXPP_WITH_ONEDNN
 #include "backend/cpu/cpu_onednn.hpp"
 #endif
@@ -127,7 +128,8 @@ Array Families::dot_general(const ir::Primitive& prim, std::span<const Array> in
 }
 
 // The product, then the bias added to each of its rows in place while the product is fresh
-// (the add's functor, so the bits of dot_general and add): no broadcast bias is made.
+// (the add's functor, so the bits of dot_general and add; rows shared among the CPU's
+// threads): no broadcast bias is made.
 Array Families::dot_general_bias(const ir::Primitive& prim, std::span<const Array> inputs,
                                  const ir::Params& params, const AVal& out) {
   const Array product = dot_general(prim, inputs.first(2), params, out);
@@ -137,9 +139,11 @@ Array Families::dot_general_bias(const ir::Primitive& prim, std::span<const Arra
     const T* b = in_data<T>(bias);
     const std::int64_t n = bias.size();
     const std::int64_t rows = n == 0 ? 0 : product.size() / n;
-    for (std::int64_t r = 0; r < rows; ++r, y += n)
-      for (std::int64_t j = 0; j < n; ++j)
-        y[j] = kernels::Add{}(y[j], b[j]);
+    parallel_rows(rows, n, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t r = begin; r < end; ++r)
+        for (std::int64_t j = 0; j < n; ++j)
+          y[r * n + j] = kernels::Add{}(y[r * n + j], b[j]);
+    });
   });
   return product;
 }

@@ -1,5 +1,6 @@
 // The index primitives on the CPU: iota, take (rows copied whole) and scatter_add (rows added
 // in index order, the order every backend sums repeated rows in).
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
@@ -15,9 +16,9 @@ Array Families::iota(const ir::Primitive& prim, std::span<const Array> /*in*/,
   return visit_dtype<kNumeric>(prim, out.dtype, [&]<class T>(TypeTag<T>) {
     const Output o(out);
     T* ys = o.data<T>();
-    const std::int64_t n = out.shape.size();
-    for (std::int64_t i = 0; i < n; ++i)
-      ys[i] = static_cast<T>((i / axis.inner) % axis.extent);
+    for (std::int64_t line = 0; line < axis.outer; ++line)  // runs of `inner` equal values
+      for (std::int64_t v = 0; v < axis.extent; ++v)
+        ys = std::fill_n(ys, axis.inner, static_cast<T>(v));
     return o.array();
   });
 }

@@ -1,8 +1,9 @@
 // CPU evaluation of the layer_norm primitives, row by row, with the shared per-row math of
 // kernels/layer_norm.hpp. Sums accumulate in the element type, as XLA's CPU backend does. The
-// forward pass and dx share their rows among the CPU's threads (cpu_parallel.hpp); dscale,
-// a sum over rows, runs in row order on one.
+// forward pass and dx share their rows among the CPU's threads (cpu_parallel.hpp); dscale, a
+// sum over rows, shares its columns, each summed in row order.
 #include <algorithm>
+#include <vector>
 
 #include "backend/cpu/cpu_eval_impl.hpp"
 #include "backend/cpu/cpu_parallel.hpp"
@@ -88,12 +89,20 @@ Array Families::layer_norm_dscale(const ir::Primitive& prim, std::span<const Arr
       [&]<class T>(TypeTag<T>, std::int64_t rows, std::int64_t f, double epsilon, T* dscale) {
         const T* x = in_data<T>(in[0]);
         const T* dy = in_data<T>(in[1]);
-        std::fill(dscale, dscale + f, T(0));
-        for (std::int64_t r = 0; r < rows; ++r) {
-          const kernels::LayerNormStats<T> s = row_stats(x + r * f, f, epsilon);
-          for (std::int64_t i = 0; i < f; ++i)
-            dscale[i] += dy[r * f + i] * kernels::layer_norm_xhat(x[r * f + i], s);
-        }
+        // Per-row statistics: two values a row, host scratch outside memory accounting.
+        std::vector<kernels::LayerNormStats<T>> stats(static_cast<std::size_t>(rows));
+        parallel_rows(rows, f, [&](std::int64_t begin, std::int64_t end) {
+          for (std::int64_t r = begin; r < end; ++r)
+            stats[static_cast<std::size_t>(r)] = row_stats(x + r * f, f, epsilon);
+        });
+        // Each column sums its rows in row order, whichever thread takes it.
+        parallel_columns(rows, f, [&](std::int64_t begin, std::int64_t end) {
+          std::fill(dscale + begin, dscale + end, T(0));
+          for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t i = begin; i < end; ++i)
+              dscale[i] += dy[r * f + i] * kernels::layer_norm_xhat(
+                                               x[r * f + i], stats[static_cast<std::size_t>(r)]);
+        });
       });
 }
 

@@ -32,4 +32,12 @@ inline void parallel_rows(std::int64_t rows, std::int64_t row_length,
   parallel_for(rows, (kMinShareElements + length - 1) / length, body);
 }
 
+// parallel_for over the `columns` columns of `rows` rows (a sum over rows per column, each
+// share walking every row), in shares of at least kMinShareElements elements.
+inline void parallel_columns(
+    std::int64_t rows, std::int64_t columns,
+    const std::function<void(std::int64_t begin, std::int64_t end)>& body) {
+  parallel_rows(columns, rows, body);
+}
+
 }  // namespace flaxpp::cpu

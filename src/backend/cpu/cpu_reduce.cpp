@@ -44,6 +44,18 @@ Array reduce(const Array& x, const std::vector<std::int64_t>& axes, const AVal& 
     });
     return o.array();
   }
+  if (groups.size() == 2 && groups[0].reduced && !inner.reduced) {
+    // Leading axes reduced (a bias's gradient, a sum over the batch): the result's columns
+    // shared among the CPU's threads, each folding its rows in order.
+    parallel_columns(groups[0].size, inner.size, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t r = 0; r < groups[0].size; ++r) {
+        const T* run = xs + r * inner.size;
+        for (std::int64_t j = begin; j < end; ++j)
+          ys[j] = op(ys[j], run[j]);
+      }
+    });
+    return o.array();
+  }
   const std::size_t outer_rank = groups.size() - 1;
   const std::int64_t outer = x.size() / inner.size;
   std::vector<std::int64_t> index(outer_rank, 0);
